@@ -1,0 +1,1 @@
+"""The .cast format and its runtime. Imports only torch and the standard library."""

@@ -1,0 +1,4 @@
+//! Monte Carlo Tree Search over kernel revisions.
+
+/// Identifier of a node in the tree.
+pub type NodeId = u64;
