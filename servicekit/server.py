@@ -16,6 +16,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from servicekit.errors import KforgeError
+from servicekit.security import Security
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,7 @@ async def create_server(
     address: str = "127.0.0.1:0",
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     credentials: grpc.ServerCredentials | None = None,
+    security: Security | None = None,
 ) -> BoundServer:
     """Build and start a grpc.aio server with health checking and reflection on ``address``."""
     server = grpc.aio.server(
