@@ -1,12 +1,51 @@
-"""Client channels with the same message limits as the servers."""
+"""Client channels with the same message limits, TLS and token handling as the servers."""
 
 from __future__ import annotations
 
+import logging
+
 import grpc
 
-from servicekit.server import CHANNEL_OPTIONS
+from servicekit.addresses import is_local_address
+from servicekit.auth import BearerTokenClientInterceptor
+from servicekit.errors import ConfigurationError
+from servicekit.security import Security
+from servicekit.server import CHANNEL_OPTIONS, KEEPALIVE_CLIENT_OPTIONS
+from servicekit.tls import channel_credentials
+
+log = logging.getLogger(__name__)
 
 
 def insecure_channel(address: str) -> grpc.aio.Channel:
     """An asyncio channel to ``address`` (loopback or a trusted network)."""
     return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+
+
+def channel(address: str, security: Security | None = None) -> grpc.aio.Channel:
+    """An asyncio channel to ``address`` secured as ``security`` says.
+
+    With TLS (a CA or a client certificate) the token rides as call credentials; on a plain-text
+    channel, allowed to loopback or with ``insecure``, it rides as metadata added by an
+    interceptor (gRPC refuses call credentials over plain text). Plain text to another machine
+    is refused unless ``insecure`` is set, so a token is never sent in the clear by accident.
+    """
+    security = security if security is not None else Security()
+    options: list[tuple[str, str | int]] = [*CHANNEL_OPTIONS, *KEEPALIVE_CLIENT_OPTIONS]
+    if security.tls_server_name:
+        options.append(("grpc.ssl_target_name_override", security.tls_server_name))
+    if security.uses_tls:
+        credentials = channel_credentials(security)
+        if security.token is not None:
+            credentials = grpc.composite_channel_credentials(
+                credentials, grpc.access_token_call_credentials(security.token)
+            )
+        return grpc.aio.secure_channel(address, credentials, options=options)
+    if not is_local_address(address):
+        if not security.insecure:
+            raise ConfigurationError(
+                f"refusing a plain-text connection to non-loopback address {address}: "
+                "give --tls-ca (and --tls-cert/--tls-key for mutual TLS), or --insecure on a trusted network"
+            )
+        log.warning("connecting to %s in plain text because --insecure was given", address)
+    interceptors = [BearerTokenClientInterceptor(security.token)] if security.token is not None else None
+    return grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)

@@ -36,3 +36,16 @@ class Unauthenticated(KforgeError):
 
 class Unavailable(KforgeError):
     code = grpc.StatusCode.UNAVAILABLE
+
+
+class DeadlineExceeded(KforgeError):
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class ConfigurationError(KforgeError, ValueError):
+    """A server or client was configured in a way that cannot work or is unsafe.
+
+    Raised before anything listens or connects, so the operator sees it at start-up.
+    """
+
+    code = grpc.StatusCode.INVALID_ARGUMENT

@@ -1,30 +1,46 @@
-"""Server construction: every service gets health, reflection and domain-error mapping.
+"""Server construction: every service gets health, reflection, auth, TLS and domain-error mapping.
 
-``create_server`` is separate from serving so tests bind port 0 and learn the port.
+``create_server`` is separate from serving so tests bind port 0 and learn the port;
+``serve_until_signal`` is the serving half a ``kforge serve <svc>`` command runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
+import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from servicekit.errors import KforgeError
+from servicekit.addresses import is_local_address
+from servicekit.auth import TokenAuthInterceptor
+from servicekit.errors import ConfigurationError, KforgeError
 from servicekit.security import Security
+from servicekit.tls import server_credentials
 
 log = logging.getLogger(__name__)
 
+#: Large enough for a card's reference tensors in one message (a 4096x4096 fp32 pair is 128 MiB);
+#: bigger payloads travel as streamed ``BlobChunk``s.
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
 ]
+#: Clients ping every 30 s during calls so long ``WatchRun`` streams survive idle-timeout proxies;
+#: servers accept pings that often instead of closing the connection for "too many pings".
+KEEPALIVE_CLIENT_OPTIONS = [("grpc.keepalive_time_ms", 30_000), ("grpc.keepalive_timeout_ms", 20_000)]
+KEEPALIVE_SERVER_OPTIONS = [
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 20_000),
+    ("grpc.http2.min_ping_interval_without_data_ms", 20_000),
+]
+DEFAULT_GRACE_S = 10.0
 
 
 class DomainErrorInterceptor(grpc.aio.ServerInterceptor):
@@ -89,10 +105,35 @@ class BoundServer:
     port: int
     address: str
     health: health.aio.HealthServicer
+    security: Security = field(default_factory=Security)
 
     async def stop(self, grace_s: float = 2.0) -> None:
+        """Report NOT_SERVING, refuse new RPCs, and give in-flight ones ``grace_s`` to finish."""
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace_s)
+
+
+def check_listen_policy(address: str, security: Security, tls: bool) -> None:
+    """Refuse to expose a server beyond this machine without TLS and a token (unless ``insecure``).
+
+    The sandbox runs code written by a language model: reachable without both, it is remote
+    code execution for anyone on the network.
+    """
+    if is_local_address(address):
+        return
+    missing = [what for what, ok in (("TLS", tls), ("a bearer token", security.token is not None)) if not ok]
+    if not missing:
+        return
+    if not security.insecure:
+        raise ConfigurationError(
+            f"refusing to listen on non-loopback address {address} without {' and '.join(missing)}: "
+            "give --tls-cert/--tls-key and --token-file (or KFORGE_TOKEN), or --insecure on a trusted network"
+        )
+    log.warning(
+        "listening on %s without %s because --insecure was given: anyone who can reach it can use it",
+        address,
+        " and ".join(missing),
+    )
 
 
 async def create_server(
@@ -102,9 +143,20 @@ async def create_server(
     credentials: grpc.ServerCredentials | None = None,
     security: Security | None = None,
 ) -> BoundServer:
-    """Build and start a grpc.aio server with health checking and reflection on ``address``."""
+    """Build and start a grpc.aio server with health checking and reflection on ``address``.
+
+    ``security`` adds TLS (mutual when it names a CA) and bearer-token auth on every RPC except
+    health checks; ``credentials``, when given, overrides its TLS part. A non-loopback
+    ``address`` needs both TLS and a token, or ``security.insecure``.
+    """
+    security = security if security is not None else Security()
+    if credentials is None:
+        credentials = server_credentials(security)
+    check_listen_policy(address, security, tls=credentials is not None)
+    auth = [TokenAuthInterceptor(security.token)] if security.token is not None else []
     server = grpc.aio.server(
-        interceptors=[*interceptors, DomainErrorInterceptor()], options=CHANNEL_OPTIONS
+        interceptors=[*auth, *interceptors, DomainErrorInterceptor()],
+        options=[*CHANNEL_OPTIONS, *KEEPALIVE_SERVER_OPTIONS],
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -122,5 +174,46 @@ async def create_server(
     for name in [*names, ""]:
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     host = address.rsplit(":", 1)[0]
-    log.info("serving %s on %s:%d", ", ".join(names), host, port)
-    return BoundServer(server, port, f"{host}:{port}", health_servicer)
+    mutual = security.tls_ca is not None and credentials is not None
+    log.info(
+        "serving %s on %s:%d (%s, %s)",
+        ", ".join(names) or "health",
+        host,
+        port,
+        "mutual TLS" if mutual else "TLS" if credentials is not None else "plain text",
+        f"token {security.token_fingerprint}" if security.token is not None else "no token",
+    )
+    return BoundServer(server, port, f"{host}:{port}", health_servicer, security)
+
+
+async def serve_until_signal(
+    bound: BoundServer,
+    grace_s: float = DEFAULT_GRACE_S,
+    signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.SIGINT),
+) -> signal.Signals | None:
+    """Serve until SIGTERM/SIGINT (or the server stops), then stop gracefully.
+
+    Health turns NOT_SERVING first so balancers stop routing here, new RPCs are refused, and
+    in-flight ones get ``grace_s`` seconds to finish. Returns the signal received, if any.
+    """
+    loop = asyncio.get_running_loop()
+    received: asyncio.Future[signal.Signals] = loop.create_future()
+
+    def on_signal(sig: signal.Signals) -> None:
+        if not received.done():
+            received.set_result(sig)
+
+    for sig in signals:
+        loop.add_signal_handler(sig, on_signal, sig)
+    terminated = asyncio.ensure_future(bound.server.wait_for_termination())
+    try:
+        await asyncio.wait({received, terminated}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+    sig_received = received.result() if received.done() else None
+    if sig_received is not None:
+        log.info("%s received: stopping, in-flight RPCs get %.1f s", sig_received.name, grace_s)
+    await bound.stop(grace_s)
+    terminated.cancel()
+    return sig_received
