@@ -1,0 +1,241 @@
+"""The per-card search: MCTS picks parents, the agent revises them, the sandboxes judge them.
+
+Every tree operation is written to the run store together with the fact that caused it, so a
+resumed card replays its operations into a fresh tree and continues exactly where it stopped:
+finished evaluations are never lost nor repeated; a candidate proposed but not evaluated is
+evaluated; one whose proposal was lost is proposed again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+import zlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from capture_service.cards import OperatorCard
+from forge_service.clients import AgentClient, SandboxPool
+from forge_service.store import CandidateRow, RunStore
+from kernel_forge.agent.v1 import messages_pb2 as agent_pb2
+from kernel_forge.common.v1 import types_pb2
+from kernel_forge.sandbox.v1 import messages_pb2 as sandbox_pb2
+from search_core import SearchConfig, SearchTree
+
+log = logging.getLogger(__name__)
+
+ROOT = 0
+PASSED = types_pb2.PASSED
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    budget: int                     # evaluations for this card
+    parallel: int                   # candidates in flight
+    backend: str
+    proposer: str
+    api_base: str
+    seed: int
+    run_id: str
+    patience: int = 8               # evaluations without improvement before the card is converged
+    max_idle_proposals: int = 4     # consecutive "no proposal" answers before the card stops
+    remeasure: bool = True
+
+
+EmitFn = Callable[..., Awaitable[None]]
+
+
+def card_seed(seed: int, card_id: str) -> int:
+    return (seed * 1_000_003 + zlib.crc32(card_id.encode())) & 0xFFFF_FFFF
+
+
+class CardSearch:
+    """Searches one card until its budget is spent, it converges, or nothing more is proposed."""
+
+    def __init__(
+        self,
+        card: OperatorCard,
+        store: RunStore,
+        agent: AgentClient,
+        sandboxes: SandboxPool,
+        device: types_pb2.DeviceInfo,
+        blobs: dict[str, Path],
+        settings: SearchSettings,
+        emit: EmitFn,
+    ) -> None:
+        self.card = card
+        self.store = store
+        self.agent = agent
+        self.sandboxes = sandboxes
+        self.device = device
+        self.blobs = blobs
+        self.settings = settings
+        self.emit = emit
+        self.tree = SearchTree(
+            SearchConfig(seed=card_seed(settings.seed, card.id)), reference_latency_us=card.eager_us or 1.0
+        )
+        self.node_to_candidate: dict[int, str] = {}
+        self._idle_proposals = 0
+
+    # -- replay --------------------------------------------------------------------------------
+    def _replay(self) -> list[CandidateRow]:
+        """Rebuild the tree from the stored operations; returns candidates still to finish."""
+        for op, args in self.store.tree_ops(self.card.id):
+            if op == "ask":
+                got = self.tree.ask(args["n"])
+                if got != args["parents"]:
+                    raise RuntimeError(f"card {self.card.id}: replay diverged at ask ({got} != {args['parents']})")
+            elif op == "add_child":
+                node = self.tree.add_child(args["parent"])
+                if node != args["node"]:
+                    raise RuntimeError(f"card {self.card.id}: replay diverged at add_child")
+                self.node_to_candidate[node] = args["candidate"]
+            elif op == "tell":
+                self.tree.tell(args["node"], args["passed"], args["latency_us"], args["spread_us"])
+            elif op == "cancel":
+                self.tree.cancel(args["node"])
+        return [c for c in self.store.candidates(self.card.id) if c.state in ("proposing", "proposed")]
+
+    # -- the loop ------------------------------------------------------------------------------
+    async def run(self) -> None:
+        unfinished = self._replay()
+        in_flight: set[asyncio.Task[None]] = set()
+        for row in unfinished:
+            in_flight.add(asyncio.create_task(self._finish(row)))
+        while True:
+            done_count = self.store.evaluation_count(self.card.id)
+            if self._should_stop(done_count + len(in_flight)):
+                break
+            free = min(self.settings.parallel - len(in_flight), self.settings.budget - done_count - len(in_flight))
+            if free > 0:
+                parents = self.tree.ask(free)
+                self.store.log_tree_op(self.card.id, "ask", {"n": free, "parents": parents})
+                for parent in parents:
+                    in_flight.add(asyncio.create_task(self._expand(parent)))
+            if not in_flight:
+                break
+            finished, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+            for task in finished:
+                task.result()
+        if in_flight:
+            await asyncio.gather(*in_flight)
+
+    def _should_stop(self, committed: int) -> bool:
+        if committed >= self.settings.budget:
+            return True
+        if self._idle_proposals >= self.settings.max_idle_proposals:
+            return True
+        root_children = self.tree.children(ROOT)
+        if root_children and all(self.tree.node(c).status == "failed" for c in root_children) and not any(
+            self.store.candidate(self.node_to_candidate[c]).source for c in root_children
+            if c in self.node_to_candidate
+        ):
+            return True  # the proposer has nothing for this card at all
+        return self._converged()
+
+    def _converged(self) -> bool:
+        """No improvement over the best in the last ``patience`` evaluations."""
+        results = self.store.results(self.card.id)
+        rows = [c for c in self.store.candidates(self.card.id) if c.id in results]
+        if len(rows) < self.settings.patience * 2:
+            return False
+        latencies = [results[c.id].latency_us if results[c.id].status == PASSED else float("inf") for c in rows]
+        cut = len(latencies) - self.settings.patience
+        return min(latencies[cut:]) >= min(latencies[:cut])
+
+    async def _expand(self, parent: int) -> None:
+        node = self.tree.add_child(parent)
+        candidate_id = uuid.uuid4().hex[:12]
+        self.node_to_candidate[node] = candidate_id
+        parent_id = self.node_to_candidate.get(parent, "")
+        self.store.add_candidate(
+            candidate_id, self.card.id, parent_id, node, self.settings.proposer,
+            ("add_child", {"parent": parent, "node": node, "candidate": candidate_id}),
+        )
+        await self._finish(self.store.candidate(candidate_id))
+
+    async def _finish(self, row: CandidateRow) -> None:
+        if row.state == "proposing":
+            proposal = await self.agent.propose(self._propose_request(row))
+            cost = {"prompt_tokens": proposal.cost.prompt_tokens, "completion_tokens": proposal.cost.completion_tokens,
+                    "usd": proposal.cost.usd, "llm_calls": proposal.cost.llm_calls}
+            source = proposal.source if proposal.has_proposal else None
+            description = proposal.description if proposal.has_proposal else proposal.no_proposal_reason
+            self.store.set_proposal(row.id, source, description, json.loads(proposal.knobs_json or "{}"), cost,
+                                    list(proposal.exchanges), self.card.id)
+            if source is None:
+                self._idle_proposals += 1
+                self.tree.cancel(row.node_id)
+                self.store.log_tree_op(self.card.id, "cancel", {"node": row.node_id})
+                await self.emit("candidate", f"no proposal: {description}", card_id=self.card.id,
+                                candidate_id=row.id)
+                return
+            self._idle_proposals = 0
+            row = self.store.candidate(row.id)
+        assert row.source is not None
+        request = sandbox_pb2.EvaluateRequest(
+            candidate_id=row.id, card_json=self.card.to_json(), source=row.source, backend=self.settings.backend,
+            options=sandbox_pb2.EvaluationOptions(remeasure=self.settings.remeasure),
+        )
+
+        async def lost(address: str, why: str) -> None:
+            await self.emit("log", f"sandbox {address} lost ({why}); candidate {row.id} retried elsewhere",
+                            card_id=self.card.id, candidate_id=row.id)
+
+        result = await self.sandboxes.evaluate(request, self.blobs, on_lost=lost)
+        passed = result.status == PASSED
+        latency = result.latency_us if passed and result.HasField("latency_us") else None
+        spread = result.latency_spread_us if passed and result.HasField("latency_spread_us") else None
+        self.store.put_result(result, self.card.id, ("tell", {
+            "node": row.node_id, "passed": passed, "latency_us": latency, "spread_us": spread}))
+        self.tree.tell(row.node_id, passed, latency, spread)
+        status = types_pb2.CandidateStatus.Name(result.status)
+        summary = f"{status}" + (f" {latency:.2f} µs (x{result.speedup:.2f})" if latency else "")
+        await self.emit("candidate", f"{row.description or 'candidate'}: {summary}", card_id=self.card.id,
+                        candidate_id=row.id, result=result)
+
+    def _propose_request(self, row: CandidateRow) -> agent_pb2.ProposeRequest:
+        request = agent_pb2.ProposeRequest(
+            card_json=self.card.to_json(), device=self.device, backend=self.settings.backend,
+            proposer=self.settings.proposer, api_base=self.settings.api_base, run_id=self.settings.run_id,
+            seed=card_seed(self.settings.seed, self.card.id) + row.seq,
+        )
+        results = self.store.results(self.card.id)
+        for other in self.store.candidates(self.card.id):
+            if other.source and other.id in results:
+                request.tried_knobs_json.append(json.dumps(other.knobs, sort_keys=True))
+        if row.parent_id:
+            parent = self.store.candidate(row.parent_id)
+            parent_result = results.get(parent.id)
+            msg = agent_pb2.ParentCandidate(candidate_id=parent.id, source=parent.source or "",
+                                            description=parent.description,
+                                            knobs_json=json.dumps(parent.knobs, sort_keys=True))
+            if parent_result is not None and parent_result.HasField("latency_us"):
+                msg.latency_us = parent_result.latency_us
+                msg.eager_latency_us = parent_result.eager_latency_us
+            request.parent.CopyFrom(msg)
+            for node in [*self.tree.ancestors(parent.node_id), parent.node_id]:
+                if node in self.node_to_candidate:
+                    request.lineage.append(self._revision(self.node_to_candidate[node], results))
+        for sibling in self.tree.failed_siblings(row.node_id):
+            if sibling in self.node_to_candidate:
+                request.failed_siblings.append(self._revision(self.node_to_candidate[sibling], results))
+        if request.failed_siblings:
+            last = request.failed_siblings[-1]
+            request.feedback.CopyFrom(agent_pb2.Feedback(status=last.status, error_message=last.error_message))
+        return request
+
+    def _revision(self, candidate_id: str, results: dict[str, types_pb2.CandidateResult]) -> agent_pb2.Revision:
+        row = self.store.candidate(candidate_id)
+        rev = agent_pb2.Revision(candidate_id=row.id, description=row.description,
+                                 knobs_json=json.dumps(row.knobs, sort_keys=True))
+        result = results.get(row.id)
+        if result is not None:
+            rev.status = result.status
+            rev.error_message = result.error_message
+            if result.HasField("latency_us"):
+                rev.latency_us = result.latency_us
+        return rev

@@ -1,0 +1,306 @@
+"""``kforge``: optimise a model, resume and inspect runs, serve the services.
+
+With no service addresses, ``kforge optimize`` starts every service on 127.0.0.1 (ephemeral
+ports, real gRPC) in this process; with ``--forge ADDR`` it drives a remote forge service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import json
+import logging
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from forge_service.config import BACKENDS, GRAD_MODES, RunConfig
+from forge_service.server import DEFAULT_RUNS_DIR
+from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
+from kernel_forge.forge.v1 import service_pb2_grpc as forge_grpc
+from servicekit.cli_options import add_security_arguments, security_from_args
+from servicekit.client import channel
+from servicekit.errors import KforgeError
+
+console = Console(stderr=True)
+out = Console()
+
+SERVICES = {
+    "capture": "capture_service.server",
+    "agent": "agent_service.server",
+    "sandbox": "gpu_sandbox_service.server",
+    "forge": "forge_service.server",
+}
+PLUGIN_CLIS = ("capture_service.cli", "gpu_sandbox_service.cli", "ui.cli")
+
+
+# -- connections -------------------------------------------------------------------------------
+@contextlib.asynccontextmanager
+async def forge_stub(args: argparse.Namespace) -> AsyncIterator[forge_grpc.ForgeServiceStub]:
+    """A stub of the forge named by --forge, or of an embedded one started for this command."""
+    if getattr(args, "forge", None):
+        chan = channel(args.forge, security_from_args(args))
+        try:
+            yield forge_grpc.ForgeServiceStub(chan)
+        finally:
+            await chan.close()
+        return
+    from forge_service.embedded import embedded_services
+
+    async with embedded_services(
+        args.runs_dir, backend=getattr(args, "backend", "auto"), capture=getattr(args, "capture", None),
+        agent=getattr(args, "agent", None), sandboxes=getattr(args, "sandbox", None),
+    ) as services:
+        chan = channel(services.forge_address)
+        try:
+            yield forge_grpc.ForgeServiceStub(chan)
+        finally:
+            await chan.close()
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser, services: bool = False) -> None:
+    parser.add_argument("--forge", metavar="ADDR", help="a running forge service (default: start one here)")
+    parser.add_argument("--runs-dir", type=Path, default=DEFAULT_RUNS_DIR, help="run directories (embedded)")
+    if services:
+        parser.add_argument("--capture", metavar="ADDR", help="a running capture service")
+        parser.add_argument("--agent", metavar="ADDR", help="a running agent service")
+        parser.add_argument("--sandbox", action="append", metavar="ADDR",
+                            help="a running sandbox service (repeat for several)")
+    add_security_arguments(parser)
+
+
+# -- following a run ---------------------------------------------------------------------------
+async def follow(stub: forge_grpc.ForgeServiceStub, run_id: str, quiet: bool) -> forge_pb2.Run:
+    """Show the run's events and progress until it stops; returns its final state."""
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, disable=quiet, transient=True) as progress:
+        task = progress.add_task("evaluations", total=None)
+        async for event in stub.WatchRun(forge_pb2.WatchRunRequest(run_id=run_id)):
+            if not quiet:
+                card = f"[dim]{event.card_id}[/] " if event.card_id else ""
+                progress.console.log(f"{card}{event.message}", markup=True, highlight=False)
+            if event.kind in ("candidate", "card_started", "run_done"):
+                run = await stub.GetRun(forge_pb2.GetRunRequest(run_id=run_id))
+                progress.update(task, total=run.evaluations_budget or None, completed=run.evaluations_done)
+    return await stub.GetRun(forge_pb2.GetRunRequest(run_id=run_id))
+
+
+def card_table(cards: list[forge_pb2.RunCard]) -> Table:
+    table = Table(title="operator cards")
+    for name, justify in (("card", "left"), ("op", "left"), ("share", "right"), ("eager µs", "right"),
+                          ("best µs", "right"), ("speedup", "right"), ("class", "left"), ("status", "left")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for c in cards:
+        if c.status == "skipped" and not c.card.optimisable:
+            continue
+        eager = c.eager_latency_us if c.HasField("eager_latency_us") else c.card.eager_us
+        table.add_row(
+            c.card.id, c.card.op, f"{c.card.time_share:.1%}", f"{eager:.2f}" if eager else "—",
+            f"{c.best_latency_us:.2f}" if c.HasField("best_latency_us") else "—",
+            f"{c.speedup:.2f}x" if c.HasField("speedup") else "—", c.audit_class,
+            c.status + (f" ({c.reason})" if c.reason and c.status != "done" else ""),
+        )
+    return table
+
+
+async def export_cast(stub: forge_grpc.ForgeServiceStub, run_id: str, dest: Path) -> int:
+    data = bytearray()
+    async for chunk in stub.ExportCast(forge_pb2.ExportCastRequest(run_id=run_id)):
+        data += chunk.data
+    dest.write_bytes(bytes(data))
+    return len(data)
+
+
+async def finish(stub: forge_grpc.ForgeServiceStub, run: forge_pb2.Run, args: argparse.Namespace) -> int:
+    """Print the outcome of a stopped run and write its .cast; returns the exit code."""
+    cards = list((await stub.ListCards(forge_pb2.ListRunCardsRequest(run_id=run.run_id))).cards)
+    report: dict[str, Any] = {}
+    if run.status == "done":
+        rep = await stub.GetReport(forge_pb2.GetReportRequest(run_id=run.run_id))
+        report = json.loads(rep.json)
+    if getattr(args, "out", None) and run.status == "done":
+        size = await export_cast(stub, run.run_id, args.out)
+        console.print(f"wrote {args.out} ({size} bytes)")
+    if args.json:
+        out.print_json(data={
+            "run": json_format.MessageToDict(run, preserving_proto_field_name=True),
+            "cards": [json_format.MessageToDict(c, preserving_proto_field_name=True) for c in cards],
+            "report": report,
+        })
+    else:
+        out.print(card_table(cards))
+        e2e = report.get("end_to_end") or {}
+        if e2e.get("measured"):
+            out.print(
+                f"end to end (guards on): eager {e2e['eager_ms']:.3f} ms, .cast {e2e['cast_ms']:.3f} ms "
+                f"(x{e2e['cast_speedup']:.2f}), parity {'ok' if e2e['parity_ok'] else 'MISMATCH'} "
+                f"(max rel error {e2e['parity_max_rel_error']:.2e})"
+            )
+        elif e2e:
+            out.print(f"end to end not measured: {e2e.get('error')}")
+        out.print(f"run {run.run_id}: {run.status}" + (f" — {run.error}" if run.error else "")
+                  + f" ({run.evaluations_done} evaluations, run dir {run.run_dir})")
+    return 0 if run.status == "done" else 1
+
+
+# -- commands ----------------------------------------------------------------------------------
+async def cmd_optimize(args: argparse.Namespace) -> int:
+    config = RunConfig(
+        model_spec=str(Path(args.model_spec).resolve()) if Path(args.model_spec.split(":")[0]).exists()
+        else args.model_spec,
+        backend=args.backend, proposer=args.proposer, api_base=args.api_base or "", budget_per_card=args.budget,
+        max_cards=args.max_cards, budget_usd=args.budget_usd, time_limit_s=args.time_limit,
+        target_cards=args.target_card or [], sandbox_addresses=args.sandbox if args.forge and args.sandbox else [],
+        seed=args.seed, grad_mode=args.grad_mode, samples=args.samples, min_speedup=args.min_speedup,
+        include_vendor_ops=args.include_vendor_ops, parallel=args.parallel,
+    )
+    async with forge_stub(args) as stub:
+        run = await stub.StartRun(forge_pb2.StartRunRequest(config=config.to_proto()))
+        console.print(f"run {run.run_id} in {run.run_dir or args.runs_dir}")
+        run = await follow(stub, run.run_id, quiet=args.json)
+        return await finish(stub, run, args)
+
+
+async def cmd_resume(args: argparse.Namespace) -> int:
+    async with forge_stub(args) as stub:
+        run = await stub.ResumeRun(forge_pb2.ResumeRunRequest(run_id=args.run_id))
+        run = await follow(stub, run.run_id, quiet=args.json)
+        return await finish(stub, run, args)
+
+
+async def cmd_runs(args: argparse.Namespace) -> int:
+    async with forge_stub(args) as stub:
+        runs = (await stub.ListRuns(forge_pb2.ListRunsRequest())).runs
+    if args.json:
+        out.print_json(data=[json_format.MessageToDict(r, preserving_proto_field_name=True) for r in runs])
+        return 0
+    table = Table(title="runs")
+    for name in ("run", "model", "backend", "proposer", "status", "evaluations", "cost $", "e2e speedup"):
+        table.add_column(name)
+    for r in runs:
+        table.add_row(r.run_id, r.model_name, r.config.backend, r.config.proposer, r.status,
+                      f"{r.evaluations_done}/{r.evaluations_budget}", f"{r.cost.usd:.4f}",
+                      f"{r.best_e2e_speedup:.2f}x" if r.HasField("best_e2e_speedup") else "—")
+    out.print(table)
+    return 0
+
+
+async def cmd_report(args: argparse.Namespace) -> int:
+    async with forge_stub(args) as stub:
+        report = await stub.GetReport(forge_pb2.GetReportRequest(run_id=args.run_id))
+    out.print(report.json if args.json else report.markdown, markup=False, highlight=False)
+    return 0
+
+
+async def cmd_serve(args: argparse.Namespace) -> int:
+    from servicekit.server import serve_until_signal
+
+    module = importlib.import_module(SERVICES[args.service])
+    started = await module.start_from_args(args)
+    bound = getattr(started, "bound", started)
+    console.print(f"{args.service} service listening on {bound.address}")
+    await serve_until_signal(bound)
+    if bound is not started:
+        await started.stop()
+    return 0
+
+
+# -- parser ------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kforge", description="Kernel Forge: faster PyTorch models, verified.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    opt = sub.add_parser("optimize", help="capture a model, search kernels for its cards, write a .cast")
+    opt.add_argument("model_spec", metavar="MODEL_SPEC",
+                     help="a .py file defining get_model() and get_inputs(), or package.module:factory")
+    opt.add_argument("--backend", choices=BACKENDS, default="auto")
+    opt.add_argument("--budget", type=int, default=8, help="candidate evaluations per card")
+    opt.add_argument("--max-cards", type=int, default=5, help="search the K cards carrying the most eager time")
+    opt.add_argument("--out", type=Path, help="write the .cast here")
+    opt.add_argument("--proposer", default="offline", help='"offline" or a litellm model, e.g. openai/gpt-4.1')
+    opt.add_argument("--api-base", help="base URL of an OpenAI-compatible or other litellm endpoint")
+    opt.add_argument("--budget-usd", type=float, help="stop spending on LLM calls past this many dollars")
+    opt.add_argument("--time-limit", type=float, help="stop searching after this many seconds")
+    opt.add_argument("--target-card", action="append", help="search this card id or op (repeatable)")
+    opt.add_argument("--seed", type=int, default=0)
+    opt.add_argument("--samples", type=int, default=2, help="reference samples kept per card")
+    opt.add_argument("--grad-mode", choices=GRAD_MODES, default="inference")
+    opt.add_argument("--min-speedup", type=float, default=1.0, help="package kernels at least this much faster")
+    opt.add_argument("--include-vendor-ops", action="store_true", help="also search convolution/matmul/attention")
+    opt.add_argument("--parallel", type=int, default=0, help="candidates in flight (default: one per sandbox)")
+    opt.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    add_connection_arguments(opt, services=True)
+    opt.set_defaults(func=cmd_optimize)
+
+    res = sub.add_parser("resume", help="continue a run that was interrupted")
+    res.add_argument("run_id", metavar="RUN_ID")
+    res.add_argument("--out", type=Path, help="write the .cast here")
+    res.add_argument("--json", action="store_true")
+    add_connection_arguments(res, services=True)
+    res.set_defaults(func=cmd_resume)
+
+    runs = sub.add_parser("runs", help="list runs")
+    runs.add_argument("--json", action="store_true")
+    add_connection_arguments(runs)
+    runs.set_defaults(func=cmd_runs)
+
+    rep = sub.add_parser("report", help="a run's report (Markdown, or --json)")
+    rep.add_argument("run_id", metavar="RUN_ID")
+    rep.add_argument("--json", action="store_true")
+    add_connection_arguments(rep)
+    rep.set_defaults(func=cmd_report)
+
+    serve = sub.add_parser("serve", help="run one service until SIGTERM")
+    serve_sub = serve.add_subparsers(dest="service", required=True)
+    for name, module_name in SERVICES.items():
+        p = serve_sub.add_parser(name, help=f"the {name} service")
+        importlib.import_module(module_name).add_serve_arguments(p)
+        p.set_defaults(func=cmd_serve)
+
+    for module_name in PLUGIN_CLIS:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def run_command(func: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> int:
+    try:
+        result = func(args)
+        if asyncio.iscoroutine(result):
+            result = asyncio.run(result)
+        return int(result or 0)
+    except KforgeError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        return 2
+    except grpc.aio.AioRpcError as exc:
+        console.print(f"[red]error:[/] {exc.code().name}: {exc.details()}")
+        return 2
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        return 130
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    return run_command(args.func, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

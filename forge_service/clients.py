@@ -1,0 +1,174 @@
+"""Typed clients of the services the forge drives: capture, agent and the sandbox pool.
+
+They speak gRPC and hand back domain objects, so the controller never builds messages itself
+beyond the request types of the agent and sandbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import grpc
+
+from capture_service.cards import OperatorCard
+from kernel_forge.agent.v1 import messages_pb2 as agent_pb2
+from kernel_forge.agent.v1 import service_pb2_grpc as agent_grpc
+from kernel_forge.capture.v1 import messages_pb2 as capture_pb2
+from kernel_forge.capture.v1 import service_pb2_grpc as capture_grpc
+from kernel_forge.common.v1 import types_pb2
+from kernel_forge.sandbox.v1 import messages_pb2 as sandbox_pb2
+from kernel_forge.sandbox.v1 import service_pb2_grpc as sandbox_grpc
+from servicekit.client import channel
+from servicekit.errors import FailedPrecondition, Unavailable
+from servicekit.security import Security
+
+log = logging.getLogger(__name__)
+
+CHUNK_BYTES = 1 << 20
+# Failures that mean "this sandbox is gone", not "this candidate is bad".
+LOST_SANDBOX_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN}
+
+
+class CaptureClient:
+    """Runs a capture remotely and copies its cards and blobs into a local capture folder."""
+
+    def __init__(self, address: str, security: Security | None = None) -> None:
+        self.address = address
+        self._channel = channel(address, security)
+        self._stub = capture_grpc.CaptureServiceStub(self._channel)
+
+    async def capture(
+        self,
+        request: capture_pb2.StartCaptureRequest,
+        on_progress: Callable[[capture_pb2.CaptureProgress], Awaitable[None]],
+    ) -> str:
+        """Run the capture to its end; returns the capture id or raises with the service's error."""
+        capture_id = ""
+        async for progress in self._stub.StartCapture(request):
+            capture_id = progress.capture_id or capture_id
+            await on_progress(progress)
+            if progress.stage == "failed" or progress.error:
+                raise FailedPrecondition(f"capture failed: {progress.error or progress.message}")
+        if not capture_id:
+            raise FailedPrecondition("capture service returned no capture id")
+        return capture_id
+
+    async def cards(self, capture_id: str) -> tuple[list[OperatorCard], float]:
+        response = await self._stub.ListCards(capture_pb2.ListCardsRequest(capture_id=capture_id))
+        return [OperatorCard.from_json(c.card_json) for c in response.cards], response.total_eager_us
+
+    async def fetch_blob(self, capture_id: str, sha256: str, dest: Path) -> None:
+        """Copy one blob, checking its hash, into ``dest`` (atomically)."""
+        digest = hashlib.sha256()
+        tmp = dest.with_suffix(".part")
+        with tmp.open("wb") as out:
+            async for chunk in self._stub.FetchBlob(capture_pb2.FetchBlobRequest(capture_id=capture_id, sha256=sha256)):
+                digest.update(chunk.data)
+                out.write(chunk.data)
+        if digest.hexdigest() != sha256:
+            tmp.unlink(missing_ok=True)
+            raise FailedPrecondition(f"blob {sha256[:12]} arrived damaged")
+        tmp.replace(dest)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+
+class AgentClient:
+    def __init__(self, address: str, security: Security | None = None) -> None:
+        self.address = address
+        self._channel = channel(address, security)
+        self._stub = agent_grpc.AgentServiceStub(self._channel)
+
+    async def propose(self, request: agent_pb2.ProposeRequest) -> agent_pb2.ProposeResponse:
+        return await self._stub.Propose(request)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+
+class SandboxClient:
+    """One sandbox service; remembers which blobs it already holds."""
+
+    def __init__(self, address: str, security: Security | None = None) -> None:
+        self.address = address
+        self._channel = channel(address, security)
+        self._stub = sandbox_grpc.SandboxServiceStub(self._channel)
+        self._uploaded: set[str] = set()
+        self._upload_lock = asyncio.Lock()
+
+    async def device_info(self) -> types_pb2.DeviceInfo:
+        return await self._stub.GetDeviceInfo(sandbox_pb2.GetDeviceInfoRequest())
+
+    async def ensure_blobs(self, blobs: dict[str, Path]) -> None:
+        """Upload the blobs (sha256 -> local file) the sandbox does not hold yet."""
+        async with self._upload_lock:
+            wanted = [s for s in blobs if s not in self._uploaded]
+            if not wanted:
+                return
+            missing = (await self._stub.HasBlobs(sandbox_pb2.HasBlobsRequest(sha256=wanted))).missing
+            for sha in missing:
+                await self._stub.UploadBlob(_chunks(sha, blobs[sha]))
+            self._uploaded.update(wanted)
+
+    async def evaluate(self, request: sandbox_pb2.EvaluateRequest) -> types_pb2.CandidateResult:
+        return await self._stub.Evaluate(request)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+
+async def _chunks(sha256: str, path: Path) -> AsyncIterator[types_pb2.BlobChunk]:
+    data = await asyncio.to_thread(path.read_bytes)
+    for offset in range(0, max(len(data), 1), CHUNK_BYTES):
+        yield types_pb2.BlobChunk(sha256=sha256, offset=offset, total_size=len(data),
+                                  data=data[offset:offset + CHUNK_BYTES])
+
+
+class SandboxPool:
+    """Evaluates candidates on whichever sandbox is free; a sandbox that dies is dropped and
+    its in-flight candidate is retried on another one."""
+
+    def __init__(self, clients: list[SandboxClient]) -> None:
+        if not clients:
+            raise Unavailable("no sandbox service configured")
+        self.clients = clients
+        self._idle: asyncio.Queue[SandboxClient] = asyncio.Queue()
+        for c in clients:
+            self._idle.put_nowait(c)
+        self._alive = set(clients)
+
+    @property
+    def size(self) -> int:
+        return len(self._alive)
+
+    async def evaluate(
+        self,
+        request: sandbox_pb2.EvaluateRequest,
+        blobs: dict[str, Path],
+        on_lost: Callable[[str, str], Awaitable[None]] | None = None,
+    ) -> types_pb2.CandidateResult:
+        while self._alive:
+            client = await self._idle.get()
+            if client not in self._alive:
+                continue
+            try:
+                await client.ensure_blobs(blobs)
+                result = await client.evaluate(request)
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() not in LOST_SANDBOX_CODES:
+                    self._idle.put_nowait(client)
+                    raise
+                self._alive.discard(client)
+                log.warning("sandbox %s lost (%s); retrying elsewhere", client.address, exc.code().name)
+                if on_lost is not None:
+                    await on_lost(client.address, exc.details() or exc.code().name)
+                continue
+            self._idle.put_nowait(client)
+            result.sandbox_id = result.sandbox_id or client.address
+            return result
+        raise Unavailable("every sandbox service is unreachable")

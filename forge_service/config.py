@@ -1,0 +1,86 @@
+"""A run's configuration, as the domain sees it (the servicer converts the proto message)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
+from servicekit.errors import InvalidArgument
+
+BACKENDS = ("cpu", "cuda", "auto")
+GRAD_MODES = ("inference", "no_grad", "grad")
+
+
+class RunConfig(BaseModel):
+    """Everything that decides what a run does; stored with the run so a resume repeats it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model_spec: str
+    backend: str = "auto"
+    proposer: str = "offline"
+    api_base: str = ""
+    budget_per_card: int = Field(default=8, ge=1)
+    max_cards: int = Field(default=5, ge=1)
+    budget_usd: float | None = Field(default=None, ge=0)
+    time_limit_s: float | None = Field(default=None, gt=0)
+    target_cards: list[str] = Field(default_factory=list)
+    sandbox_addresses: list[str] = Field(default_factory=list)
+    seed: int = 0
+    grad_mode: str = "inference"
+    samples: int = Field(default=2, ge=1)
+    min_speedup: float = Field(default=1.0, ge=0)
+    include_vendor_ops: bool = False
+    parallel: int = Field(default=0, ge=0)
+
+    @field_validator("backend")
+    @classmethod
+    def _backend(cls, v: str) -> str:
+        if v not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}")
+        return v
+
+    @field_validator("grad_mode")
+    @classmethod
+    def _grad_mode(cls, v: str) -> str:
+        if v not in GRAD_MODES:
+            raise ValueError(f"grad mode must be one of {', '.join(GRAD_MODES)}")
+        return v
+
+    @classmethod
+    def from_proto(cls, msg: forge_pb2.RunConfig) -> RunConfig:
+        try:
+            return cls(
+                model_spec=msg.model_spec,
+                backend=msg.backend or "auto",
+                proposer=msg.proposer or "offline",
+                api_base=msg.api_base,
+                budget_per_card=msg.budget_per_card or 8,
+                max_cards=msg.max_cards or 5,
+                budget_usd=msg.budget_usd if msg.HasField("budget_usd") else None,
+                time_limit_s=msg.time_limit_s if msg.HasField("time_limit_s") else None,
+                target_cards=list(msg.target_cards),
+                sandbox_addresses=list(msg.sandbox_addresses),
+                seed=msg.seed,
+                grad_mode=msg.grad_mode or "inference",
+                samples=msg.samples or 2,
+                min_speedup=msg.min_speedup or 1.0,
+                include_vendor_ops=msg.include_vendor_ops,
+                parallel=msg.parallel,
+            )
+        except ValueError as exc:
+            raise InvalidArgument(f"bad run configuration: {exc}") from exc
+
+    def to_proto(self) -> forge_pb2.RunConfig:
+        msg = forge_pb2.RunConfig(
+            model_spec=self.model_spec, backend=self.backend, proposer=self.proposer, api_base=self.api_base,
+            budget_per_card=self.budget_per_card, max_cards=self.max_cards, target_cards=self.target_cards,
+            sandbox_addresses=self.sandbox_addresses, seed=self.seed, grad_mode=self.grad_mode,
+            samples=self.samples, min_speedup=self.min_speedup, include_vendor_ops=self.include_vendor_ops,
+            parallel=self.parallel,
+        )
+        if self.budget_usd is not None:
+            msg.budget_usd = self.budget_usd
+        if self.time_limit_s is not None:
+            msg.time_limit_s = self.time_limit_s
+        return msg

@@ -1,0 +1,140 @@
+"""End-to-end model latency: eager, with the .cast (guards on), torch.compile, and both.
+
+Runs as a child process of the forge (``python -m forge_service.e2e``) because it imports the
+user's model; prints one JSON line (forge_service.report.EndToEnd) last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+WARMUP = 3
+MIN_REPEATS = 5
+MIN_SECONDS = 1.0
+
+
+def grad_context(mode: str) -> contextlib.AbstractContextManager[Any]:
+    if mode == "inference":
+        return torch.inference_mode()
+    if mode == "no_grad":
+        return torch.no_grad()
+    return contextlib.nullcontext()
+
+
+def call(model: Callable[..., Any], inputs: Any) -> Any:
+    if isinstance(inputs, dict):
+        return model(**inputs)
+    if isinstance(inputs, (list, tuple)):
+        return model(*inputs)
+    return model(inputs)
+
+
+def time_ms(fn: Callable[[], Any], device: str) -> float:
+    """Median wall time of ``fn`` in ms, synchronising the device around each call."""
+    for _ in range(WARMUP):
+        fn()
+    samples: list[float] = []
+    start = time.perf_counter()
+    while len(samples) < MIN_REPEATS or (time.perf_counter() - start < MIN_SECONDS and len(samples) < 200):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(samples)
+
+
+def flat_tensors(out: Any) -> Iterator[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        yield out
+    elif isinstance(out, dict):
+        for v in out.values():
+            yield from flat_tensors(v)
+    elif isinstance(out, (list, tuple)):
+        for v in out:
+            yield from flat_tensors(v)
+    elif hasattr(out, "to_tuple"):
+        yield from flat_tensors(out.to_tuple())
+
+
+def max_rel_error(a: Any, b: Any) -> float:
+    worst = 0.0
+    for x, y in zip(flat_tensors(a), flat_tensors(b), strict=False):
+        if not (x.is_floating_point() and y.is_floating_point()):
+            worst = max(worst, 0.0 if torch.equal(x, y) else 1.0)
+            continue
+        x64, y64 = x.detach().double(), y.detach().double()
+        if not torch.isfinite(x64).all():
+            return float("inf")
+        worst = max(worst, float((x64 - y64).norm() / y64.norm().clamp_min(1e-30)))
+    return worst
+
+
+def tolerance(out: Any) -> float:
+    dtypes = {t.dtype for t in flat_tensors(out)}
+    return 2e-2 if dtypes & {torch.float16, torch.bfloat16} else 1e-3
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--cast", required=True)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--grad-mode", default="inference")
+    parser.add_argument("--no-compile", action="store_true")
+    args = parser.parse_args()
+
+    from capture_service.spec import load_model_spec
+    from packager import load_cast
+
+    model, inputs = load_model_spec(args.model, args.device)
+    result: dict[str, Any] = {"measured": True}
+    with grad_context(args.grad_mode):
+        reference = call(model, inputs)
+        result["eager_ms"] = time_ms(lambda: call(model, inputs), args.device)
+        cast = load_cast(args.cast)
+        cast.apply(model)
+        try:
+            with_cast = call(model, inputs)
+            result["cast_ms"] = time_ms(lambda: call(model, inputs), args.device)
+            if not args.no_compile:
+                try:
+                    compiled = torch.compile(model)
+                    call(compiled, inputs)
+                    result["cast_compile_ms"] = time_ms(lambda: call(compiled, inputs), args.device)
+                except Exception as exc:
+                    result["compile_error"] = f".cast then torch.compile: {type(exc).__name__}: {exc}"[:300]
+            result["kernel_stats"] = cast.stats()
+        finally:
+            cast.remove()
+        if not args.no_compile:
+            torch._dynamo.reset()
+            try:
+                compiled = torch.compile(model)
+                call(compiled, inputs)
+                result["compile_ms"] = time_ms(lambda: call(compiled, inputs), args.device)
+            except Exception as exc:
+                result["compile_error"] = f"torch.compile: {type(exc).__name__}: {exc}"[:300]
+    err = max_rel_error(with_cast, reference)
+    result["parity_max_rel_error"] = err
+    result["parity_ok"] = err <= tolerance(reference)
+    for key, name in (("cast_ms", "cast_speedup"), ("compile_ms", "compile_speedup"),
+                      ("cast_compile_ms", "cast_compile_speedup")):
+        if result.get(key):
+            result[name] = result["eager_ms"] / result[key]
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,185 @@
+"""Run reports: per card and end to end, as JSON, Markdown and a plot.
+
+End-to-end figures come from running the model with the ``.cast`` applied (guards on) in a
+child process (:mod:`forge_service.e2e`); per-card gains are never summed into a model figure.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from capture_service.cards import OperatorCard
+from forge_service.config import RunConfig
+from forge_service.store import RunStore, best_candidate, package_inputs
+
+log = logging.getLogger(__name__)
+
+E2E_TIMEOUT_S = 900
+
+
+class CardReport(BaseModel):
+    card_id: str
+    op: str
+    kind: str
+    time_share: float
+    status: str
+    reason: str
+    eager_us: float | None
+    best_us: float | None
+    speedup: float | None
+    floor_us: float | None
+    pct_of_floor: float | None   # floor / best: 100% means the kernel runs at the memory-bandwidth floor
+    audit_class: str
+    evaluations: int
+    cost_usd: float
+
+
+class EndToEnd(BaseModel):
+    """Model latency (ms) eager, with the .cast, with torch.compile, and both, from one process."""
+
+    measured: bool
+    error: str = ""
+    eager_ms: float | None = None
+    cast_ms: float | None = None
+    compile_ms: float | None = None
+    cast_compile_ms: float | None = None
+    cast_speedup: float | None = None
+    compile_speedup: float | None = None
+    cast_compile_speedup: float | None = None
+    parity_max_rel_error: float | None = None
+    parity_ok: bool | None = None
+    compile_error: str = ""
+    kernel_stats: dict[str, dict[str, object]] = {}
+
+
+class RunReport(BaseModel):
+    run_id: str
+    model_spec: str
+    backend: str
+    device: str
+    cards: list[CardReport]
+    end_to_end: EndToEnd
+    cast_path: str | None
+    kernels_packaged: int
+
+    def summary_line(self) -> str:
+        found = [c for c in self.cards if c.speedup]
+        e2e = self.end_to_end
+        model = f"; model x{e2e.cast_speedup:.2f} end to end" if e2e.cast_speedup else ""
+        return f"{len(found)} cards with kernels, {self.kernels_packaged} packaged{model}"
+
+    def markdown(self) -> str:
+        lines = [
+            f"# Run {self.run_id}", "",
+            f"Model `{self.model_spec}` on {self.backend} ({self.device}).", "",
+            "| card | op | share | eager µs | best µs | speedup | % of floor | class | status |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+        ]
+        for c in self.cards:
+            lines.append(
+                f"| {c.card_id} | `{c.op}` | {c.time_share:.1%} | {_num(c.eager_us)} | {_num(c.best_us)} | "
+                f"{_num(c.speedup, 'x')} | {_num(c.pct_of_floor, '%')} | {c.audit_class} | {c.status} |"
+            )
+        e = self.end_to_end
+        lines += ["", "## End to end (guards on)", ""]
+        if not e.measured:
+            lines.append(f"Not measured: {e.error}")
+        else:
+            lines += [
+                "| variant | ms | speedup |", "| --- | ---: | ---: |",
+                f"| eager | {_num(e.eager_ms)} | 1.00x |",
+                f"| .cast | {_num(e.cast_ms)} | {_num(e.cast_speedup, 'x')} |",
+                f"| torch.compile | {_num(e.compile_ms)} | {_num(e.compile_speedup, 'x')} |",
+                f"| .cast then torch.compile | {_num(e.cast_compile_ms)} | {_num(e.cast_compile_speedup, 'x')} |",
+                "", f"Output parity: max relative error {_num(e.parity_max_rel_error)} "
+                f"({'ok' if e.parity_ok else 'MISMATCH'}).",
+            ]
+            if e.compile_error:
+                lines.append(f"torch.compile: {e.compile_error}")
+        return "\n".join(lines) + "\n"
+
+
+def _num(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "—"
+    if unit == "%":
+        return f"{value:.0f}%"
+    if unit == "x":
+        return f"{value:.2f}x"
+    return f"{value:.4g}"
+
+
+def card_reports(store: RunStore) -> list[CardReport]:
+    reports = []
+    for row in store.cards():
+        card = OperatorCard.from_json(row.card_json)
+        best = best_candidate(store, row.id)
+        result = best[1] if best else None
+        best_us = result.latency_us if result else None
+        eager = result.eager_latency_us if result else card.eager_us
+        reports.append(CardReport(
+            card_id=row.id, op=card.op, kind=card.kind, time_share=card.time_share, status=row.status,
+            reason=row.reason, eager_us=eager, best_us=best_us, speedup=result.speedup if result else None,
+            floor_us=row.floor_us,
+            pct_of_floor=100.0 * row.floor_us / best_us if best_us and row.floor_us else None,
+            audit_class=(result.audit_class or "custom") if result else "fallback",
+            evaluations=store.evaluation_count(row.id), cost_usd=store.total_cost(row.id).usd,
+        ))
+    return reports
+
+
+def write_cast(store: RunStore, min_speedup: float | None, path: Path) -> Path:
+    """Build the run's .cast at ``path`` from its best kernels."""
+    from packager.format import build_cast
+
+    model, kernels, fallbacks = package_inputs(store.run_dir)
+    config = RunConfig.model_validate_json(store.run_row()["config_json"])
+    build_cast(path, model, kernels, fallbacks,
+               min_speedup=config.min_speedup if min_speedup is None else min_speedup)
+    return path
+
+
+def measure_end_to_end(config: RunConfig, cast_path: Path, backend: str) -> EndToEnd:
+    """Run :mod:`forge_service.e2e` in a child process; a failure is reported, not raised."""
+    cmd = [sys.executable, "-m", "forge_service.e2e", "--model", config.model_spec, "--cast", str(cast_path),
+           "--device", backend, "--grad-mode", config.grad_mode]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=E2E_TIMEOUT_S,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    except subprocess.TimeoutExpired:
+        return EndToEnd(measured=False, error=f"end-to-end measurement exceeded {E2E_TIMEOUT_S} s")
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return EndToEnd(measured=False, error=" | ".join(tail) or f"exit code {proc.returncode}")
+    return EndToEnd.model_validate_json(proc.stdout.strip().splitlines()[-1])
+
+
+def build_report(store: RunStore, config: RunConfig) -> RunReport:
+    run = store.run_row()
+    device = json.loads(run["device_json"] or "{}")
+    cast_path = store.run_dir / "model.cast"
+    kernels_packaged = 0
+    try:
+        write_cast(store, None, cast_path)
+        from packager.format import read_manifest
+
+        kernels_packaged = len(read_manifest(cast_path).kernels)
+        e2e = measure_end_to_end(config, cast_path, device.get("backend", "cpu"))
+    except Exception as exc:  # a report is still written when packaging fails
+        log.exception("packaging failed")
+        e2e = EndToEnd(measured=False, error=f"packaging failed: {exc}")
+    report = RunReport(
+        run_id=run["id"], model_spec=config.model_spec, backend=device.get("backend", config.backend),
+        device=device.get("name", ""), cards=card_reports(store), end_to_end=e2e,
+        cast_path=str(cast_path) if cast_path.is_file() else None, kernels_packaged=kernels_packaged,
+    )
+    (store.run_dir / "report.json").write_text(report.model_dump_json(indent=1))
+    (store.run_dir / "report.md").write_text(report.markdown())
+    return report

@@ -1,0 +1,293 @@
+"""Runs: start, execute, resume, cancel and watch, each run in its own directory.
+
+A run captures the model through the capture service, plans which cards to search, searches
+each on the sandbox pool with proposals from the agent, then packages the winners and measures
+the model end to end. Its state lives only in the run store, so any step can be resumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from capture_service.cards import BLOBS_DIR, CardSet, OperatorCard
+from forge_service.card_search import CardSearch, SearchSettings
+from forge_service.clients import AgentClient, CaptureClient, SandboxClient, SandboxPool
+from forge_service.config import RunConfig
+from forge_service.scheduler import plan_cards
+from forge_service.store import DB_FILE, CardRow, RunStore
+from kernel_forge.capture.v1 import messages_pb2 as capture_pb2
+from kernel_forge.common.v1 import types_pb2
+from servicekit.errors import FailedPrecondition, KforgeError, NotFound
+from servicekit.security import Security
+
+log = logging.getLogger(__name__)
+
+TERMINAL = ("done", "failed", "cancelled")
+CAST_FILE = "model.cast"
+
+
+@dataclass
+class ServiceAddresses:
+    """Where the forge finds the other services."""
+
+    capture: str
+    agent: str
+    sandboxes: list[str]
+    security: Security | None = None
+
+
+@dataclass
+class _Live:
+    """In-memory companions of a run that is executing in this process."""
+
+    task: asyncio.Task[None] | None = None
+    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+class RunManager:
+    """Owns the runs under ``runs_dir``; several runs may execute at once."""
+
+    def __init__(self, runs_dir: Path, services: ServiceAddresses) -> None:
+        self.runs_dir = Path(runs_dir)
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        self.services = services
+        self._stores: dict[str, RunStore] = {}
+        self._live: dict[str, _Live] = {}
+
+    # -- queries -------------------------------------------------------------------------------
+    def run_ids(self) -> list[str]:
+        return sorted(p.parent.name for p in self.runs_dir.glob(f"*/{DB_FILE}"))
+
+    def store(self, run_id: str) -> RunStore:
+        if run_id not in self._stores:
+            run_dir = self.runs_dir / run_id
+            if "/" in run_id or run_id in ("", ".", "..") or not (run_dir / DB_FILE).is_file():
+                raise NotFound(f"no run {run_id!r} in {self.runs_dir}")
+            self._stores[run_id] = RunStore(run_dir)
+        return self._stores[run_id]
+
+    def config(self, run_id: str) -> RunConfig:
+        return RunConfig.model_validate_json(self.store(run_id).run_row()["config_json"])
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def start(self, config: RunConfig) -> str:
+        run_id = new_run_id()
+        store = RunStore(self.runs_dir / run_id)
+        store.create_run(run_id, config.model_dump_json(), Path(config.model_spec.split(":")[0]).stem)
+        self._stores[run_id] = store
+        await self._emit(run_id, "status", "run created", status="pending")
+        self._launch(run_id)
+        return run_id
+
+    async def resume(self, run_id: str) -> None:
+        store = self.store(run_id)
+        live = self._live.get(run_id)
+        if live is not None and live.task is not None and not live.task.done():
+            raise FailedPrecondition(f"run {run_id} is already executing")
+        if store.run_row()["status"] == "done":
+            raise FailedPrecondition(f"run {run_id} is already done")
+        await self._emit(run_id, "status", "run resumed", status="pending")
+        self._launch(run_id)
+
+    async def cancel(self, run_id: str) -> None:
+        self.store(run_id)
+        live = self._live.get(run_id)
+        if live is None or live.task is None or live.task.done():
+            raise FailedPrecondition(f"run {run_id} is not executing")
+        live.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await live.task
+
+    async def wait(self, run_id: str) -> str:
+        live = self._live.get(run_id)
+        if live is not None and live.task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await live.task
+        return str(self.store(run_id).run_row()["status"])
+
+    async def watch(self, run_id: str, after_seq: int = 0) -> AsyncIterator[Any]:
+        """Every event after ``after_seq``, then new ones as they come, until the run stops."""
+        store = self.store(run_id)
+        live = self._live.setdefault(run_id, _Live())
+        seq = after_seq
+        while True:
+            async with live.changed:
+                rows = store.events(seq)
+                if not rows:
+                    if store.run_row()["status"] in TERMINAL and (live.task is None or live.task.done()):
+                        return
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(live.changed.wait(), timeout=1.0)
+                    continue
+            for row in rows:
+                seq = row["seq"]
+                yield row
+
+    async def close(self) -> None:
+        for live in self._live.values():
+            if live.task is not None and not live.task.done():
+                live.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await live.task
+        for store in self._stores.values():
+            store.close()
+
+    # -- execution -----------------------------------------------------------------------------
+    def _launch(self, run_id: str) -> None:
+        live = self._live.setdefault(run_id, _Live())
+        live.task = asyncio.create_task(self._execute(run_id), name=f"run-{run_id}")
+
+    async def _emit(self, run_id: str, kind: str, message: str, *, card_id: str = "", candidate_id: str = "",
+                    status: str = "", result: types_pb2.CandidateResult | None = None) -> None:
+        store = self.store(run_id)
+        status = status or str(store.run_row()["status"])
+        store.add_event(kind, message, card_id, candidate_id, status)
+        live = self._live.setdefault(run_id, _Live())
+        async with live.changed:
+            live.changed.notify_all()
+
+    async def _set_status(self, run_id: str, status: str, message: str, error: str = "") -> None:
+        self.store(run_id).update_run(status=status, error=error)
+        await self._emit(run_id, "status", message, status=status)
+
+    async def _execute(self, run_id: str) -> None:
+        config = self.config(run_id)
+        try:
+            await self._set_status(run_id, "running", "run started")
+            if config.time_limit_s is not None:
+                async with asyncio.timeout(config.time_limit_s):
+                    await self._search(run_id, config)
+            else:
+                await self._search(run_id, config)
+            await self._finish(run_id, config)
+            await self._set_status(run_id, "done", "run finished")
+        except asyncio.CancelledError:
+            await self._set_status(run_id, "cancelled", "run cancelled")
+            raise
+        except TimeoutError:
+            await self._emit(run_id, "log", f"time limit of {config.time_limit_s:g} s reached")
+            await self._finish(run_id, config)
+            await self._set_status(run_id, "done", "run finished at its time limit")
+        except KforgeError as exc:
+            await self._set_status(run_id, "failed", f"run failed: {exc}", error=str(exc))
+        except Exception as exc:
+            log.exception("run %s failed", run_id)
+            await self._set_status(run_id, "failed", f"run failed: {type(exc).__name__}: {exc}",
+                                   error=f"{type(exc).__name__}: {exc}")
+
+    async def _search(self, run_id: str, config: RunConfig) -> None:
+        store = self.store(run_id)
+        addresses = config.sandbox_addresses or self.services.sandboxes
+        sandboxes = [SandboxClient(a, self.services.security) for a in addresses]
+        agent = AgentClient(self.services.agent, self.services.security)
+        try:
+            pool = SandboxPool(sandboxes)
+            device = await _first_device(pool, config.backend)
+            backend = device.backend
+            store.update_run(device_json=json.dumps({"backend": backend, "name": device.name, "arch": device.arch,
+                                                     "copy_bandwidth_gbps": device.copy_bandwidth_gbps}))
+            cards = await self._capture(run_id, config, backend)
+            if not store.cards():
+                plans = plan_cards(cards, config, device.copy_bandwidth_gbps)
+                store.put_cards([
+                    CardRow(p.card.id, p.card.to_json(), p.rank, p.selected, "pending" if p.selected else "skipped",
+                            p.reason, p.budget, p.floor_us)
+                    for p in plans
+                ])
+                chosen = [p for p in plans if p.selected]
+                await self._emit(run_id, "log", f"{len(chosen)} of {len(plans)} cards selected for search")
+            blob_dir = store.capture_dir / BLOBS_DIR
+            parallel = config.parallel or pool.size
+            for row in store.cards():
+                if not row.selected or row.status == "done":
+                    continue
+                card = OperatorCard.from_json(row.card_json)
+                store.set_card_status(card.id, "searching")
+                await self._emit(run_id, "card_started", f"searching {card.op} ({card.time_share:.1%} of eager time)",
+                                 card_id=card.id)
+                blobs = {sha: blob_dir / f"{sha}.safetensors" for sha in _card_blobs(card)}
+                settings = SearchSettings(
+                    budget=row.budget, parallel=parallel, backend=backend, proposer=config.proposer,
+                    api_base=config.api_base, seed=config.seed, run_id=run_id,
+                )
+
+                async def emit(kind: str, message: str, **kw: Any) -> None:
+                    await self._emit(run_id, kind, message, **kw)
+
+                await CardSearch(card, store, agent, pool, device, blobs, settings, emit).run()
+                store.set_card_status(card.id, "done")
+                await self._emit(run_id, "card_done", f"{card.op} done", card_id=card.id)
+        finally:
+            await agent.close()
+            for client in sandboxes:
+                await client.close()
+
+    async def _capture(self, run_id: str, config: RunConfig, backend: str) -> list[OperatorCard]:
+        """The run's cards, captured once (a resumed run reuses its capture)."""
+        store = self.store(run_id)
+        with contextlib.suppress(FileNotFoundError):
+            return CardSet.load(store.capture_dir).cards
+        client = CaptureClient(self.services.capture, self.services.security)
+        try:
+            request = capture_pb2.StartCaptureRequest(
+                model_spec=config.model_spec, device=backend, grad_mode=config.grad_mode, samples=config.samples)
+
+            async def progress(p: capture_pb2.CaptureProgress) -> None:
+                await self._emit(run_id, "capture", f"{p.stage}: {p.message}")
+
+            capture_id = await client.capture(request, progress)
+            cards, total_eager_us = await client.cards(capture_id)
+            blob_dir = store.capture_dir / BLOBS_DIR
+            blob_dir.mkdir(parents=True, exist_ok=True)
+            for card in cards:
+                for sha in _card_blobs(card):
+                    dest = blob_dir / f"{sha}.safetensors"
+                    if not dest.exists():
+                        await client.fetch_blob(capture_id, sha, dest)
+            CardSet(model_spec=config.model_spec, device=backend, grad_mode=config.grad_mode,
+                    total_eager_us=total_eager_us, cards=cards).save(store.capture_dir)
+            store.update_run(total_eager_us=total_eager_us)
+            await self._emit(run_id, "capture", f"captured {len(cards)} cards")
+            return cards
+        finally:
+            await client.close()
+
+    async def _finish(self, run_id: str, config: RunConfig) -> None:
+        """Package the winners and measure the model end to end with the .cast applied."""
+        from forge_service.report import build_report
+
+        store = self.store(run_id)
+        report = await asyncio.to_thread(build_report, store, config)
+        store.update_run(report_json=report.model_dump_json())
+        await self._emit(run_id, "run_done", report.summary_line())
+
+
+def _card_blobs(card: OperatorCard) -> list[str]:
+    shas = [s.inputs_blob for s in card.samples] + [s.outputs_blob for s in card.samples]
+    if card.module_program_blob:
+        shas.append(card.module_program_blob)
+    return shas
+
+
+async def _first_device(pool: SandboxPool, backend: str) -> types_pb2.DeviceInfo:
+    """The device the run targets: the first sandbox that serves the requested backend."""
+    seen = []
+    for client in pool.clients:
+        info = await client.device_info()
+        seen.append(f"{client.address}: {info.backend}")
+        if backend in ("auto", info.backend):
+            return info
+    raise FailedPrecondition(f"no sandbox serves backend {backend!r} ({'; '.join(seen)})")

@@ -1,0 +1,77 @@
+"""Which cards a run searches and how much budget each gets: where the model's time is.
+
+A card's priority is its share of eager time times its headroom (how far eager is from the
+card's memory-bandwidth floor on the sandbox's device). Cards dominated by vendor libraries
+(convolution, matmul, attention) are left to eager unless the run asks for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from capture_service.cards import OperatorCard, TensorSpec
+from forge_service.config import RunConfig
+
+DTYPE_BYTES = {
+    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
+    "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16,
+}
+MIN_HEADROOM = 0.05
+
+
+@dataclass(frozen=True)
+class CardPlan:
+    card: OperatorCard
+    rank: int
+    selected: bool
+    reason: str
+    budget: int
+    floor_us: float | None
+    score: float
+
+
+def tensor_bytes(spec: TensorSpec) -> int:
+    return spec.numel * DTYPE_BYTES.get(spec.dtype, 4)
+
+
+def floor_us(card: OperatorCard, copy_bandwidth_gbps: float) -> float | None:
+    """Time to read every input and write every output once at the measured copy bandwidth."""
+    if copy_bandwidth_gbps <= 0:
+        return None
+    moved = sum(tensor_bytes(s) for s in [*card.inputs, *card.outputs])
+    return moved / (copy_bandwidth_gbps * 1e3)
+
+
+def _matches(card: OperatorCard, targets: Sequence[str]) -> bool:
+    return any(t in (card.id, card.op) or card.op.endswith(t) for t in targets)
+
+
+def plan_cards(cards: Sequence[OperatorCard], config: RunConfig, copy_bandwidth_gbps: float) -> list[CardPlan]:
+    """Rank every card and select the ones the run will search, each with its evaluation budget."""
+    scored: list[tuple[float, OperatorCard, str, float | None]] = []
+    for card in cards:
+        floor = floor_us(card, copy_bandwidth_gbps)
+        reason = ""
+        if not card.optimisable:
+            reason = card.reason or "not optimisable"
+        elif card.degenerate:
+            reason = f"degenerate: {card.degenerate}"
+        elif config.target_cards and not _matches(card, config.target_cards):
+            reason = "not a target card"
+        elif card.vendor_op and not config.include_vendor_ops and not config.target_cards:
+            reason = "vendor-library op (convolution, matmul, attention) left to eager"
+        headroom = 1.0
+        if floor is not None and card.eager_us:
+            headroom = max(MIN_HEADROOM, 1.0 - floor / card.eager_us)
+        scored.append((card.time_share * headroom, card, reason, floor))
+    scored.sort(key=lambda s: (-s[0], s[1].id))
+    plans = []
+    picked = 0
+    for rank, (score, card, reason, floor) in enumerate(scored):
+        selected = not reason and picked < config.max_cards
+        if not reason and not selected:
+            reason = f"outside the {config.max_cards} cards with the most eager time"
+        picked += selected
+        plans.append(CardPlan(card, rank, selected, reason, config.budget_per_card if selected else 0, floor, score))
+    return plans
