@@ -122,23 +122,30 @@ class _TokenMetadata:
         )
 
 
-class BearerTokenClientInterceptor(
-    _TokenMetadata,
-    grpc.aio.UnaryUnaryClientInterceptor,
-    grpc.aio.UnaryStreamClientInterceptor,
-    grpc.aio.StreamUnaryClientInterceptor,
-    grpc.aio.StreamStreamClientInterceptor,
-):
-    """Sends the token on plain-text loopback channels, where gRPC refuses call credentials."""
-
+class _UnaryUnaryToken(_TokenMetadata, grpc.aio.UnaryUnaryClientInterceptor):
     async def intercept_unary_unary(self, continuation: Any, client_call_details: Any, request: Any) -> Any:
         return await continuation(self._with_token(client_call_details), request)
 
+
+class _UnaryStreamToken(_TokenMetadata, grpc.aio.UnaryStreamClientInterceptor):
     async def intercept_unary_stream(self, continuation: Any, client_call_details: Any, request: Any) -> Any:
         return await continuation(self._with_token(client_call_details), request)
 
+
+class _StreamUnaryToken(_TokenMetadata, grpc.aio.StreamUnaryClientInterceptor):
     async def intercept_stream_unary(self, continuation: Any, client_call_details: Any, request_iterator: Any) -> Any:
         return await continuation(self._with_token(client_call_details), request_iterator)
 
+
+class _StreamStreamToken(_TokenMetadata, grpc.aio.StreamStreamClientInterceptor):
     async def intercept_stream_stream(self, continuation: Any, client_call_details: Any, request_iterator: Any) -> Any:
         return await continuation(self._with_token(client_call_details), request_iterator)
+
+
+def bearer_token_interceptors(token: str) -> list[grpc.aio.ClientInterceptor]:
+    """Client interceptors that send the token on plain-text loopback channels.
+
+    gRPC refuses call credentials over plain text, so there the token rides as metadata. One
+    interceptor per RPC shape: a grpc.aio channel files each interceptor under one shape only.
+    """
+    return [_UnaryUnaryToken(token), _UnaryStreamToken(token), _StreamUnaryToken(token), _StreamStreamToken(token)]

@@ -7,7 +7,7 @@ import logging
 import grpc
 
 from servicekit.addresses import is_local_address
-from servicekit.auth import BearerTokenClientInterceptor
+from servicekit.auth import bearer_token_interceptors
 from servicekit.errors import ConfigurationError
 from servicekit.security import Security
 from servicekit.server import CHANNEL_OPTIONS, KEEPALIVE_CLIENT_OPTIONS
@@ -47,5 +47,5 @@ def channel(address: str, security: Security | None = None) -> grpc.aio.Channel:
                 "give --tls-ca (and --tls-cert/--tls-key for mutual TLS), or --insecure on a trusted network"
             )
         log.warning("connecting to %s in plain text because --insecure was given", address)
-    interceptors = [BearerTokenClientInterceptor(security.token)] if security.token is not None else None
+    interceptors = bearer_token_interceptors(security.token) if security.token is not None else None
     return grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)
