@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_packages=(g++ librust-pyo3-dev librust-serde-dev librust-serde-derive-dev librust-serde-json-dev)
+apt_packages=(g++ librust-pyo3-dev librust-serde-dev librust-serde-derive-dev librust-serde-json-dev chromium)
 missing=()
 for p in "${apt_packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
