@@ -19,7 +19,8 @@ from pathlib import Path
 
 from capture_service.cards import OperatorCard
 from forge_service.clients import AgentClient, SandboxPool
-from forge_service.store import CandidateRow, RunStore
+from forge_service.kernel_cache import CachedKernel, KernelCache
+from forge_service.store import CandidateRow, RunStore, best_candidate
 from kernel_forge.agent.v1 import messages_pb2 as agent_pb2
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.sandbox.v1 import messages_pb2 as sandbox_pb2
@@ -65,6 +66,7 @@ class CardSearch:
         blobs: dict[str, Path],
         settings: SearchSettings,
         emit: EmitFn,
+        cache: KernelCache | None = None,
     ) -> None:
         self.card = card
         self.store = store
@@ -74,6 +76,7 @@ class CardSearch:
         self.blobs = blobs
         self.settings = settings
         self.emit = emit
+        self.cache = cache
         self.tree = SearchTree(
             SearchConfig(seed=card_seed(settings.seed, card.id)), reference_latency_us=card.eager_us or 1.0
         )
@@ -102,6 +105,10 @@ class CardSearch:
     # -- the loop ------------------------------------------------------------------------------
     async def run(self) -> None:
         unfinished = self._replay()
+        if not self.store.candidates(self.card.id) and await self._start_from_cache():
+            return
+        if self._completed_from_cache():
+            return
         in_flight: set[asyncio.Task[None]] = set()
         for row in unfinished:
             in_flight.add(asyncio.create_task(self._finish(row)))
@@ -122,6 +129,49 @@ class CardSearch:
                 task.result()
         if in_flight:
             await asyncio.gather(*in_flight)
+        self._remember_best()
+
+    # -- the kernel cache ----------------------------------------------------------------------
+    def _cache_hit(self) -> CachedKernel | None:
+        if self.cache is None:
+            return None
+        return self.cache.lookup(self.card.id, self.device.arch, self.device.toolchain)
+
+    async def _start_from_cache(self) -> bool:
+        """Evaluate the cached kernel of this card first; True when nothing more is needed."""
+        hit = self._cache_hit()
+        if hit is None:
+            return False
+        node = self.tree.add_child(ROOT)
+        candidate_id = uuid.uuid4().hex[:12]
+        self.node_to_candidate[node] = candidate_id
+        self.store.add_candidate(candidate_id, self.card.id, "", node, "cache",
+                                 ("add_child", {"parent": ROOT, "node": node, "candidate": candidate_id}))
+        self.store.set_proposal(candidate_id, hit.source, f"best kernel of run {hit.run_id} (kernel cache)",
+                                hit.knobs, {}, [], self.card.id)
+        await self.emit("log", f"kernel cache hit from run {hit.run_id}", card_id=self.card.id)
+        await self._finish(self.store.candidate(candidate_id))
+        return self._completed_from_cache()
+
+    def _completed_from_cache(self) -> bool:
+        """The first candidate came from a complete earlier search and passed again."""
+        rows = self.store.candidates(self.card.id)
+        if not rows or rows[0].proposer != "cache":
+            return False
+        hit = self._cache_hit()
+        result = self.store.result(rows[0].id)
+        return bool(hit and hit.search_complete and result is not None and result.status == PASSED)
+
+    def _remember_best(self) -> None:
+        best = best_candidate(self.store, self.card.id)
+        if self.cache is None or best is None:
+            return
+        row, result = best
+        self.cache.offer(CachedKernel(
+            card_id=self.card.id, arch=self.device.arch, toolchain=self.device.toolchain, source=row.source or "",
+            description=row.description, knobs=row.knobs, latency_us=result.latency_us, speedup=result.speedup,
+            search_complete=True, run_id=self.settings.run_id,
+        ))
 
     def _should_stop(self, committed: int) -> bool:
         if committed >= self.settings.budget:

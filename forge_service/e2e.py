@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_map
 
 WARMUP = 3
 MIN_REPEATS = 5
@@ -29,12 +30,13 @@ def grad_context(mode: str) -> contextlib.AbstractContextManager[Any]:
     return contextlib.nullcontext()
 
 
-def call(model: Callable[..., Any], inputs: Any) -> Any:
-    if isinstance(inputs, dict):
-        return model(**inputs)
-    if isinstance(inputs, (list, tuple)):
-        return model(*inputs)
-    return model(inputs)
+def call(model: Callable[..., Any], inputs: tuple[tuple[Any, ...], dict[str, Any]]) -> Any:
+    args, kwargs = inputs
+    return model(*args, **kwargs)
+
+
+def to_device(tree: Any, device: torch.device) -> Any:
+    return tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, tree)
 
 
 def time_ms(fn: Callable[[], Any], device: str) -> float:
@@ -97,7 +99,10 @@ def main() -> int:
     from capture_service.spec import load_model_spec
     from packager import load_cast
 
-    model, inputs = load_model_spec(args.model, args.device)
+    loaded = load_model_spec(args.model)
+    device = torch.device(args.device)
+    model = loaded.model.to(device).eval()
+    inputs = (to_device(loaded.args, device), to_device(loaded.kwargs, device))
     result: dict[str, Any] = {"measured": True}
     with grad_context(args.grad_mode):
         reference = call(model, inputs)

@@ -22,6 +22,7 @@ from capture_service.cards import BLOBS_DIR, CardSet, OperatorCard
 from forge_service.card_search import CardSearch, SearchSettings
 from forge_service.clients import AgentClient, CaptureClient, SandboxClient, SandboxPool
 from forge_service.config import RunConfig
+from forge_service.kernel_cache import KernelCache
 from forge_service.scheduler import plan_cards
 from forge_service.store import DB_FILE, CardRow, RunStore
 from kernel_forge.capture.v1 import messages_pb2 as capture_pb2
@@ -66,6 +67,7 @@ class RunManager:
         self.services = services
         self._stores: dict[str, RunStore] = {}
         self._live: dict[str, _Live] = {}
+        self.kernel_cache = KernelCache(self.runs_dir)
 
     # -- queries -------------------------------------------------------------------------------
     def run_ids(self) -> list[str]:
@@ -144,6 +146,7 @@ class RunManager:
                     await live.task
         for store in self._stores.values():
             store.close()
+        self.kernel_cache.close()
 
     # -- execution -----------------------------------------------------------------------------
     def _launch(self, run_id: str) -> None:
@@ -227,7 +230,7 @@ class RunManager:
                 async def emit(kind: str, message: str, **kw: Any) -> None:
                     await self._emit(run_id, kind, message, **kw)
 
-                await CardSearch(card, store, agent, pool, device, blobs, settings, emit).run()
+                await CardSearch(card, store, agent, pool, device, blobs, settings, emit, self.kernel_cache).run()
                 store.set_card_status(card.id, "done")
                 await self._emit(run_id, "card_done", f"{card.op} done", card_id=card.id)
         finally:

@@ -1,0 +1,91 @@
+"""Kernels remembered across runs, keyed by card variant, device architecture and toolchain.
+
+A card seen before starts from its best known kernel (re-verified like any candidate); when the
+earlier search of that card was complete, the card needs no further proposals at all.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+CACHE_FILE = "kernel_cache.sqlite"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS kernels (
+  card_id TEXT NOT NULL, arch TEXT NOT NULL, toolchain TEXT NOT NULL,
+  source TEXT NOT NULL, description TEXT NOT NULL, knobs_json TEXT NOT NULL,
+  latency_us REAL NOT NULL, speedup REAL NOT NULL, search_complete INTEGER NOT NULL,
+  run_id TEXT NOT NULL, updated_at REAL NOT NULL,
+  PRIMARY KEY (card_id, arch, toolchain)
+);
+"""
+
+
+@dataclass(frozen=True)
+class CachedKernel:
+    card_id: str
+    arch: str
+    toolchain: str
+    source: str
+    description: str
+    knobs: dict[str, object]
+    latency_us: float
+    speedup: float
+    search_complete: bool
+    run_id: str
+
+
+class KernelCache:
+    """A small SQLite table beside the run directories; shared by concurrent runs."""
+
+    def __init__(self, runs_dir: Path) -> None:
+        self.path = Path(runs_dir) / CACHE_FILE
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10.0)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(SCHEMA)
+
+    def lookup(self, card_id: str, arch: str, toolchain: str) -> CachedKernel | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT source, description, knobs_json, latency_us, speedup, search_complete, run_id FROM kernels"
+                " WHERE card_id = ? AND arch = ? AND toolchain = ?",
+                (card_id, arch, toolchain),
+            ).fetchone()
+        if row is None:
+            return None
+        return CachedKernel(card_id, arch, toolchain, row[0], row[1], json.loads(row[2]), row[3], row[4],
+                            bool(row[5]), row[6])
+
+    def offer(self, kernel: CachedKernel) -> bool:
+        """Keep ``kernel`` if it beats what is cached for its key; returns whether it was kept."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute(
+                    "SELECT latency_us, search_complete FROM kernels WHERE card_id = ? AND arch = ? AND toolchain = ?",
+                    (kernel.card_id, kernel.arch, kernel.toolchain),
+                ).fetchone()
+                better = row is None or kernel.latency_us < row[0] or (
+                    kernel.latency_us == row[0] and kernel.search_complete and not row[1])
+                if better:
+                    self._db.execute(
+                        "INSERT OR REPLACE INTO kernels VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                        (kernel.card_id, kernel.arch, kernel.toolchain, kernel.source, kernel.description,
+                         json.dumps(kernel.knobs, sort_keys=True), kernel.latency_us, kernel.speedup,
+                         int(kernel.search_complete), kernel.run_id, time.time()),
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return better
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
