@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 ROOT = 0
 PASSED = types_pb2.PASSED
+BUDGET_SPENT = "budget spent"
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class CardSearch:
         )
         self.node_to_candidate: dict[int, str] = {}
         self._idle_proposals = 0
+        self.stop_reason = ""
 
     # -- replay --------------------------------------------------------------------------------
     def _replay(self) -> list[CandidateRow]:
@@ -105,9 +107,9 @@ class CardSearch:
     # -- the loop ------------------------------------------------------------------------------
     async def run(self) -> None:
         unfinished = self._replay()
-        if not self.store.candidates(self.card.id) and await self._start_from_cache():
-            return
-        if self._completed_from_cache():
+        if (not self.store.candidates(self.card.id) and await self._start_from_cache()) or (
+                self._completed_from_cache()):
+            self.stop_reason = "complete from the kernel cache"
             return
         in_flight: set[asyncio.Task[None]] = set()
         for row in unfinished:
@@ -123,6 +125,7 @@ class CardSearch:
                 for parent in parents:
                     in_flight.add(asyncio.create_task(self._expand(parent)))
             if not in_flight:
+                self.stop_reason = self.stop_reason or "no node left to expand"
                 break
             finished, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
             for task in finished:
@@ -174,17 +177,21 @@ class CardSearch:
         ))
 
     def _should_stop(self, committed: int) -> bool:
+        """Whether to start no new candidate; sets :attr:`stop_reason` when it says so."""
         if committed >= self.settings.budget:
-            return True
-        if self._idle_proposals >= self.settings.max_idle_proposals:
-            return True
-        root_children = self.tree.children(ROOT)
-        if root_children and all(self.tree.node(c).status == "failed" for c in root_children) and not any(
-            self.store.candidate(self.node_to_candidate[c]).source for c in root_children
-            if c in self.node_to_candidate
-        ):
-            return True  # the proposer has nothing for this card at all
-        return self._converged()
+            self.stop_reason = BUDGET_SPENT
+        elif self._idle_proposals >= self.settings.max_idle_proposals:
+            self.stop_reason = "no more proposals"
+        elif self._nothing_proposed():
+            self.stop_reason = "no proposal for this card"
+        elif self._converged():
+            self.stop_reason = "converged"
+        return bool(self.stop_reason)
+
+    def _nothing_proposed(self) -> bool:
+        """Every attempt under the root came back without a proposal."""
+        rows = self.store.candidates(self.card.id)
+        return bool(rows) and all(r.state == "no_proposal" for r in rows)
 
     def _converged(self) -> bool:
         """No improvement over the best in the last ``patience`` evaluations."""

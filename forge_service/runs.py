@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from capture_service.cards import BLOBS_DIR, CardSet, OperatorCard
-from forge_service.card_search import CardSearch, SearchSettings
+from forge_service.card_search import BUDGET_SPENT, CardSearch, SearchSettings
 from forge_service.clients import AgentClient, CaptureClient, SandboxClient, SandboxPool
 from forge_service.config import RunConfig
 from forge_service.kernel_cache import KernelCache
 from forge_service.scheduler import plan_cards
-from forge_service.store import DB_FILE, CardRow, RunStore
+from forge_service.store import DB_FILE, CardRow, RunStore, best_candidate
 from kernel_forge.capture.v1 import messages_pb2 as capture_pb2
 from kernel_forge.common.v1 import types_pb2
 from servicekit.errors import FailedPrecondition, KforgeError, NotFound
@@ -214,9 +214,8 @@ class RunManager:
                 await self._emit(run_id, "log", f"{len(chosen)} of {len(plans)} cards selected for search")
             blob_dir = store.capture_dir / BLOBS_DIR
             parallel = config.parallel or pool.size
-            for row in store.cards():
-                if not row.selected or row.status == "done":
-                    continue
+
+            async def search(row: CardRow) -> None:
                 card = OperatorCard.from_json(row.card_json)
                 store.set_card_status(card.id, "searching")
                 await self._emit(run_id, "card_started", f"searching {card.op} ({card.time_share:.1%} of eager time)",
@@ -230,9 +229,18 @@ class RunManager:
                 async def emit(kind: str, message: str, **kw: Any) -> None:
                     await self._emit(run_id, kind, message, **kw)
 
-                await CardSearch(card, store, agent, pool, device, blobs, settings, emit, self.kernel_cache).run()
-                store.set_card_status(card.id, "done")
-                await self._emit(run_id, "card_done", f"{card.op} done", card_id=card.id)
+                searcher = CardSearch(card, store, agent, pool, device, blobs, settings, emit, self.kernel_cache)
+                await searcher.run()
+                store.set_card_status(card.id, "done", searcher.stop_reason)
+                await self._emit(run_id, "card_done", f"{card.op}: {searcher.stop_reason}", card_id=card.id)
+
+            for row in store.cards():
+                if row.selected and row.status != "done":
+                    await search(row)
+            while (extra_row := grant_spare_budget(store, config)) is not None:
+                await self._emit(run_id, "log", f"budget of card {extra_row.id} raised to {extra_row.budget}: still improving",
+                                 card_id=extra_row.id)
+                await search(extra_row)
         finally:
             await agent.close()
             for client in sandboxes:
@@ -276,6 +284,33 @@ class RunManager:
         report = await asyncio.to_thread(build_report, store, config)
         store.update_run(report_json=report.model_dump_json())
         await self._emit(run_id, "run_done", report.summary_line())
+
+
+def grant_spare_budget(store: RunStore, config: RunConfig) -> CardRow | None:
+    """Give evaluations that cards left unspent (they converged, or nothing was proposed) to the
+    card that still improved when its budget ran out and carries the most expected gain: its time
+    share times its remaining distance to the memory-bandwidth floor. Returns that card, or None."""
+    rows = [r for r in store.cards() if r.selected]
+    spare = config.budget_per_card * len(rows) - store.evaluation_count()
+    if spare <= 0:
+        return None
+    best_gain, chosen = 0.0, None
+    for row in rows:
+        if row.status != "done" or row.reason != BUDGET_SPENT:
+            continue
+        best = best_candidate(store, row.id)
+        if best is None:
+            continue
+        share = OperatorCard.from_json(row.card_json).time_share
+        headroom = 1.0 - (row.floor_us or 0.0) / best[1].latency_us
+        if share * headroom > best_gain:
+            best_gain, chosen = share * headroom, row
+    if chosen is None:
+        return None
+    extra = min(spare, max(2, config.budget_per_card // 2))
+    with store.transaction() as db:
+        db.execute("UPDATE cards SET budget = budget + ?, status = 'searching' WHERE id = ?", (extra, chosen.id))
+    return next(r for r in store.cards() if r.id == chosen.id)
 
 
 def _card_blobs(card: OperatorCard) -> list[str]:
