@@ -238,7 +238,7 @@ class RunManager:
                 if row.selected and row.status != "done":
                     await search(row)
             while (extra_row := grant_spare_budget(store, config)) is not None:
-                await self._emit(run_id, "log", f"budget of card {extra_row.id} raised to {extra_row.budget}: still improving",
+                await self._emit(run_id, "log", f"budget raised to {extra_row.budget}: still improving",
                                  card_id=extra_row.id)
                 await search(extra_row)
         finally:
