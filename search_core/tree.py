@@ -1,0 +1,174 @@
+"""The public search tree: a thread-safe wrapper of the native (Rust) core."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from search_core import _native
+from search_core.config import SearchConfig
+from search_core.node import NodeStatus, NodeView
+
+DEFAULT_SNAPSHOT_EVERY = 1000
+"""Log records between two snapshots: bounds the replay work of reopening a log."""
+
+
+class SearchTree:
+    """An MCTS tree over kernel revisions that minimises latency.
+
+    Node 0 is the eager baseline measured at ``reference_latency_us``. The forge loop asks for
+    parents, adds one pending child per parent, and tells each child's result::
+
+        for parent in tree.ask(n):
+            child = tree.add_child(parent)
+            ...  # propose and evaluate a revision of ``parent``
+            tree.tell(child, passed=True, latency_us=12.5)
+
+    With ``log_path`` every operation is appended to a log (results fsync'd) and a snapshot is
+    written every ``snapshot_every`` records; :meth:`open` rebuilds the identical tree after a
+    crash. Methods may be called from several threads; calls run one at a time.
+    """
+
+    def __init__(
+        self,
+        config: SearchConfig,
+        reference_latency_us: float,
+        log_path: str | os.PathLike[str] | None = None,
+        *,
+        snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
+    ) -> None:
+        native = _native.NativeTree(
+            config.seed,
+            config.exploration,
+            config.widen_k,
+            config.widen_alpha,
+            config.virtual_loss,
+            config.max_weight,
+            reference_latency_us,
+            _path(log_path),
+            snapshot_every,
+        )
+        self._adopt(native)
+
+    @classmethod
+    def restore(
+        cls,
+        data: bytes,
+        log_path: str | os.PathLike[str] | None = None,
+        *,
+        snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
+    ) -> SearchTree:
+        """Rebuilds a tree from :meth:`snapshot` bytes; with ``log_path`` it continues in a new log."""
+        return cls._wrap(_native.NativeTree.restore(data, _path(log_path), snapshot_every))
+
+    @classmethod
+    def open(cls, log_path: str | os.PathLike[str], *, snapshot_every: int = DEFAULT_SNAPSHOT_EVERY) -> SearchTree:
+        """Reopens a search from its log (latest snapshot plus the records after it) and keeps logging."""
+        return cls._wrap(_native.NativeTree.open(Path(log_path), snapshot_every))
+
+    @classmethod
+    def _wrap(cls, native: _native.NativeTree) -> SearchTree:
+        tree = cls.__new__(cls)
+        tree._adopt(native)
+        return tree
+
+    def _adopt(self, native: _native.NativeTree) -> None:
+        self._native = native
+        self._lock = threading.Lock()
+        seed, exploration, widen_k, widen_alpha, virtual_loss, max_weight = native.config()
+        self.config = SearchConfig(seed, exploration, widen_k, widen_alpha, virtual_loss, max_weight)
+
+    @property
+    def reference_latency_us(self) -> float:
+        return self._native.reference_latency_us
+
+    @property
+    def log_path(self) -> Path | None:
+        return self._native.log_path
+
+    def ask(self, n: int) -> list[int]:
+        """``n`` parents to revise (a node may repeat); each holds a virtual loss until its child
+        is told or cancelled, or the pick is given back with :meth:`release`."""
+        with self._lock:
+            return self._native.ask(n)
+
+    def release(self, parent_id: int) -> None:
+        """Gives back one parent pick of :meth:`ask` that will not be expanded."""
+        with self._lock:
+            self._native.release(parent_id)
+
+    def add_child(self, parent_id: int) -> int:
+        """A new pending candidate under ``parent_id`` (the root or a passed node)."""
+        with self._lock:
+            return self._native.add_child(parent_id)
+
+    def tell(self, child_id: int, passed: bool, latency_us: float | None, spread_us: float | None = None) -> None:
+        """The result of a pending candidate: a latency when it passed, none when it failed."""
+        with self._lock:
+            self._native.tell(child_id, passed, latency_us, spread_us)
+
+    def cancel(self, child_id: int) -> None:
+        """A pending candidate's evaluation was lost: it becomes failed-not-evaluated."""
+        with self._lock:
+            self._native.cancel(child_id)
+
+    def checkpoint(self) -> None:
+        """Writes a snapshot next to the log now (no-op without a log)."""
+        with self._lock:
+            self._native.checkpoint()
+
+    def best(self) -> int | None:
+        """The passed candidate with the lowest latency, if any (the root is never returned)."""
+        with self._lock:
+            return self._native.best()
+
+    def node(self, node_id: int) -> NodeView:
+        with self._lock:
+            raw = self._native.node(node_id)
+        ident, parent, depth, status, cancelled, latency, spread, visits, value, best_reward, in_flight = raw
+        node_status: NodeStatus = status  # type: ignore[assignment]
+        return NodeView(
+            id=ident,
+            parent=parent,
+            depth=depth,
+            status=node_status,
+            latency_us=latency,
+            spread_us=spread,
+            visits=visits,
+            value=value,
+            in_flight=in_flight,
+            cancelled=cancelled,
+            best_reward=best_reward,
+        )
+
+    def ancestors(self, node_id: int) -> list[int]:
+        """Parent, grandparent, ... up to the root, nearest first."""
+        with self._lock:
+            return self._native.ancestors(node_id)
+
+    def best_descendant(self, node_id: int) -> int | None:
+        """The fastest passed node strictly below ``node_id``, if any."""
+        with self._lock:
+            return self._native.best_descendant(node_id)
+
+    def failed_siblings(self, node_id: int) -> list[int]:
+        """Failed children of ``node_id``'s parent other than ``node_id``, oldest first."""
+        with self._lock:
+            return self._native.failed_siblings(node_id)
+
+    def children(self, node_id: int) -> list[int]:
+        with self._lock:
+            return self._native.children(node_id)
+
+    def snapshot(self) -> bytes:
+        """The whole tree as bytes for :meth:`restore` (equal trees give equal bytes)."""
+        with self._lock:
+            return self._native.snapshot()
+
+    def __len__(self) -> int:
+        return len(self._native)
+
+
+def _path(path: str | os.PathLike[str] | None) -> Path | None:
+    return None if path is None else Path(path)
