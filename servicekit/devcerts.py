@@ -3,7 +3,8 @@
     python -m servicekit.devcerts certs/ --host sandbox.lab --ip 192.0.2.10
 
 writes ``ca.pem``/``ca.key``, ``server.pem``/``server.key`` (valid for the hosts and IPs given
-plus localhost), ``client.pem``/``client.key`` (for mutual TLS) and ``token``. Keys and the
+plus localhost, and usable as a client certificate by services that call other services),
+``client.pem``/``client.key`` (for users' clients under mutual TLS) and ``token``. Keys and the
 token are mode 600. Production deployments may use their own PKI instead; see
 docs/deployment.md. Needs the ``cryptography`` package (in the ``dev`` extra).
 """
@@ -99,12 +100,12 @@ def make_certificates(
         .sign(ca_key, c.hashes.SHA256())
     )
 
-    def leaf(common_name: str, usage: Any, sans: list[Any]) -> tuple[Any, Any]:
+    def leaf(common_name: str, usages: list[Any], sans: list[Any]) -> tuple[Any, Any]:
         key = c.ec.generate_private_key(c.ec.SECP256R1())
         cert = (
             builder(common_name, ca_cert.subject, key.public_key())
             .add_extension(c.x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(c.x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(c.x509.ExtendedKeyUsage(usages), critical=False)
             .add_extension(c.x509.SubjectAlternativeName(sans), critical=False)
             .sign(ca_key, c.hashes.SHA256())
         )
@@ -112,8 +113,10 @@ def make_certificates(
 
     server_sans = [c.x509.DNSName(h) for h in ["localhost", *hosts]]
     server_sans += [c.x509.IPAddress(ipaddress.ip_address(ip)) for ip in ["127.0.0.1", "::1", *ips]]
-    server_cert, server_key = leaf(hosts[0] if hosts else "localhost", c.eku.SERVER_AUTH, server_sans)
-    client_cert, client_key = leaf(client_name, c.eku.CLIENT_AUTH, [c.x509.DNSName(client_name)])
+    # Services that call others (the forge dials the sandbox) present the same certificate as clients.
+    both_roles = [c.eku.SERVER_AUTH, c.eku.CLIENT_AUTH]
+    server_cert, server_key = leaf(hosts[0] if hosts else "localhost", both_roles, server_sans)
+    client_cert, client_key = leaf(client_name, [c.eku.CLIENT_AUTH], [c.x509.DNSName(client_name)])
 
     out = DevCertificates(
         directory,

@@ -1,12 +1,13 @@
 """Check a deployment's network path, TLS and token before (or besides) the real services.
 
-    python -m servicekit.probe check sandbox.lab:50054 --tls-ca ca.pem --token-file token
-    python -m servicekit.probe serve 0.0.0.0:50054 --tls-cert server.pem --tls-key server.key --token-file token
+    python -m servicekit.probe check sandbox.lab:50053 --tls-ca ca.pem --token-file token
+    python -m servicekit.probe serve 0.0.0.0:50053 --tls-cert server.pem --tls-key server.key --token-file token
 
 ``check`` asks the server's health (open to anyone) and then lists its services through
 reflection (which needs the token), printing one JSON object; it exits 0 only when both
-succeed. ``serve`` runs a server with nothing but health and reflection, secured exactly as a
-service would be, so the path from the forge host to the GPU host can be proven first.
+succeed (``--health-only``: when the server reports SERVING, as container health checks need).
+``serve`` runs a server with nothing but health and reflection, secured exactly as a service
+would be, so the path from the forge host to the GPU host can be proven first.
 """
 
 from __future__ import annotations
@@ -43,14 +44,20 @@ class ProbeResult:
     services: list[str] = field(default_factory=list)
 
 
-async def probe(address: str, security: Security, timeout_s: float = 5.0) -> ProbeResult:
-    """Health check, then an authenticated reflection listing, over one channel."""
+async def probe(address: str, security: Security, timeout_s: float = 5.0, health_only: bool = False) -> ProbeResult:
+    """Health check, then (unless ``health_only``) an authenticated reflection listing, over one channel."""
     result = ProbeResult(address=address, ok=False)
     async with channel(address, security) as ch:
         try:
             result.stage = "health"
             reply = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=timeout_s)
             result.health = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+            if reply.status != health_pb2.HealthCheckResponse.SERVING:
+                result.code, result.message = "UNAVAILABLE", f"health is {result.health}"
+                return result
+            if health_only:
+                result.stage, result.ok = "", True
+                return result
             result.stage = "reflection"
             request = reflection_pb2.ServerReflectionRequest(list_services="")
             call = reflection_pb2_grpc.ServerReflectionStub(ch).ServerReflectionInfo(iter([request]), timeout=timeout_s)
@@ -77,6 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     check = commands.add_parser("check", help="check that a server is reachable and accepts these credentials")
     check.add_argument("address", help="host:port of the server")
     check.add_argument("--timeout", type=float, default=5.0, help="seconds per RPC")
+    check.add_argument(
+        "--health-only", action="store_true", help="only the health check, which needs no token (container probes)"
+    )
     serve = commands.add_parser("serve", help="run a health-and-reflection-only server")
     serve.add_argument("address", help="host:port to listen on (port 0: any free port)")
     for sub in (check, serve):
@@ -87,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             asyncio.run(_serve(args.address, security))
             return 0
-        result = asyncio.run(probe(args.address, security, args.timeout))
+        result = asyncio.run(probe(args.address, security, args.timeout, args.health_only))
     except KforgeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

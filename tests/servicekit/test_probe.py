@@ -13,9 +13,14 @@ def test_probe_reports_health_services_and_auth_failures(echo, serve, certs, tok
             good = await probe(bound.address, Security(tls_ca=certs.ca_cert, token=token))
             no_token = await probe(bound.address, Security(tls_ca=certs.ca_cert))
             plain = await probe(bound.address, Security(token=token))
-            return good, no_token, plain
+            health_only = await probe(bound.address, Security(tls_ca=certs.ca_cert), health_only=True)
+            await bound.health.enter_graceful_shutdown()
+            draining = await probe(bound.address, Security(tls_ca=certs.ca_cert), health_only=True)
+            return good, no_token, plain, health_only, draining
 
-    good, no_token, plain = asyncio.run(scenario())
+    good, no_token, plain, health_only, draining = asyncio.run(scenario())
+    assert health_only.ok and health_only.services == []
+    assert (draining.ok, draining.health) == (False, "NOT_SERVING")
     assert good.ok and good.health == "SERVING"
     assert "kforge.test.Echo" in good.services and "grpc.health.v1.Health" in good.services
     assert (no_token.ok, no_token.stage, no_token.code) == (False, "reflection", "UNAUTHENTICATED")
