@@ -80,6 +80,10 @@ class OperatorCard(BaseModel):
     module_program_blob: str | None = Field(
         default=None, description="for module cards: torch.export program of the module (sha256)"
     )
+    module_attributes: dict[str, Any] = Field(
+        default_factory=dict,
+        description="for module cards: the instance's scalar attributes (eps, num_groups, ...) that its forward reads",
+    )
 
     @property
     def non_tensor_args(self) -> dict[str, Any]:

@@ -1,0 +1,233 @@
+"""Module cards: leaf modules, and modules whose forward is only elementwise/normalisation work.
+
+One kernel for a whole module's forward (RMSNorm, a gated activation, GroupNorm + SiLU) is how
+per-operator search reaches fusion. Forward hooks see each module call; the aten recorder tells
+this recorder which ops ran inside it, so a composite module qualifies only when every op it ran
+was elementwise, a normalisation, a reduction, a copy or a view.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_leaves
+
+from capture_service.layout import clone_exact, tensor_spec
+from capture_service.ops import OpTraits
+from capture_service.recorder import MUTATES, OperatorRecorder
+from capture_service.records import CallSample, SamplePolicy, VariantRecord, cpu_copy
+from packager.variant import (
+    STATE_KWARG,
+    UnsupportedArgument,
+    VariantKey,
+    decode_call,
+    encode_call,
+    module_state,
+    module_variant_key,
+    qualified_class_name,
+)
+
+NO_WORK = "runs no computing operator (only views or nothing)"
+NO_TENSOR_OUTPUT = "returns no tensor"
+
+
+@dataclass
+class _Frame:
+    """One module call in progress."""
+
+    module: torch.nn.Module
+    path: str
+    key: VariantKey | None
+    unsupported: str
+    first_inputs: list[torch.Tensor] | None
+    input_storages: set[int]
+    fusable: bool = True
+    computes: bool = False
+    mutated_storages: set[int] = field(default_factory=set)
+
+
+@dataclass
+class ModuleVariant:
+    """A module record plus what decides whether it becomes a card."""
+
+    record: VariantRecord
+    module: torch.nn.Module
+    template: dict[str, Any]
+    leaf: bool
+    fusable: bool = True
+
+
+class ModuleRecorder:
+    """Forward hooks on every submodule of a model, feeding module variants and module paths."""
+
+    def __init__(self, root: torch.nn.Module, operators: OperatorRecorder, policy: SamplePolicy) -> None:
+        self.root = root
+        self.operators = operators
+        self.policy = policy
+        self.variants: dict[VariantKey, ModuleVariant] = {}
+        self._stack: list[_Frame] = []
+        self._handles: list[torch.utils.hooks.RemovableHandle] = []
+
+    def __enter__(self) -> ModuleRecorder:
+        seen: set[int] = set()
+        for path, module in self.root.named_modules():
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+            self._handles.append(module.register_forward_pre_hook(self._pre_hook(path), with_kwargs=True))
+            self._handles.append(
+                module.register_forward_hook(self._post_hook, with_kwargs=True, always_call=True)
+            )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        self._stack.clear()
+
+    # OpObserver
+    def current_path(self) -> str:
+        return self._stack[-1].path if self._stack else ""
+
+    def op_ran(self, traits: OpTraits, record: VariantRecord, written: Sequence[torch.Tensor]) -> None:
+        computes = record.optimisable or record.reason == MUTATES
+        fusable = traits.elementwise_or_norm or not computes
+        written_storages = {t.untyped_storage().data_ptr() for t in written}
+        for frame in self._stack:
+            frame.computes = frame.computes or computes
+            frame.fusable = frame.fusable and fusable
+            frame.mutated_storages |= written_storages
+
+    def _suspended(self) -> AbstractContextManager[None]:
+        return self.operators.suspended()
+
+    def _pre_hook(self, path: str) -> Callable[..., None]:
+        def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            with self._suspended():
+                self._stack.append(self._open_frame(module, path, args, kwargs))
+
+        return hook
+
+    def _open_frame(
+        self, module: torch.nn.Module, path: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> _Frame:
+        try:
+            key, unsupported = module_variant_key(module, args, kwargs), ""
+        except UnsupportedArgument as exc:
+            key, unsupported = None, f"unsupported argument: {exc}"
+        forward_tensors = [t for t in tree_leaves((list(args), dict(kwargs))) if isinstance(t, torch.Tensor)]
+        first_inputs = None
+        if key is not None and key not in self.variants:
+            state_ids = {id(t) for _, t in module_state(module)}
+            first_inputs = [
+                t.detach() if id(t) in state_ids else clone_exact(t) for t in _module_call_tensors(module, args, kwargs)
+            ]
+        storages = {t.untyped_storage().data_ptr() for t in forward_tensors if t.numel()}
+        return _Frame(module, path, key, unsupported, first_inputs, storages)
+
+    def _post_hook(
+        self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
+    ) -> None:
+        frame = self._pop(module)
+        if frame is None or output is None or frame.key is None:
+            return  # the forward raised, or the call cannot be keyed
+        with self._suspended():
+            self._record_call(frame, args, kwargs, output)
+
+    def _pop(self, module: torch.nn.Module) -> _Frame | None:
+        for i in range(len(self._stack) - 1, -1, -1):
+            if self._stack[i].module is module:
+                frame = self._stack[i]
+                del self._stack[i:]
+                return frame
+        return None
+
+    def _record_call(self, frame: _Frame, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+        assert frame.key is not None
+        outputs = [t for t in tree_leaves(output) if isinstance(t, torch.Tensor)]
+        variant = self.variants.get(frame.key)
+        if variant is None:
+            variant = self._new_variant(frame, args, kwargs, outputs)
+            first_inputs = frame.first_inputs or []
+            self.policy.add(variant.record, CallSample(first_inputs, [clone_exact(t) for t in outputs]))
+            self.variants[frame.key] = variant
+        elif self.policy.wants_extra(variant.record) and not frame.mutated_storages & frame.input_storages:
+            tensors = _module_call_tensors(frame.module, args, kwargs)
+            self.policy.add(variant.record, CallSample([cpu_copy(t) for t in tensors], [cpu_copy(t) for t in outputs]))
+        record = variant.record
+        record.call_count += 1
+        record.add_path(frame.path)
+        variant.fusable = variant.fusable and frame.fusable
+        if not frame.computes:
+            record.mark_not_optimisable(NO_WORK)
+        if frame.mutated_storages & frame.input_storages:
+            record.mark_not_optimisable(MUTATES)
+
+    def _new_variant(
+        self, frame: _Frame, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: Sequence[torch.Tensor]
+    ) -> ModuleVariant:
+        assert frame.key is not None
+        module = frame.module
+        template = encode_call(args, {**kwargs, STATE_KWARG: module_state(module)})[0]
+        record = VariantRecord(
+            key=frame.key,
+            kind="module",
+            op=qualified_class_name(module),
+            outputs=[tensor_spec(t) for t in outputs],
+            replay=_module_replayer(module, template),
+        )
+        if not outputs:
+            record.mark_not_optimisable(NO_TENSOR_OUTPUT)
+        leaf = next(iter(module.children()), None) is None
+        return ModuleVariant(record, module, template, leaf)
+
+    def card_variants(self) -> Iterator[ModuleVariant]:
+        """The variants that become module cards: leaf modules and fusable composites."""
+        for variant in self.variants.values():
+            if variant.leaf or variant.fusable:
+                yield variant
+
+
+def _module_call_tensors(module: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[torch.Tensor]:
+    """The module call's tensors in template order (forward tensors and ``__state__``)."""
+    return encode_call(args, {**kwargs, STATE_KWARG: module_state(module)})[1]
+
+
+def forward_call(
+    template: Mapping[str, Any], tensors: Sequence[torch.Tensor]
+) -> tuple[list[object], dict[str, object]]:
+    """The forward's ``(args, kwargs)`` from a module card's template and inputs (state dropped)."""
+    args, kwargs = decode_call(template, tensors)
+    kwargs.pop(STATE_KWARG, None)
+    return args, kwargs
+
+
+def _module_replayer(module: torch.nn.Module, template: Mapping[str, Any]) -> Callable[[Sequence[torch.Tensor]], Any]:
+    """Calls the module on the sample's forward tensors; the state tensors are the module's own."""
+
+    def replay(tensors: Sequence[torch.Tensor]) -> Any:
+        args, kwargs = forward_call(template, tensors)
+        return module(*args, **kwargs)
+
+    return replay
+
+
+def export_program(variant: ModuleVariant) -> bytes:
+    """The module's forward on its first sample as a saved ``torch.export`` program.
+
+    Runs outside inference mode on fresh copies of the sample, since export cannot trace
+    inference tensors.
+    """
+    sample = variant.record.samples[0]
+    args, kwargs = forward_call(variant.template, [t.detach().clone() for t in sample.inputs])
+    with torch.no_grad():
+        program = torch.export.export(variant.module, tuple(args), kwargs)
+    buffer = io.BytesIO()
+    torch.export.save(program, buffer)
+    return buffer.getvalue()

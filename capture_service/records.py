@@ -1,0 +1,99 @@
+"""In-memory records of captured variants, before they become cards.
+
+Each distinct variant key gets one :class:`VariantRecord`. Its first call is kept with the exact
+layout on the capture device (it is what timing re-runs and the first reference sample); up to
+``samples - 1`` further calls are kept as CPU copies while the sample budget allows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+from capture_service.cards import TensorSpec
+from capture_service.layout import nbytes
+from packager.variant import VariantKey
+
+
+@dataclass
+class CallSample:
+    """The tensors of one call: inputs in template order, outputs in return order."""
+
+    inputs: list[torch.Tensor]
+    outputs: list[torch.Tensor]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(nbytes(t) for t in (*self.inputs, *self.outputs))
+
+
+@dataclass
+class VariantRecord:
+    """Everything capture learned about one variant."""
+
+    key: VariantKey
+    kind: Literal["aten", "module"]
+    op: str
+    outputs: list[TensorSpec]
+    # Re-runs the call on the given inputs (template order); None when it cannot be replayed.
+    replay: Callable[[Sequence[torch.Tensor]], Any] | None
+    call_count: int = 0
+    module_paths: list[str] = field(default_factory=list)
+    samples: list[CallSample] = field(default_factory=list)
+    mutated_inputs: list[int] = field(default_factory=list)
+    optimisable: bool = True
+    reason: str = ""
+    degenerate: str = ""
+    vendor_op: bool = False
+    program_blob: str | None = None
+    eager_us: float | None = None
+
+    def add_path(self, path: str) -> None:
+        if path not in self.module_paths:
+            self.module_paths.append(path)
+
+    def mark_not_optimisable(self, reason: str) -> None:
+        """Keep the first reason: it is the most basic one."""
+        if self.optimisable:
+            self.optimisable = False
+            self.reason = reason
+
+
+class SamplePolicy:
+    """How many reference samples to keep per variant, within a byte budget for the extras.
+
+    The first sample of every variant is always kept (timing needs it); whether it fits the
+    budget is decided when blobs are written. Extra samples are taken only while the first
+    samples of optimisable variants plus extras stay within the budget.
+    """
+
+    def __init__(self, samples_per_card: int, budget_bytes: int) -> None:
+        self.samples_per_card = samples_per_card
+        self.budget_bytes = budget_bytes
+        self.first_bytes = 0
+        self.extra_bytes = 0
+
+    def wants_extra(self, record: VariantRecord) -> bool:
+        return (
+            record.optimisable
+            and 0 < len(record.samples) < self.samples_per_card
+            and self.first_bytes + self.extra_bytes < self.budget_bytes
+        )
+
+    def add(self, record: VariantRecord, sample: CallSample) -> None:
+        if record.samples:
+            size = sample.nbytes
+            if self.first_bytes + self.extra_bytes + size > self.budget_bytes:
+                return
+            self.extra_bytes += size
+        elif record.optimisable:
+            self.first_bytes += sample.nbytes
+        record.samples.append(sample)
+
+
+def cpu_copy(tensor: torch.Tensor) -> torch.Tensor:
+    """A contiguous CPU copy of the values (extra samples need no layout: the card has it)."""
+    return tensor.detach().to("cpu", copy=True).contiguous()

@@ -1,0 +1,192 @@
+"""One capture, in the current process: run, group, export, time, write.
+
+This is the domain core that :mod:`capture_service.worker` runs in a child process. It never
+loses work: a forward that fails mid-way or a sample budget that is too small still leaves the
+cards captured so far in ``out_dir`` before the error is raised.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch.utils._pytree import tree_map
+
+from capture_service.blobs import PROGRAM_SUFFIX, BlobStore
+from capture_service.cards import CardSet, OperatorCard, Sample
+from capture_service.errors import DeviceUnavailable, ForwardError, SampleBudgetExceeded
+from capture_service.layout import to_spec
+from capture_service.modules import ModuleRecorder, ModuleVariant, export_program
+from capture_service.options import CaptureOptions
+from capture_service.progress import CaptureProgress, ProgressFn, ignore_progress
+from capture_service.recorder import OperatorRecorder
+from capture_service.records import SamplePolicy, VariantRecord
+from capture_service.spec import LoadedModel, describe_exception
+from capture_service.timing import DEFAULT_TIMING, TimingPolicy, median_call_us
+
+
+def capture_loaded(
+    model_spec: str,
+    loaded: LoadedModel,
+    options: CaptureOptions,
+    out_dir: Path,
+    progress: ProgressFn = ignore_progress,
+    timing: TimingPolicy = DEFAULT_TIMING,
+) -> CardSet:
+    """Capture ``loaded`` under ``options`` and write ``cards.json`` and blobs to ``out_dir``."""
+    options = options.validated()
+    device = _device(options.device)
+    model = loaded.model.to(device)
+    args, kwargs = tree_map(lambda v: v.to(device) if isinstance(v, torch.Tensor) else v, (loaded.args, loaded.kwargs))
+
+    progress(CaptureProgress("capturing", f"running the model on {device} under {options.grad_mode}", 0.1))
+    policy = SamplePolicy(options.samples, options.budget_bytes)
+    operators = OperatorRecorder(policy)
+    modules = ModuleRecorder(model, operators, policy)
+    operators.observer = modules
+    failure: BaseException | None = None
+    with options.grad_context():
+        try:
+            with modules, operators:
+                model(*args, **kwargs)
+        except Exception as exc:
+            failure = exc
+    module_variants = list(modules.card_variants())
+    records = [*operators.records.values(), *(v.record for v in module_variants)]
+
+    store = BlobStore(out_dir)
+    _export_programs(module_variants, store, progress)
+    progress(CaptureProgress("writing", f"writing samples of {len(records)} variants", 0.45, len(records)))
+    samples, missing = _write_samples(records, store, options.budget_bytes)
+    _time_records(records, device, options, timing, progress)
+    cards = [_card(r, samples.get(id(r), []), device.type) for r in records]
+    total = _set_time_shares(cards)
+    card_set = CardSet(
+        model_spec=model_spec, device=device.type, grad_mode=options.grad_mode, total_eager_us=total, cards=cards
+    )
+    card_set.save(out_dir)
+    if failure is not None:
+        raise ForwardError(
+            f"the model failed during its forward: {describe_exception(failure)}; the {len(cards)} cards "
+            f"captured before the failure are in {out_dir}"
+        ) from failure
+    if missing:
+        raise SampleBudgetExceeded(_budget_message(missing, options, out_dir))
+    return card_set
+
+
+def _device(name: str) -> torch.device:
+    if name == "cuda" and not torch.cuda.is_available():
+        raise DeviceUnavailable("device cuda requested but no CUDA device is available in the capture process")
+    return torch.device(name)
+
+
+def _export_programs(variants: Sequence[ModuleVariant], store: BlobStore, progress: ProgressFn) -> None:
+    """Attach a torch.export program to each optimisable module card (or say why there is none)."""
+    todo = [v for v in variants if v.record.optimisable and v.record.samples]
+    progress(CaptureProgress("exporting", f"exporting {len(todo)} module programs", 0.4))
+    for variant in todo:
+        try:
+            variant.record.program_blob = store.put(export_program(variant), PROGRAM_SUFFIX)
+        except Exception as exc:
+            variant.record.mark_not_optimisable(f"torch.export failed: {describe_exception(exc)}")
+
+
+def _time_records(
+    records: Sequence[VariantRecord],
+    device: torch.device,
+    options: CaptureOptions,
+    timing: TimingPolicy,
+    progress: ProgressFn,
+) -> None:
+    """Median eager latency per record, re-run from its first sample under the capture's grad mode."""
+    for i, record in enumerate(records):
+        if i % 10 == 0:
+            fraction = 0.5 + 0.45 * i / len(records)
+            progress(CaptureProgress("timing", f"timing variant {i + 1} of {len(records)}", fraction, len(records)))
+        replay = record.replay
+        if replay is None or not record.samples:
+            continue
+        inputs = record.samples[0].inputs
+        try:
+            with options.grad_context():
+                record.eager_us = median_call_us(functools.partial(replay, inputs), device, timing)
+        except Exception as exc:
+            record.mark_not_optimisable(f"re-running the captured call failed: {describe_exception(exc)}")
+
+
+def _write_samples(
+    records: Sequence[VariantRecord], store: BlobStore, budget_bytes: int
+) -> tuple[dict[int, list[Sample]], list[VariantRecord]]:
+    """Write reference samples of optimisable records: first samples, then extras, within budget.
+
+    Returns the samples per record (by ``id``) and the records whose first sample did not fit.
+    """
+    wanted = [r for r in records if r.optimisable and r.samples]
+    written: dict[int, list[Sample]] = {}
+    missing: list[VariantRecord] = []
+    used = 0
+    rounds = max((len(r.samples) for r in wanted), default=0)
+    for index in range(rounds):
+        for record in wanted:
+            if index >= len(record.samples) or (index > 0 and id(record) not in written):
+                continue
+            sample = record.samples[index]
+            if used + sample.nbytes > budget_bytes:
+                if index == 0:
+                    missing.append(record)
+                continue
+            used += sample.nbytes
+            inputs_blob = store.put_tensors("input", sample.inputs)
+            outputs_blob = store.put_tensors("output", sample.outputs)
+            written.setdefault(id(record), []).append(Sample(inputs_blob=inputs_blob, outputs_blob=outputs_blob))
+    return written, missing
+
+
+def _budget_message(missing: Sequence[VariantRecord], options: CaptureOptions, out_dir: Path) -> str:
+    need = sum(r.samples[0].nbytes for r in missing)
+    mib = 1024 * 1024
+    return (
+        f"the sample budget of {options.budget_bytes / mib:.1f} MiB is too small: {len(missing)} cards "
+        f"(first: {missing[0].op}) got no reference sample, {need / mib:.1f} MiB more is needed; raise "
+        f"--sample-budget-mb. The cards, with the samples that fit, are in {out_dir}"
+    )
+
+
+def _card(record: VariantRecord, samples: list[Sample], device: str) -> OperatorCard:
+    return OperatorCard(
+        id=record.key.id,
+        kind=record.kind,
+        op=record.op,
+        device=device,
+        key=record.key.to_json(),
+        inputs=[to_spec(t) for t in record.key.tensors],
+        outputs=record.outputs,
+        template=json.loads(record.key.template),
+        mutated_inputs=record.mutated_inputs,
+        call_count=record.call_count,
+        eager_us=record.eager_us,
+        module_paths=record.module_paths,
+        samples=samples,
+        optimisable=record.optimisable,
+        reason=record.reason,
+        degenerate=record.degenerate,
+        vendor_op=record.vendor_op,
+        module_program_blob=record.program_blob,
+    )
+
+
+def _set_time_shares(cards: Sequence[OperatorCard]) -> float:
+    """Set each card's share of the captured eager time; returns that total (aten cards only).
+
+    Aten cards partition the model's work, so their times add up to the total. A module card's
+    share is its time over the same total: it overlaps the aten cards it is made of.
+    """
+    total = sum(c.eager_us * c.call_count for c in cards if c.kind == "aten" and c.eager_us is not None)
+    for card in cards:
+        if card.eager_us is not None and total > 0:
+            card.time_share = card.eager_us * card.call_count / total
+    return total

@@ -1,0 +1,134 @@
+"""MODEL_SPEC: which model to capture and on what inputs.
+
+Two forms: a ``.py`` file defining ``get_model()`` and ``get_inputs()``, or
+``package.module:factory`` naming a callable that returns ``(model, inputs)``. Inputs may be a
+tensor, a tuple/list (positional arguments) or a dict (keyword arguments).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from capture_service.errors import InputsError, InvalidModelSpec
+
+
+@dataclass
+class LoadedModel:
+    """A model and the positional and keyword arguments of its forward."""
+
+    model: torch.nn.Module
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``ValueError: boom (model.py:12 in get_inputs)``: the error and where it was raised."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = ""
+    if frames:
+        last = frames[-1]
+        where = f" ({Path(last.filename).name}:{last.lineno} in {last.name})"
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {message}{where}" if message else f"{type(exc).__name__}{where}"
+
+
+def load_model_spec(spec: str) -> LoadedModel:
+    """Import the spec and build the model and its inputs (this runs user code)."""
+    if spec.endswith(".py") or Path(spec).is_file():
+        return _load_file(Path(spec))
+    if ":" in spec:
+        return _load_factory(spec)
+    raise InvalidModelSpec(
+        f"MODEL_SPEC {spec!r} is neither a .py file (defining get_model() and get_inputs()) "
+        "nor package.module:factory"
+    )
+
+
+def _load_file(path: Path) -> LoadedModel:
+    if not path.is_file():
+        raise InvalidModelSpec(f"model file {path} does not exist")
+    path = path.resolve()
+    name = f"kforge_model_{abs(hash(str(path))):x}"
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise InvalidModelSpec(f"model file {path} cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.path.insert(0, str(path.parent))
+    sys.modules[name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as exc:
+        raise InvalidModelSpec(f"model file {path.name} failed to import: {describe_exception(exc)}") from exc
+    get_model = _function(module, "get_model", path.name)
+    get_inputs = _function(module, "get_inputs", path.name)
+    model = _call_get_model(get_model, f"{path.name}: get_model()")
+    try:
+        inputs = get_inputs()
+    except Exception as exc:
+        raise InputsError(f"{path.name}: get_inputs() raised {describe_exception(exc)}") from exc
+    return _with_inputs(model, inputs, f"{path.name}: get_inputs()")
+
+
+def _load_factory(spec: str) -> LoadedModel:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise InvalidModelSpec(f"MODEL_SPEC {spec!r} must be package.module:factory")
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise InvalidModelSpec(f"module {module_name} failed to import: {describe_exception(exc)}") from exc
+    factory = _function(module, attr, module_name)
+    try:
+        built = factory()
+    except Exception as exc:
+        raise InvalidModelSpec(f"{spec}() raised {describe_exception(exc)}") from exc
+    if not isinstance(built, tuple) or len(built) != 2:
+        raise InvalidModelSpec(f"{spec}() must return (model, inputs), got {type(built).__name__}")
+    model, inputs = built
+    if not isinstance(model, torch.nn.Module):
+        raise InvalidModelSpec(f"{spec}() returned a {type(model).__name__} as model, not a torch.nn.Module")
+    return _with_inputs(model, inputs, f"{spec}()")
+
+
+def _function(module: object, name: str, where: str) -> Callable[[], Any]:
+    found = getattr(module, name, None)
+    if not callable(found):
+        raise InvalidModelSpec(f"{where} defines no function {name}()")
+    return found
+
+
+def _call_get_model(get_model: Callable[[], Any], what: str) -> torch.nn.Module:
+    try:
+        model = get_model()
+    except Exception as exc:
+        raise InvalidModelSpec(f"{what} raised {describe_exception(exc)}") from exc
+    if not isinstance(model, torch.nn.Module):
+        raise InvalidModelSpec(f"{what} returned a {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def _with_inputs(model: torch.nn.Module, inputs: object, what: str) -> LoadedModel:
+    if isinstance(inputs, torch.Tensor):
+        return LoadedModel(model, (inputs,), {})
+    if isinstance(inputs, (tuple, list)):
+        return LoadedModel(model, tuple(inputs), {})
+    if isinstance(inputs, dict):
+        bad = [k for k in inputs if not isinstance(k, str)]
+        if bad:
+            raise InputsError(f"{what} returned a dict with non-string keys {bad!r}")
+        return LoadedModel(model, (), dict(inputs))
+    raise InputsError(
+        f"{what} returned a {type(inputs).__name__}; expected a tensor, a tuple/list of arguments "
+        "or a dict of keyword arguments"
+    )

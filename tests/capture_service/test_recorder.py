@@ -1,0 +1,107 @@
+import torch
+
+from capture_service.recorder import EMPTY, FACTORY, MUTATES, RANDOM, RETURNS_NO_TENSOR, VIEW, OperatorRecorder
+from capture_service.records import SamplePolicy, VariantRecord
+
+
+def _record(fn, samples: int = 3, budget: int = 1 << 20) -> dict[str, list[VariantRecord]]:
+    recorder = OperatorRecorder(SamplePolicy(samples, budget))
+    with torch.inference_mode(), recorder:
+        fn()
+    by_op: dict[str, list[VariantRecord]] = {}
+    for record in recorder.records.values():
+        by_op.setdefault(record.op, []).append(record)
+    return by_op
+
+
+def test_tensor_methods_and_functions_are_grouped_by_exact_variant() -> None:
+    x, y = torch.randn(4, 8), torch.randn(4, 8)
+
+    def run() -> None:
+        x.softmax(-1)
+        torch.softmax(y, -1)
+        torch.softmax(x.t(), -1)
+        torch.softmax(x, 0)
+
+    records = _record(run)["aten::softmax.int"]
+    assert [r.call_count for r in records] == [2, 1, 1]
+    assert records[0].key.tensors[0].shape == (4, 8) and records[1].key.tensors[0].stride == (1, 8)
+    assert all(r.optimisable and not r.vendor_op for r in records)
+
+
+def test_samples_hold_inputs_and_outputs_up_to_k() -> None:
+    def run() -> None:
+        for _ in range(5):
+            torch.relu(torch.randn(3, 3) - 0.5)
+
+    (relu,) = _record(run, samples=3)["aten::relu.default"]
+    assert relu.call_count == 5 and len(relu.samples) == 3
+    for sample in relu.samples:
+        assert torch.equal(sample.outputs[0], sample.inputs[0].clamp_min(0))
+
+
+def test_extra_samples_stop_at_the_budget() -> None:
+    def run() -> None:
+        for _ in range(4):
+            torch.relu(torch.randn(64))
+
+    (relu,) = _record(run, samples=4, budget=3 * 64 * 4 * 2)["aten::relu.default"]
+    assert len(relu.samples) == 3
+
+
+def test_not_optimisable_ops_carry_their_reason() -> None:
+    x = torch.randn(4, 4)
+
+    def run() -> None:
+        x.view(16)
+        torch.zeros(3)
+        torch.randn(2)
+        torch.nn.functional.dropout(x, 0.5, training=True)
+        x.clone().add_(1)
+        torch.add(x, 1, out=torch.empty(4, 4))
+        torch.empty(0, 4).exp()
+        x.clone().max().item()
+
+    records = _record(run)
+    assert records["aten::view.default"][0].reason == VIEW
+    assert records["aten::zeros.default"][0].reason == FACTORY
+    assert records["aten::randn.default"][0].reason == RANDOM
+    assert records["aten::dropout.default"][0].reason == RANDOM
+    add_ = records["aten::add_.Tensor"][0]
+    assert add_.reason == MUTATES and add_.mutated_inputs == [0]
+    add_out = records["aten::add.out"][0]
+    assert add_out.reason == MUTATES and add_out.mutated_inputs == [1]
+    exp = records["aten::exp.default"][0]
+    assert not exp.optimisable and exp.degenerate == EMPTY
+    assert records["aten::item.default"][0].reason == RETURNS_NO_TENSOR
+    assert records["aten::clone.default"][0].optimisable
+
+
+def test_vendor_ops_stay_optimisable_but_flagged() -> None:
+    a, b = torch.randn(4, 8), torch.randn(8, 2)
+    records = _record(lambda: (a @ b, torch.nn.functional.linear(a, b.t())))
+    assert records["aten::matmul.default"][0].vendor_op
+    assert records["aten::linear.default"][0].vendor_op and records["aten::linear.default"][0].optimisable
+
+
+def test_grad_mode_changes_the_ops_seen() -> None:
+    x = torch.randn(2, 4)
+    lin = torch.nn.Linear(4, 3)
+
+    def ops(ctx) -> set[str]:
+        recorder = OperatorRecorder(SamplePolicy(1, 1 << 20))
+        with ctx, recorder:
+            lin(x)
+        return {r.op for r in recorder.records.values()}
+
+    assert "aten::linear.default" in ops(torch.inference_mode())
+    assert "aten::addmm.default" in ops(torch.enable_grad())
+
+
+def test_replay_reproduces_the_captured_output() -> None:
+    x = torch.randn(2, 3, 5)
+    (record,) = _record(lambda: torch.nn.functional.layer_norm(x, (5,)))["aten::layer_norm.default"]
+    assert record.replay is not None
+    with torch.inference_mode():
+        again = record.replay(record.samples[0].inputs)
+    assert torch.allclose(again, record.samples[0].outputs[0])

@@ -1,0 +1,75 @@
+import io
+
+import pytest
+import torch
+
+from capture_service.blobs import BlobStore
+from capture_service.cards import CardSet
+from capture_service.errors import DeviceUnavailable, ForwardError, InvalidCaptureOptions, SampleBudgetExceeded
+from capture_service.options import CaptureOptions
+from capture_service.session import capture_loaded
+from capture_service.spec import LoadedModel, load_model_spec
+from capture_service.timing import TimingPolicy
+
+FAST = TimingPolicy(warmup=1, min_reps=3, max_reps=5, budget_s=0.005)
+
+
+def test_cards_blobs_and_time_shares(tiny_spec, tmp_path) -> None:
+    stages = []
+    cards = capture_loaded(
+        str(tiny_spec), load_model_spec(str(tiny_spec)), CaptureOptions(samples=2), tmp_path / "out",
+        progress=lambda p: stages.append(p.stage), timing=FAST,
+    )
+    assert stages[0] == "capturing" and "timing" in stages and "writing" in stages
+    assert CardSet.load(tmp_path / "out") == cards
+    by_op = {c.op: c for c in cards.cards}
+    assert {"aten::layer_norm.default", "aten::relu.default", "aten::linear.default", "aten::mul.Tensor",
+            "aten::softmax.int"} <= set(by_op)
+    norm = by_op["aten::layer_norm.default"]
+    assert norm.inputs[0].shape == [3, 8] and norm.module_paths == ["norm"]
+    assert norm.template["args"][1] == {"list": [8]}
+    assert by_op["aten::softmax.int"].module_paths == [""]
+    aten = [c for c in cards.cards if c.kind == "aten"]
+    assert sum(c.time_share for c in aten) == pytest.approx(1.0)
+    assert all(c.eager_us and c.eager_us > 0 for c in aten)
+    store = BlobStore(tmp_path / "out")
+    (sample,) = norm.samples
+    x, weight, bias = store.read_tensors(sample.inputs_blob)
+    (out,) = store.read_tensors(sample.outputs_blob)
+    assert torch.allclose(torch.nn.functional.layer_norm(x, (8,), weight, bias), out)
+    modules = {c.op.rsplit(".", 1)[1]: c for c in cards.cards if c.kind == "module"}
+    assert sorted(modules) == ["LayerNorm", "Linear"]
+    program = torch.export.load(io.BytesIO(store.path(modules["LayerNorm"].module_program_blob).read_bytes()))
+    assert torch.allclose(program.module()(x), out, atol=1e-6)
+
+
+def test_a_forward_failing_midway_keeps_the_cards_before_it(tmp_path) -> None:
+    class Fails(torch.nn.Module):
+        def forward(self, x):
+            y = torch.tanh(x)
+            raise RuntimeError("shape mismatch in block 3")
+            return y
+
+    with pytest.raises(ForwardError, match="shape mismatch in block 3") as info:
+        capture_loaded("fails", LoadedModel(Fails(), (torch.randn(4),)), CaptureOptions(), tmp_path, timing=FAST)
+    assert "1 cards captured before the failure" in str(info.value)
+    assert [c.op for c in CardSet.load(tmp_path).cards] == ["aten::tanh.default"]
+
+
+def test_a_budget_too_small_for_one_sample_per_card_is_an_error(tiny_spec, tmp_path) -> None:
+    options = CaptureOptions(budget_bytes=200)
+    with pytest.raises(SampleBudgetExceeded, match=r"sample budget of 0\.0 MiB is too small"):
+        capture_loaded(str(tiny_spec), load_model_spec(str(tiny_spec)), options, tmp_path, timing=FAST)
+    kept = CardSet.load(tmp_path)
+    assert kept.cards and sum(len(c.samples) for c in kept.cards) >= 1
+
+
+def test_options_and_device_are_checked(tiny_spec, tmp_path) -> None:
+    loaded = load_model_spec(str(tiny_spec))
+    with pytest.raises(InvalidCaptureOptions, match="grad mode"):
+        capture_loaded("m", loaded, CaptureOptions(grad_mode="train"), tmp_path)
+    with pytest.raises(InvalidCaptureOptions, match="samples"):
+        capture_loaded("m", loaded, CaptureOptions(samples=-1), tmp_path)
+    if not torch.cuda.is_available():
+        with pytest.raises(DeviceUnavailable):
+            capture_loaded("m", loaded, CaptureOptions(device="cuda"), tmp_path)
