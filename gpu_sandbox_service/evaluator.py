@@ -1,0 +1,224 @@
+"""The evaluator: audit, compile, then verify and time a candidate in an isolated process.
+
+The server process only orchestrates: it never loads candidate code nor touches CUDA.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import platform
+import shutil
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from gpu_sandbox_service.audit import AuditReport, audit_source
+from gpu_sandbox_service.blobs import BlobStore
+from gpu_sandbox_service.compiler import Compiler, detect_toolchain
+from gpu_sandbox_service.device import describe_device, resolve_backend
+from gpu_sandbox_service.harness.protocol import REQUEST_FILE, HarnessReport, HarnessRequest
+from gpu_sandbox_service.isolation import EXIT_LAUNCH_FAILED, ResourceLimits, allowed_environment, run_isolated
+from gpu_sandbox_service.models import (
+    CandidateStatus,
+    DeviceInfo,
+    EvaluationRequest,
+    EvaluationResult,
+    Limits,
+)
+from gpu_sandbox_service.pool import WorkerPool
+from servicekit.errors import FailedPrecondition, InvalidArgument, Unavailable
+
+HARNESS = [sys.executable, "-I", "-m", "gpu_sandbox_service.harness"]
+
+
+class Evaluator:
+    """Evaluates candidates for one backend; ``work_dir`` holds the compile cache and run dirs."""
+
+    def __init__(self, work_dir: Path, backend: str, blob_store: BlobStore, limits: Limits | None = None,
+                 workers: int | None = None) -> None:
+        self.work_dir = Path(work_dir)
+        self.backend = resolve_backend(backend)
+        self.blobs = blob_store
+        self.limits = limits or Limits()
+        self.workers = workers
+        self.sandbox_id = f"{platform.node()}/{self.backend}/{uuid.uuid4().hex[:8]}"
+        self.scratch = self.work_dir / "runs"
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        self._device: DeviceInfo | None = None
+        self._compiler: Compiler | None = None
+        self._pool: WorkerPool | None = None
+        self._ready = asyncio.Lock()
+
+    async def device_info(self) -> DeviceInfo:
+        """The device, described once (in a child process)."""
+        await self._prepare()
+        assert self._device is not None
+        return self._device
+
+    async def _prepare(self) -> None:
+        async with self._ready:
+            if self._device is not None:
+                return
+            device = await asyncio.to_thread(describe_device, self.backend)
+            toolchain = await asyncio.to_thread(detect_toolchain, self.backend, device.arch)
+            self._compiler = Compiler(toolchain, self.work_dir / "cache", self.scratch, self.limits)
+            self._pool = WorkerPool(self.backend, device.device_count, self.workers)
+            self._device = device.model_copy(update={"sandbox_id": self.sandbox_id})
+
+    async def evaluate(self, request: EvaluationRequest) -> EvaluationResult:
+        """The verdict on one candidate. Bad requests raise; bad candidates get a status."""
+        started = time.perf_counter()
+        self._validate(request)
+        await self._prepare()
+        assert self._device is not None and self._compiler is not None and self._pool is not None
+        audit = audit_source(request.source, self.backend)
+        result = EvaluationResult(
+            candidate_id=request.candidate_id, status=CandidateStatus.REJECTED, audit_class=audit.audit_class,
+            source_sha256=hashlib.sha256(request.source.encode()).hexdigest(), toolchain=self._device.toolchain,
+            arch=self._device.arch, sandbox_id=self.sandbox_id,
+            compiler_flags=" ".join(self._compiler.toolchain.flags(audit.link_libraries)),
+        )
+        try:
+            return await self._evaluate(request, audit, result)
+        finally:
+            result.total_s = time.perf_counter() - started
+
+    async def _evaluate(self, request: EvaluationRequest, audit: AuditReport,
+                        result: EvaluationResult) -> EvaluationResult:
+        assert self._compiler is not None and self._pool is not None
+        if self.limits.static_audit and not audit.allowed:
+            result.error_message = "forbidden by the kernel contract: " + "; ".join(audit.violations[:10])
+            return result
+        async with self._pool.compile_slots:
+            compiled = await self._compiler.compile(request.source, audit.link_libraries,
+                                                    request.options.compile_timeout_s)
+        result.compile_s = compiled.compile_s
+        result.compiler_flags = compiled.flags
+        if compiled.library is None:
+            result.status = CandidateStatus.COMPILE_ERROR
+            result.error_message = compiled.error
+            result.log_tail = compiled.log
+            return result
+        report, log = await self._run(request, compiled.library, verify_fresh=True)
+        self._apply(result, report, log)
+        if result.status == CandidateStatus.PASSED and request.options.remeasure:
+            again, log = await self._run(request, compiled.library, verify_fresh=False)
+            if again.status == CandidateStatus.PASSED:
+                self._apply(result, again, log)
+                result.remeasured = True
+            else:
+                self._apply(result, again, log)
+                result.error_message = f"re-measured in a fresh process: {result.error_message}"
+        if result.status == CandidateStatus.PASSED:
+            result.artifact = compiled.library.read_bytes()
+        return result
+
+    def _validate(self, request: EvaluationRequest) -> None:
+        if request.backend and request.backend != self.backend:
+            raise InvalidArgument(f"this sandbox runs backend {self.backend!r}, not {request.backend!r}")
+        if not request.source.strip():
+            raise InvalidArgument("the candidate source is empty")
+        if not request.card.outputs:
+            raise InvalidArgument(f"card {request.card.id} declares no outputs")
+        for digest in self._blob_digests(request):
+            if not self.blobs.has(digest):
+                raise FailedPrecondition(f"blob {digest} of card {request.card.id} is not uploaded")
+
+    @staticmethod
+    def _blob_digests(request: EvaluationRequest) -> list[str]:
+        digests = [s.inputs_blob for s in request.card.samples]
+        if request.card.module_program_blob:
+            digests.append(request.card.module_program_blob)
+        return digests
+
+    async def _run(self, request: EvaluationRequest, library: Path, verify_fresh: bool) -> tuple[HarnessReport, str]:
+        """One fresh isolated harness process; returns its report (synthesised if it died)."""
+        assert self._device is not None and self._pool is not None
+        run_dir = self.scratch / f"run-{uuid.uuid4().hex}"
+        run_dir.mkdir()
+        try:
+            harness_request = self._stage(request, library, run_dir, verify_fresh)
+            (run_dir / REQUEST_FILE).write_text(harness_request.model_dump_json())
+            timeout = request.options.run_timeout_s or self.limits.run_timeout_s
+            async with self._pool.run_slot() as slot_env:
+                if self.backend == "cpu":
+                    # Eager's and the candidate's OpenMP pools share the cores; spinning idle
+                    # threads of one would bill their time to the other.
+                    slot_env = {**slot_env, "OMP_WAIT_POLICY": "PASSIVE"}
+                outcome = await run_isolated(
+                    HARNESS, run_dir=run_dir, limits=ResourceLimits.for_run(self.limits, self.backend),
+                    timeout_s=timeout, output_cap_bytes=self.limits.output_cap_bytes,
+                    log_tail_bytes=self.limits.log_tail_bytes, env=allowed_environment(run_dir, slot_env),
+                    gpu=self.backend == "cuda", result_pipe=True,
+                )
+        finally:
+            await asyncio.to_thread(shutil.rmtree, run_dir, True)
+        log = outcome.log_tail.replace(str(run_dir) + "/", "")
+        if outcome.timed_out:
+            return HarnessReport(status=CandidateStatus.TIMEOUT,
+                                 error_message=f"the run exceeded its {timeout:g} s limit"), log
+        if outcome.output_overflow:
+            return HarnessReport(status=CandidateStatus.RUNTIME_ERROR, error_message=(
+                f"the process wrote more than {self.limits.output_cap_bytes} bytes to stdout/stderr")), log
+        if outcome.result:
+            try:
+                report = HarnessReport.model_validate_json(outcome.result)
+            except ValidationError:
+                return HarnessReport(status=CandidateStatus.RUNTIME_ERROR,
+                                     error_message="the process wrote a malformed report"), log
+            if report.setup_error:
+                raise InvalidArgument(f"card {request.card.id} cannot be replayed: {report.setup_error}")
+            if outcome.returncode == 0:
+                return report, log
+        if outcome.returncode == EXIT_LAUNCH_FAILED and "launcher:" in log:
+            raise Unavailable(f"the sandbox cannot isolate a candidate here: {log.strip()[-500:]}")
+        signal_name = outcome.signal_name
+        how = f"was killed by {signal_name}" if signal_name else f"exited with status {outcome.returncode}"
+        return HarnessReport(status=CandidateStatus.RUNTIME_ERROR,
+                             error_message=f"the candidate process {how} before reporting a verdict"), log
+
+    def _stage(self, request: EvaluationRequest, library: Path, run_dir: Path, verify_fresh: bool) -> HarnessRequest:
+        """Put what the harness reads into its run dir; it sees nothing else of the sandbox."""
+        assert self._device is not None
+        staged_library = run_dir / "candidate.so"
+        shutil.copyfile(library, staged_library)
+        samples = []
+        for i, sample in enumerate(request.card.samples):
+            target = run_dir / f"sample{i}.safetensors"
+            _copy_private(self.blobs.path(sample.inputs_blob), target)
+            samples.append(str(target))
+        program = None
+        if request.card.module_program_blob:
+            program = run_dir / "module.pt2"
+            _copy_private(self.blobs.path(request.card.module_program_blob), program)
+        options = request.options
+        return HarnessRequest(
+            card=request.card, backend=self.backend, library=str(staged_library), sample_inputs=samples,
+            module_program=str(program) if program else None, fresh_input_sets=options.fresh_input_sets,
+            timing_runs=options.timing_runs, warmup_runs=options.warmup_runs, verify_fresh=verify_fresh,
+            copy_bandwidth_gbps=self._device.copy_bandwidth_gbps, l2_bytes=self._device.l2_bytes,
+            floor_slack=self.limits.floor_slack, seed=int.from_bytes(os.urandom(4), "little"),
+        )
+
+    @staticmethod
+    def _apply(result: EvaluationResult, report: HarnessReport, log: str) -> None:
+        result.status = report.status
+        result.error_message = report.error_message
+        result.log_tail = log
+        for name in ("rel_l2_error", "max_scaled_error", "latency_us", "latency_spread_us", "eager_latency_us",
+                     "eager_spread_us", "floor_us"):
+            setattr(result, name, getattr(report, name))
+        if report.latency_us and report.eager_latency_us:
+            result.speedup = report.eager_latency_us / report.latency_us
+        else:
+            result.speedup = None
+
+
+def _copy_private(source: Path, target: Path) -> None:
+    """A private copy: a hard link would let the candidate rewrite the blob store's file."""
+    shutil.copyfile(source, target)

@@ -1,0 +1,44 @@
+"""What crosses between the sandbox and a harness process: JSON, no tensors, no CUDA state."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from capture_service.cards import OperatorCard
+from gpu_sandbox_service.models import CandidateStatus
+
+REQUEST_FILE = "request.json"
+
+
+class HarnessRequest(BaseModel):
+    """Everything a harness needs; paths are inside its private run directory."""
+
+    card: OperatorCard
+    backend: str
+    library: str
+    sample_inputs: list[str]
+    module_program: str | None = None
+    fresh_input_sets: int = 2
+    timing_runs: int = 50
+    warmup_runs: int = 5
+    verify_fresh: bool = True
+    copy_bandwidth_gbps: float = 0.0
+    l2_bytes: int = 0
+    floor_slack: float = 0.9
+    seed: int = 0
+
+
+class HarnessReport(BaseModel):
+    """The harness's verdict. ``setup_error`` means the card, not the candidate, is at fault."""
+
+    status: CandidateStatus
+    error_message: str = ""
+    setup_error: str = ""
+    checked_sets: int = 0
+    rel_l2_error: float | None = None
+    max_scaled_error: float | None = None
+    latency_us: float | None = None
+    latency_spread_us: float | None = None
+    eager_latency_us: float | None = None
+    eager_spread_us: float | None = None
+    floor_us: float | None = None

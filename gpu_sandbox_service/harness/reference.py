@@ -1,0 +1,77 @@
+"""Eager references: the card's aten overload, or its module's exported program."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import cast
+
+import torch
+
+from capture_service.cards import OperatorCard
+from packager.variant import STATE_KWARG, decode_call
+
+
+class CardError(ValueError):
+    """The card cannot be replayed (unknown op, unreadable program, wrong output count)."""
+
+
+def resolve_aten(op: str) -> torch._ops.OpOverload:
+    """``"aten::_softmax.default"`` -> ``torch.ops.aten._softmax.default``."""
+    namespace, _, qualified = op.partition("::")
+    name, _, overload = qualified.partition(".")
+    if not namespace or not name:
+        raise CardError(f"op {op!r} is not of the form namespace::name.overload")
+    try:
+        packet = getattr(getattr(torch.ops, namespace), name)
+        return getattr(packet, overload or "default")
+    except (AttributeError, RuntimeError) as exc:
+        raise CardError(f"unknown operator {op!r}") from exc
+
+
+def flatten_tensors(value: object) -> list[torch.Tensor]:
+    """The tensors an op returned, in order (nested tuples and lists flattened)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for item in value for t in flatten_tensors(item)]
+    return []
+
+
+class Reference:
+    """Eager PyTorch for one card: ``reference(tensors)`` gives the outputs a kernel must match."""
+
+    def __init__(self, card: OperatorCard, module_program: Path | None) -> None:
+        self.card = card
+        self._overload = resolve_aten(card.op) if card.kind == "aten" else None
+        self._module: torch.nn.Module | None = None
+        if card.kind == "module":
+            if module_program is None:
+                raise CardError(f"module card {card.id} has no module_program_blob")
+            try:
+                self._module = torch.export.load(str(module_program)).module()
+            except Exception as exc:
+                raise CardError(f"cannot load the module program of card {card.id}: {exc}") from exc
+
+    def __call__(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        outputs = flatten_tensors(self.eager_call(tensors)())
+        if len(outputs) != len(self.card.outputs):
+            raise CardError(f"{self.card.op} returned {len(outputs)} tensors; the card declares "
+                            f"{len(self.card.outputs)}")
+        return outputs
+
+    def eager_call(self, tensors: Sequence[torch.Tensor]) -> Callable[[], object]:
+        """A zero-argument eager call bound to ``tensors``: arguments decoded and state loaded once,
+        so timing it measures the op and nothing else."""
+        args, kwargs = decode_call(self.card.template, list(tensors))
+        if self._overload is not None:
+            overload = self._overload
+            return lambda: overload(*args, **kwargs)
+        assert self._module is not None
+        module = copy.deepcopy(self._module)
+        state = kwargs.pop(STATE_KWARG, None)
+        if state:
+            pairs = cast(list[tuple[str, torch.Tensor]], state)
+            module.load_state_dict({str(name): tensor for name, tensor in pairs}, strict=False)
+        return lambda: module(*args, **kwargs)

@@ -1,0 +1,240 @@
+"""One harness session: references first, then the candidate verified, then timed against eager."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+from gpu_sandbox_service.harness.checks import check_invariants, compare
+from gpu_sandbox_service.harness.protocol import HarnessReport, HarnessRequest
+from gpu_sandbox_service.harness.reference import CardError, Reference
+from gpu_sandbox_service.harness.tensors import (
+    allocate,
+    assign,
+    draw_like,
+    nbytes_of,
+    poison,
+    storage_bytes,
+    storage_range,
+)
+from gpu_sandbox_service.harness.timing import Summary, Timer
+from gpu_sandbox_service.models import CandidateStatus
+from packager.abi import AbiError, KernelLibrary
+from packager.variant import decode_call
+
+TIMING_SETS = 3
+
+
+class CandidateFailure(Exception):
+    """The candidate failed a check; carries its verdict."""
+
+    def __init__(self, status: CandidateStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class Buffers:
+    """Kernel arguments laid out exactly as the card says; mutated inputs double as outputs."""
+
+    inputs: list[torch.Tensor]
+    outputs: list[torch.Tensor]
+    aliased_outputs: dict[int, int] = field(default_factory=dict)  # output index -> input index
+
+    def load(self, values: Sequence[torch.Tensor]) -> None:
+        for tensor, value in zip(self.inputs, values, strict=True):
+            assign(tensor, value)
+
+    def poison(self, variant: int) -> None:
+        for j, out in enumerate(self.outputs):
+            if j not in self.aliased_outputs:
+                poison(out, variant)
+
+
+class Session:
+    def __init__(self, request: HarnessRequest) -> None:
+        self.request = request
+        self.card = request.card
+        self.device = "cuda" if request.backend == "cuda" else "cpu"
+        self.generator = torch.Generator().manual_seed(request.seed)
+        self.stream = torch.cuda.Stream() if self.device == "cuda" else None
+        self.reference = Reference(self.card, Path(request.module_program) if request.module_program else None)
+        self.input_sets = self._input_sets()
+        self.references, self.aliases = self._references()
+        self.timer = Timer(request.backend, request.l2_bytes, self.stream)
+        self.worst_rel_l2 = 0.0
+        self.worst_max_scaled = 0.0
+
+    def _input_sets(self) -> list[list[torch.Tensor]]:
+        """Captured samples first, then fresh draws like the first sample."""
+        n_inputs = len(self.card.inputs)
+        sets: list[list[torch.Tensor]] = []
+        for path in self.request.sample_inputs:
+            tensors = load_file(path)
+            try:
+                sets.append([tensors[f"input.{i}"] for i in range(n_inputs)])
+            except KeyError as exc:
+                raise CardError(f"sample blob {Path(path).name} lacks {exc.args[0]}") from exc
+        like = sets[0] if sets else [None] * n_inputs
+        fresh = self.request.fresh_input_sets if self.request.verify_fresh else min(1, self.request.fresh_input_sets)
+        for _ in range(fresh if sets else max(fresh, 1)):
+            sets.append([draw_like(spec, sample, self.generator) for spec, sample in zip(self.card.inputs, like,
+                                                                                           strict=True)])
+        return sets
+
+    def _references(self) -> tuple[list[list[torch.Tensor]], dict[int, int]]:
+        references: list[list[torch.Tensor]] = []
+        aliases: dict[int, int] = {}
+        for values in self.input_sets:
+            inputs = [allocate(spec, self.device) for spec in self.card.inputs]
+            for tensor, value in zip(inputs, values, strict=True):
+                assign(tensor, value)
+            outputs = self.reference(inputs)
+            pointers = {t.data_ptr(): i for i, t in enumerate(inputs)}
+            aliases = {j: pointers[o.data_ptr()] for j, o in enumerate(outputs) if o.data_ptr() in pointers}
+            references.append([o.detach().clone() for o in outputs])
+        for j, (spec, ref) in enumerate(zip(self.card.outputs, references[0], strict=True)):
+            if list(ref.shape) != spec.shape or str(ref.dtype).removeprefix("torch.") != spec.dtype:
+                raise CardError(f"eager output {j} is {tuple(ref.shape)} {ref.dtype}; the card declares "
+                                f"{tuple(spec.shape)} {spec.dtype}")
+        return references, aliases
+
+    def buffers(self) -> Buffers:
+        inputs = [allocate(spec, self.device) for spec in self.card.inputs]
+        outputs = [inputs[self.aliases[j]] if j in self.aliases else allocate(spec, self.device)
+                   for j, spec in enumerate(self.card.outputs)]
+        buffers = Buffers(inputs, outputs, dict(self.aliases))
+        for j, out in enumerate(outputs):
+            if j in buffers.aliased_outputs:
+                continue
+            start, end = storage_range(out)
+            for i, tensor in enumerate(inputs):
+                other_start, other_end = storage_range(tensor)
+                if start < other_end and other_start < end:
+                    raise CardError(f"harness bug: output {j} overlaps input {i}")
+        return buffers
+
+    # -- running the candidate --------------------------------------------------------------
+
+    def launch(self, library: KernelLibrary, buffers: Buffers, what: str) -> None:
+        if self.stream is not None:
+            torch.cuda.synchronize()
+        try:
+            code = library.launch(buffers.inputs, buffers.outputs, self.stream.cuda_stream if self.stream else None)
+        except AbiError as exc:
+            raise CardError(str(exc)) from exc
+        if self.stream is not None:
+            # The contract puts all device work on the harness's stream: only that stream is
+            # awaited before the outputs are read, so work launched elsewhere is caught unfinished.
+            self.stream.synchronize()
+        if code != 0:
+            raise CandidateFailure(CandidateStatus.RUNTIME_ERROR, f"kf_launch returned {code} on {what}")
+
+    def verify(self, library: KernelLibrary) -> None:
+        buffers = self.buffers()
+        for k, (values, refs) in enumerate(zip(self.input_sets, self.references, strict=True)):
+            what = f"input set {k} ({'captured' if k < len(self.request.sample_inputs) else 'fresh'})"
+            buffers.load(values)
+            buffers.poison(0)
+            before = {i: storage_bytes(t).clone() for i, t in enumerate(buffers.inputs)
+                      if i not in buffers.aliased_outputs.values()}
+            self.launch(library, buffers, what)
+            for i, snapshot in before.items():
+                if not torch.equal(storage_bytes(buffers.inputs[i]), snapshot):
+                    raise CandidateFailure(CandidateStatus.WRONG_RESULT, f"input {i} was modified on {what}")
+            self.check_outputs(buffers, refs, what)
+            first = [storage_bytes(o).clone() for o in buffers.outputs]
+            buffers.load(values)
+            buffers.poison(1)
+            self.launch(library, buffers, f"{what}, second call")
+            for j, (out, previous) in enumerate(zip(buffers.outputs, first, strict=True)):
+                if not torch.equal(storage_bytes(out), previous):
+                    raise CandidateFailure(CandidateStatus.WRONG_RESULT, f"output {j} differs between two calls on "
+                                           f"the same inputs ({what}): not deterministic, or elements left unwritten")
+
+    def check_outputs(self, buffers: Buffers, refs: Sequence[torch.Tensor], what: str) -> None:
+        for j, (out, ref) in enumerate(zip(buffers.outputs, refs, strict=True)):
+            result = compare(out, ref, f"output {j}")
+            self.worst_rel_l2 = max(self.worst_rel_l2, result.rel_l2_error)
+            self.worst_max_scaled = max(self.worst_max_scaled, result.max_scaled_error)
+            if result.problem:
+                raise CandidateFailure(CandidateStatus.WRONG_RESULT, f"{result.problem} on {what}")
+        args, _ = decode_call(self.card.template, buffers.inputs)
+        broken = check_invariants(self.card.op, args, buffers.outputs)
+        if broken:
+            raise CandidateFailure(CandidateStatus.WRONG_RESULT, f"invariant violated on {what}: {broken}")
+
+    def time(self, library: KernelLibrary) -> tuple[Summary, Summary]:
+        """Candidate and eager, interleaved, inputs rotated among separate buffers, outputs
+        poisoned before each candidate call and checked after the last."""
+        n_sets = min(TIMING_SETS, len(self.input_sets))
+        sets = [self.buffers() for _ in range(n_sets)]
+        for buffers, values in zip(sets, self.input_sets, strict=False):
+            buffers.load(values)
+        eager = [self.reference.eager_call(b.inputs) for b in sets]
+        stream = self.stream.cuda_stream if self.stream else None
+        failures: list[int] = []
+
+        def candidate(buffers: Buffers) -> None:
+            code = library.launch(buffers.inputs, buffers.outputs, stream)
+            if code:
+                failures.append(code)
+
+        for i in range(self.request.warmup_runs):
+            candidate(sets[i % n_sets])
+            eager[i % n_sets]()
+        candidate_us: list[float] = []
+        eager_us: list[float] = []
+        for i, order in zip(range(self.request.timing_runs), itertools.cycle([(0, 1), (1, 0)]), strict=False):
+            s = i % n_sets
+            for which in order:
+                if which == 0:
+                    sets[s].poison(0)
+                    candidate_us.append(self.timer.time_us(lambda s=s: candidate(sets[s])))  # type: ignore[misc]
+                else:
+                    eager_us.append(self.timer.time_us(eager[s]))
+        if self.stream is not None:
+            torch.cuda.synchronize()
+        if failures:
+            raise CandidateFailure(CandidateStatus.RUNTIME_ERROR, f"kf_launch returned {failures[0]} while timed")
+        if not self.aliases:
+            for s, buffers in enumerate(sets):
+                self.check_outputs(buffers, self.references[s], f"timed input set {s}")
+        return Summary.of(candidate_us), Summary.of(eager_us)
+
+    def floor_us(self) -> float | None:
+        """The card's memory-bandwidth floor: bytes in and out over the measured copy bandwidth."""
+        if self.request.copy_bandwidth_gbps <= 0:
+            return None
+        buffers = self.buffers()
+        moved = sum(nbytes_of(t) for t in buffers.inputs) + sum(
+            nbytes_of(t) for j, t in enumerate(buffers.outputs) if j not in buffers.aliased_outputs)
+        return moved / (self.request.copy_bandwidth_gbps * 1e3)
+
+
+def run_session(request: HarnessRequest) -> HarnessReport:
+    """Verify and time the candidate of ``request``; failures raise :class:`CandidateFailure`."""
+    session = Session(request)
+    try:
+        library = KernelLibrary(request.library)
+    except AbiError as exc:
+        raise CandidateFailure(CandidateStatus.RUNTIME_ERROR, str(exc)) from exc
+    session.verify(library)
+    candidate, eager = session.time(library)
+    floor = session.floor_us()
+    report = HarnessReport(
+        status=CandidateStatus.PASSED, checked_sets=len(session.input_sets),
+        rel_l2_error=session.worst_rel_l2, max_scaled_error=session.worst_max_scaled,
+        latency_us=candidate.median_us, latency_spread_us=candidate.spread_us,
+        eager_latency_us=eager.median_us, eager_spread_us=eager.spread_us, floor_us=floor,
+    )
+    if floor is not None and candidate.median_us < request.floor_slack * floor:
+        report.status = CandidateStatus.REJECTED
+        report.error_message = (f"suspect timing: {candidate.median_us:.3g} us is under the memory-bandwidth floor "
+                                f"of {floor:.3g} us")
+    return report

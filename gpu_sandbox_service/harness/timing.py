@@ -1,0 +1,71 @@
+"""Timing a call the way DESIGN.md asks: cache flushed before each call, device work only.
+
+cpu: ``perf_counter_ns`` around the call. cuda: events on the harness's stream, with the whole
+device synchronised before the end event, so work a candidate hides on another stream is
+counted.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Median and interquartile range of a series of calls, in microseconds."""
+
+    median_us: float
+    spread_us: float
+    runs: int
+
+    @classmethod
+    def of(cls, samples_us: list[float]) -> Summary:
+        if len(samples_us) < 2:
+            return cls(samples_us[0], 0.0, len(samples_us))
+        q1, _, q3 = statistics.quantiles(samples_us, n=4)
+        return cls(statistics.median(samples_us), q3 - q1, len(samples_us))
+
+
+class Timer:
+    """Times one call on the backend's device, after flushing the last-level cache."""
+
+    def __init__(self, backend: str, l2_bytes: int, stream: torch.cuda.Stream | None = None) -> None:
+        self.backend = backend
+        self.stream = stream
+        device = "cuda" if backend == "cuda" else "cpu"
+        flush_bytes = max(2 * l2_bytes, 1 << 20)
+        self._flush_buffer = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
+        self._flush_value = 0
+        if backend == "cuda":
+            self._start = torch.cuda.Event(enable_timing=True)
+            self._end = torch.cuda.Event(enable_timing=True)
+
+    def flush(self) -> None:
+        """Evict the inputs and outputs from the cache by writing a buffer twice its size."""
+        self._flush_value += 1
+        if self.stream is not None:
+            with torch.cuda.stream(self.stream):
+                self._flush_buffer.fill_(self._flush_value)
+        else:
+            self._flush_buffer.fill_(self._flush_value)
+
+    def time_us(self, call: Callable[[], object]) -> float:
+        """Microseconds of one call, cache flushed first."""
+        self.flush()
+        if self.backend != "cuda":
+            started = time.perf_counter_ns()
+            call()
+            return (time.perf_counter_ns() - started) / 1e3
+        assert self.stream is not None
+        self._start.record(self.stream)
+        with torch.cuda.stream(self.stream):
+            call()
+        torch.cuda.synchronize()
+        self._end.record(self.stream)
+        self._end.synchronize()
+        return float(self._start.elapsed_time(self._end)) * 1e3

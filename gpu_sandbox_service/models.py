@@ -1,0 +1,112 @@
+"""Plain domain models of the sandbox: requests, verdicts, limits and device facts.
+
+They know nothing of gRPC; :mod:`gpu_sandbox_service.servicer` converts them to and from
+``kernel_forge.*.v1`` messages.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from capture_service.cards import OperatorCard
+
+BACKENDS = ("cpu", "cuda")
+
+
+class CandidateStatus(str, enum.Enum):
+    """The verdict of one evaluation; names match ``kernel_forge.common.v1.CandidateStatus``."""
+
+    COMPILE_ERROR = "COMPILE_ERROR"
+    RUNTIME_ERROR = "RUNTIME_ERROR"
+    TIMEOUT = "TIMEOUT"
+    WRONG_RESULT = "WRONG_RESULT"
+    REJECTED = "REJECTED"
+    PASSED = "PASSED"
+
+
+class Limits(BaseModel):
+    """What a compiler or candidate process may use. Operator configuration, not per request."""
+
+    model_config = ConfigDict(frozen=True)
+
+    compile_timeout_s: float = 120.0
+    run_timeout_s: float = 30.0
+    cpu_time_s: int = 600
+    max_processes: int = 4096
+    open_files: int = 1024
+    file_size_bytes: int = 512 * 1024 * 1024
+    run_address_space_bytes: int = 16 * 1024**3
+    """Address-space cap of a cpu-backend candidate process (cuda needs its large mappings)."""
+    compile_address_space_bytes: int = 8 * 1024**3
+    output_cap_bytes: int = 8 * 1024 * 1024
+    """stdout+stderr a process may write before it is killed."""
+    log_tail_bytes: int = 8 * 1024
+    floor_slack: float = 0.9
+    """A latency under ``floor_slack`` x the memory-bandwidth floor is rejected as suspect."""
+    static_audit: bool = True
+    """Reject forbidden source before compiling; turned off only to test the runtime isolation."""
+
+
+class EvaluationOptions(BaseModel):
+    """Per-request knobs (``kernel_forge.sandbox.v1.EvaluationOptions``); zero means default."""
+
+    fresh_input_sets: int = Field(default=2, ge=0, le=64)
+    timing_runs: int = Field(default=50, ge=1, le=10_000)
+    warmup_runs: int = Field(default=5, ge=0, le=1000)
+    compile_timeout_s: float | None = Field(default=None, gt=0)
+    run_timeout_s: float | None = Field(default=None, gt=0)
+    remeasure: bool = False
+
+
+class EvaluationRequest(BaseModel):
+    """One candidate kernel for one card."""
+
+    candidate_id: str
+    card: OperatorCard
+    source: str
+    backend: str
+    options: EvaluationOptions = Field(default_factory=EvaluationOptions)
+
+
+class EvaluationResult(BaseModel):
+    """The verdict with its evidence (``kernel_forge.common.v1.CandidateResult``)."""
+
+    candidate_id: str
+    status: CandidateStatus
+    latency_us: float | None = None
+    latency_spread_us: float | None = None
+    eager_latency_us: float | None = None
+    eager_spread_us: float | None = None
+    speedup: float | None = None
+    rel_l2_error: float | None = None
+    max_scaled_error: float | None = None
+    floor_us: float | None = None
+    audit_class: str = ""
+    error_message: str = ""
+    log_tail: str = ""
+    compile_s: float = 0.0
+    total_s: float = 0.0
+    source_sha256: str = ""
+    compiler_flags: str = ""
+    toolchain: str = ""
+    arch: str = ""
+    sandbox_id: str = ""
+    artifact: bytes = b""
+    remeasured: bool = False
+
+
+class DeviceInfo(BaseModel):
+    """What a sandbox runs on (``kernel_forge.common.v1.DeviceInfo``)."""
+
+    backend: str
+    name: str
+    arch: str
+    sm_count: int
+    l2_bytes: int
+    copy_bandwidth_gbps: float
+    toolchain: str
+    memory_bytes: int = 0
+    device_count: int = 1
+    sandbox_id: str = ""
