@@ -6,6 +6,8 @@ re-raise the same class (see :func:`error_class`).
 
 from __future__ import annotations
 
+import grpc
+
 from servicekit.errors import FailedPrecondition, InvalidArgument, KforgeError, NotFound
 
 
@@ -57,3 +59,12 @@ _BY_NAME: dict[str, type[CaptureError]] = {
 def error_class(name: str) -> type[CaptureError]:
     """The capture error class called ``name`` (CaptureError for unknown names)."""
     return _BY_NAME.get(name, CaptureError)
+
+
+class CaptureCancelled(CaptureError):
+    """The caller stopped the capture; its process was killed."""
+
+    code = grpc.StatusCode.CANCELLED
+
+
+_BY_NAME[CaptureCancelled.__name__] = CaptureCancelled
