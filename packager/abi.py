@@ -6,6 +6,7 @@ Used by the runtime and by the sandbox's harness alike, so both call kernels the
 from __future__ import annotations
 
 import ctypes
+import struct
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,6 +30,30 @@ class KfTensor(ctypes.Structure):
         ("ndim", ctypes.c_int32),
         ("dtype", ctypes.c_int32),
     ]
+
+
+# kf_launch seen as taking raw descriptor bytes; the GIL is released during the call.
+_PACKED_LAUNCH = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_char_p, ctypes.c_int32, ctypes.c_char_p, ctypes.c_int32, ctypes.c_void_p
+)
+DATA_POINTER = struct.Struct("=Q")
+
+
+def pack_descriptor(shape: Sequence[int], stride: Sequence[int], dtype: torch.dtype, data: int = 0) -> bytes:
+    """The bytes of one ``kf_tensor`` (its first 8 bytes are the data pointer)."""
+    if len(shape) > MAX_DIMS:
+        raise AbiError(f"tensor has {len(shape)} dimensions; the contract allows {MAX_DIMS}")
+    code = DTYPE_CODES.get(dtype)
+    if code is None:
+        raise AbiError(f"dtype {dtype} is not in the kernel contract")
+    desc = KfTensor()
+    desc.data = data
+    for i, (size, step) in enumerate(zip(shape, stride, strict=True)):
+        desc.shape[i] = size
+        desc.stride[i] = step
+    desc.ndim = len(shape)
+    desc.dtype = code
+    return bytes(desc)
 
 
 class AbiError(ValueError):
@@ -68,9 +93,19 @@ class KernelLibrary:
             ctypes.c_void_p,
         ]
         self._launch = launch
+        address = ctypes.cast(launch, ctypes.c_void_p).value
+        self._launch_packed = _PACKED_LAUNCH(address)
 
     def launch(self, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor], stream: int | None) -> int:
         """Call kf_launch on the given tensors; returns the kernel's status code (0 is success)."""
         ins = (KfTensor * max(len(inputs), 1))(*(to_kf_tensor(t) for t in inputs))
         outs = (KfTensor * max(len(outputs), 1))(*(to_kf_tensor(t) for t in outputs))
         return int(self._launch(ins, len(inputs), outs, len(outputs), stream))
+
+    def launch_packed(self, inputs: bytes, n_inputs: int, outputs: bytes, n_outputs: int, stream: int | None) -> int:
+        """Call kf_launch on descriptor arrays packed as raw ``kf_tensor`` bytes (see :func:`pack_descriptor`).
+
+        The runtime keeps each card's descriptors as bytes and only patches the data pointers
+        per call, which is several times cheaper than filling ctypes structures.
+        """
+        return int(self._launch_packed(inputs, n_inputs, outputs, n_outputs, stream))

@@ -1,0 +1,103 @@
+"""Guarded aten overrides: a kernel replaces one overload at one dispatch key, for exact matches only.
+
+The override is registered with ``torch.library.Library("aten", "IMPL")`` at ``CPU`` or ``CUDA``
+(below autograd, so gradients still use the op's own derivative formula). It matches the live
+call against each of the op's kernels; on an exact hit the kernel runs, on a miss or a kernel
+error the original kernel (``torch.library.get_kernel``, taken before the override was
+registered) runs with the same dispatch key set. torch.compile with inductor generates its own
+code for aten ops and so bypasses these overrides; graphs run by the ``eager`` and
+``aot_eager`` backends call them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from packager.kernel import LoadedKernel, inside_kernel
+
+DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA"}
+
+
+class UnsupportedOp(ValueError):
+    """An aten card whose op this runtime cannot override."""
+
+
+def resolve_overload(op: str) -> torch._ops.OpOverload:
+    """``aten::_softmax.default`` -> ``torch.ops.aten._softmax.default``."""
+    namespace, _, qualified = op.partition("::")
+    if namespace != "aten" or not qualified:
+        raise UnsupportedOp(f"{op!r} is not an aten overload name")
+    name, _, overload = qualified.partition(".")
+    try:
+        return getattr(getattr(torch.ops.aten, name), overload or "default")
+    except (AttributeError, RuntimeError) as exc:
+        raise UnsupportedOp(f"{op!r} is not an operator of this torch build") from exc
+
+
+def _result_shape(overload: torch._ops.OpOverload) -> str:
+    returns = overload._schema.returns
+    kinds = [str(r.type) for r in returns]
+    if kinds == ["Tensor"]:
+        return "single"
+    if kinds == ["List[Tensor]"] or kinds == ["Tensor[]"]:
+        return "list"
+    if kinds and all(k == "Tensor" for k in kinds):
+        return "tuple"
+    raise UnsupportedOp(f"{overload.name()} returns {kinds}; only tensors can come from a kernel")
+
+
+class AtenOverride:
+    """The guarded implementation of one aten overload at one dispatch key."""
+
+    def __init__(self, op: str, backend: str, kernels: Sequence[LoadedKernel]) -> None:
+        self.op = op
+        self.dispatch_key = DISPATCH_KEYS[backend]
+        self.overload = resolve_overload(op)
+        self._result = _result_shape(self.overload)
+        self._kernels = tuple(kernels)
+        self._original: torch._C._SafeKernelFunction | None = None
+        self._library: torch.library.Library | None = None
+
+    @property
+    def impl_name(self) -> str:
+        schema = self.overload._schema
+        base = schema.name.partition("::")[2]
+        return f"{base}.{schema.overload_name}" if schema.overload_name else base
+
+    def install(self) -> None:
+        """Register the override; the kernel it replaces stays reachable for misses."""
+        self._original = torch.library.get_kernel(self.overload, self.dispatch_key)
+        library = torch.library.Library("aten", "IMPL")
+        library.impl(self.impl_name, self, self.dispatch_key, with_keyset=True)
+        self._library = library
+
+    def uninstall(self) -> None:
+        if self._library is not None:
+            self._library._destroy()
+            self._library = None
+
+    def __call__(self, keyset: torch._C.DispatchKeySet, *args: object, **kwargs: object) -> object:
+        if not inside_kernel():
+            misses: list[tuple[LoadedKernel, str]] = []
+            for kernel in self._kernels:
+                tensors: list[torch.Tensor] = []
+                reason = kernel.matcher.miss_reason(args, kwargs, tensors)
+                if reason is not None:
+                    misses.append((kernel, reason))
+                    continue
+                outputs = kernel.try_launch(tensors)
+                if outputs is not None:
+                    return self._shape(outputs)
+                break  # the kernel failed and was counted; eager serves this call
+            else:
+                for kernel, reason in misses:
+                    kernel.stats.fallback(reason)
+        assert self._original is not None
+        return self._original.call_boxed(keyset, *args, **kwargs)
+
+    def _shape(self, outputs: list[torch.Tensor]) -> object:
+        if self._result == "single":
+            return outputs[0]
+        return outputs if self._result == "list" else tuple(outputs)

@@ -1,0 +1,208 @@
+"""What the forge hands the packager, and ``build_cast`` which turns it into a .cast archive.
+
+Archive layout::
+
+    index.json                          format version, sha256 of every file, of the list, signature
+    manifest.json                       CastManifest: model, archs, toolchains, kernels, fallbacks
+    kernels/<card_id>/<arch>/source.cpp (or .cu) the kernel's source
+    kernels/<card_id>/<arch>/kernel.so  the compiled artifact exporting kf_launch
+
+A kernel is packaged only if it is faster than eager *with the guard's cost added*:
+``eager_latency_us / (latency_us + guard_cost_us)`` must exceed 1 and reach ``min_speedup``;
+otherwise its card is listed as a fallback with the numbers that ruled it out.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from packager.archive import FORMAT_VERSION, write_archive
+from packager.errors import CastBuildError
+from packager.guard_cost import guard_cost_us
+from packager.manifest import (
+    AUDIT_CLASSES,
+    KERNEL_KINDS,
+    MANIFEST_FILE,
+    CastManifest,
+    FallbackRecord,
+    KernelRecord,
+    ModelIdentity,
+    arch_matches_backend,
+    is_safe_name,
+)
+from packager.variant import VariantKey
+
+__all__ = ["FallbackEntry", "KernelEntry", "ModelIdentity", "build_cast"]
+
+
+@dataclass(frozen=True)
+class KernelEntry:
+    """One winning kernel of a run, for one card on one architecture."""
+
+    card_id: str
+    kind: str  # "aten" | "module"
+    op: str
+    card_json: str  # capture_service.cards.OperatorCard JSON
+    backend: str  # "cpu" | "cuda"
+    arch: str  # "cpu-x86_64" | "sm_90" ...
+    audit_class: str  # "custom" | "backend_wrapper"
+    source: str
+    artifact: bytes  # compiled shared object exporting kf_launch
+    eager_latency_us: float
+    eager_spread_us: float | None
+    latency_us: float
+    latency_spread_us: float | None
+    speedup: float
+    rel_l2_error: float | None
+    max_scaled_error: float | None
+    source_sha256: str
+    compiler_flags: str
+    toolchain: str
+    candidate_id: str
+
+
+@dataclass(frozen=True)
+class FallbackEntry:
+    """A card the run leaves on eager PyTorch."""
+
+    card_id: str
+    op: str
+    reason: str
+
+
+def _producer() -> str:
+    try:
+        return f"kernel-forge {metadata.version('kernel-forge')}"
+    except metadata.PackageNotFoundError:
+        return "kernel-forge (unknown version)"
+
+
+def _parse_card(entry: KernelEntry, where: str) -> dict[str, Any]:
+    try:
+        card = json.loads(entry.card_json)
+    except json.JSONDecodeError as exc:
+        raise CastBuildError(f"{where}: card_json is not valid JSON: {exc}") from exc
+    if not isinstance(card, dict):
+        raise CastBuildError(f"{where}: card_json is not a JSON object")
+    for name in ("id", "kind", "op", "key", "inputs", "outputs", "template"):
+        if name not in card:
+            raise CastBuildError(f"{where}: the card has no {name!r}")
+    if (card["id"], card["kind"], card["op"]) != (entry.card_id, entry.kind, entry.op):
+        raise CastBuildError(f"{where}: the card's id/kind/op do not match the entry's")
+    try:
+        key_id = VariantKey.from_json(card["key"]).id
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CastBuildError(f"{where}: the card's key is malformed: {exc}") from exc
+    if key_id != entry.card_id:
+        raise CastBuildError(f"{where}: the card's key has id {key_id}, not {entry.card_id}")
+    return card
+
+
+def _check_entry(entry: KernelEntry, where: str) -> dict[str, Any]:
+    if not is_safe_name(entry.card_id):
+        raise CastBuildError(f"{where}: card_id {entry.card_id!r} is not a safe name")
+    if entry.kind not in KERNEL_KINDS:
+        raise CastBuildError(f"{where}: kind {entry.kind!r} is not one of {KERNEL_KINDS}")
+    if entry.audit_class not in AUDIT_CLASSES:
+        raise CastBuildError(f"{where}: audit class {entry.audit_class!r} is not one of {AUDIT_CLASSES}")
+    if not arch_matches_backend(entry.arch, entry.backend):
+        raise CastBuildError(f"{where}: arch {entry.arch!r} does not fit backend {entry.backend!r}")
+    if hashlib.sha256(entry.source.encode()).hexdigest() != entry.source_sha256:
+        raise CastBuildError(f"{where}: source_sha256 does not match the source")
+    if not entry.artifact:
+        raise CastBuildError(f"{where}: the compiled artifact is empty")
+    for name in ("eager_latency_us", "latency_us", "speedup"):
+        value = getattr(entry, name)
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise CastBuildError(f"{where}: {name} must be a positive finite number, got {value!r}")
+    return _parse_card(entry, where)
+
+
+def _record(entry: KernelEntry, card: dict[str, Any], guard_us: float, effective: float) -> KernelRecord:
+    folder = f"kernels/{entry.card_id}/{entry.arch}"
+    return KernelRecord(
+        card_id=entry.card_id, kind=entry.kind, op=entry.op, backend=entry.backend, arch=entry.arch,
+        audit_class=entry.audit_class, card=card,
+        source_path=f"{folder}/source.{'cu' if entry.backend == 'cuda' else 'cpp'}",
+        artifact_path=f"{folder}/kernel.so",
+        eager_latency_us=entry.eager_latency_us, eager_spread_us=entry.eager_spread_us,
+        latency_us=entry.latency_us, latency_spread_us=entry.latency_spread_us, speedup=entry.speedup,
+        guard_cost_us=round(guard_us, 3), effective_speedup=round(effective, 4),
+        rel_l2_error=entry.rel_l2_error, max_scaled_error=entry.max_scaled_error,
+        source_sha256=entry.source_sha256, compiler_flags=entry.compiler_flags, toolchain=entry.toolchain,
+        candidate_id=entry.candidate_id,
+    )
+
+
+def build_cast(
+    path: Path,
+    model: ModelIdentity,
+    kernels: Sequence[KernelEntry],
+    fallbacks: Sequence[FallbackEntry],
+    *,
+    min_speedup: float = 1.0,
+    signing_key: bytes | None = None,
+) -> CastManifest:
+    """Write the .cast for a run's winning kernels to ``path`` and return its manifest.
+
+    Every entry is checked first (a bad one raises CastBuildError naming it; nothing is
+    written). Kernels whose speedup does not survive the guard's measured per-call cost, or
+    falls below ``min_speedup``, become fallbacks.
+    """
+    if not (math.isfinite(min_speedup) and min_speedup > 0):
+        raise CastBuildError(f"min_speedup must be a positive number, got {min_speedup!r}")
+    checked: list[tuple[KernelEntry, dict[str, Any]]] = []
+    seen: set[tuple[str, str]] = set()
+    for i, entry in enumerate(kernels):
+        where = f"kernel {i} ({entry.card_id} on {entry.arch})"
+        if (entry.card_id, entry.arch) in seen:
+            raise CastBuildError(f"{where}: a second kernel for the same card and arch")
+        seen.add((entry.card_id, entry.arch))
+        checked.append((entry, _check_entry(entry, where)))
+
+    records: list[KernelRecord] = []
+    dropped = [FallbackRecord(f.card_id, f.op, f.reason) for f in fallbacks]
+    files: dict[str, bytes] = {}
+    guard_costs: dict[str, float] = {}
+    for entry, card in checked:
+        if entry.card_id not in guard_costs:
+            guard_costs[entry.card_id] = guard_cost_us(card)
+        guard_us = guard_costs[entry.card_id]
+        effective = entry.eager_latency_us / (entry.latency_us + guard_us)
+        if effective <= 1.0 or effective < min_speedup:
+            dropped.append(FallbackRecord(entry.card_id, entry.op, (
+                f"{entry.arch}: speedup {entry.speedup:.3f}x becomes {effective:.3f}x with the guard's "
+                f"{guard_us:.2f} us per call (eager {entry.eager_latency_us:.2f} us, kernel "
+                f"{entry.latency_us:.2f} us); needs more than 1x and at least {min_speedup:g}x"
+            )))
+            continue
+        record = _record(entry, card, guard_us, effective)
+        files[record.source_path] = entry.source.encode()
+        files[record.artifact_path] = entry.artifact
+        records.append(record)
+
+    manifest = CastManifest(
+        model=model,
+        producer=_producer(),
+        created_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        min_speedup=float(min_speedup),
+        kernels=tuple(records),
+        fallbacks=tuple(dropped),
+        format_version=FORMAT_VERSION,
+        archs=tuple(sorted({r.arch for r in records})),
+        toolchains=tuple(sorted({r.toolchain for r in records})),
+    )
+    files[MANIFEST_FILE] = manifest.to_json().encode()
+    try:
+        write_archive(Path(path), files, signing_key=signing_key)
+    except (OSError, ValueError) as exc:
+        raise CastBuildError(f"cannot write {path}: {exc}") from exc
+    return manifest

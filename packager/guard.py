@@ -1,0 +1,165 @@
+"""The guard: does a live call match a card's variant key exactly?
+
+A card's key (:class:`packager.variant.VariantKey`) is compiled once into a tree of small
+checks, so a live call is matched without building its key: no JSON, no hashing. The matcher
+accepts exactly the calls whose ``variant_key`` equals the card's key (tests hold it to that),
+and on a miss names the first field that differs, cheapest checks first.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from packager.variant import _ENUMS, TensorSignature, VariantKey, dtype_from_name
+
+# Miss reasons, as counted in Cast.stats().
+SHAPE = "shape"
+STRIDE = "stride"
+DTYPE = "dtype"
+STORAGE_OFFSET = "storage_offset"
+ALIGNMENT = "alignment"
+DEVICE = "device"
+ARGS = "args"
+MISS_REASONS = (SHAPE, STRIDE, DTYPE, STORAGE_OFFSET, ALIGNMENT, DEVICE, ARGS)
+
+# A check takes the live value and the list collecting the call's tensors; it returns a miss
+# reason, or None when the value matches.
+Check = Callable[[object, list[torch.Tensor]], "str | None"]
+
+
+class CallMatcher:
+    """Matches live ``(args, kwargs)`` against one variant key."""
+
+    def __init__(self, key: VariantKey, *, check_alignment: bool = True) -> None:
+        self.key = key
+        template = json.loads(key.template)
+        self._signatures = key.tensors
+        self._check_alignment = check_alignment
+        self._args = [self._compile(a) for a in template["args"]]
+        self._kwargs = {name: self._compile(v) for name, v in template["kwargs"].items()}
+        self._n_args = len(self._args)
+
+    def miss_reason(
+        self, args: Sequence[object], kwargs: Mapping[str, object], tensors: list[torch.Tensor]
+    ) -> str | None:
+        """None on an exact match (``tensors`` then holds the call's tensors in key order), else why not."""
+        if len(args) != self._n_args or len(kwargs) != len(self._kwargs):
+            return ARGS
+        for check, value in zip(self._args, args, strict=True):
+            reason = check(value, tensors)
+            if reason is not None:
+                return reason
+        for name in sorted(kwargs):
+            kwarg_check = self._kwargs.get(name)
+            if kwarg_check is None:
+                return ARGS
+            reason = kwarg_check(kwargs[name], tensors)
+            if reason is not None:
+                return reason
+        return None
+
+    def _compile(self, encoded: Any) -> Check:
+        if isinstance(encoded, dict):
+            (tag, payload), = encoded.items()
+            if tag == "tensor":
+                return _tensor_check(self._signatures[payload], self._check_alignment)
+            if tag == "list":
+                return _list_check([self._compile(v) for v in payload])
+            return _tagged_check(tag, payload)
+        return _plain_check(encoded)
+
+
+def _tensor_check(expected: TensorSignature, check_alignment: bool) -> Check:
+    shape = torch.Size(expected.shape)
+    stride = tuple(expected.stride)
+    dtype = dtype_from_name(expected.dtype)
+    offset = expected.storage_offset
+    aligned = expected.aligned16
+    device = expected.device
+    # Tensor.is_cpu / is_cuda cost a fraction of Tensor.device.type.
+    device_attr = {"cpu": "is_cpu", "cuda": "is_cuda"}.get(device)
+
+    def check(value: object, tensors: list[torch.Tensor]) -> str | None:
+        if not isinstance(value, torch.Tensor):
+            return ARGS
+        if value.shape != shape:
+            return SHAPE
+        if value.dtype is not dtype:
+            return DTYPE
+        if value.stride() != stride:
+            return STRIDE
+        if value.storage_offset() != offset:
+            return STORAGE_OFFSET
+        if not (getattr(value, device_attr) if device_attr else value.device.type == device):
+            return DEVICE
+        if check_alignment and (value.data_ptr() % 16 == 0) != aligned:
+            return ALIGNMENT
+        tensors.append(value)
+        return None
+
+    return check
+
+
+def _list_check(items: list[Check]) -> Check:
+    n = len(items)
+
+    def check(value: object, tensors: list[torch.Tensor]) -> str | None:
+        if not isinstance(value, (list, tuple)) or len(value) != n:
+            return ARGS
+        for item_check, item in zip(items, value, strict=True):
+            reason = item_check(item, tensors)
+            if reason is not None:
+                return reason
+        return None
+
+    return check
+
+
+def _plain_check(expected: object) -> Check:
+    """JSON scalars: equal value *and* equal JSON text (``True`` is not ``1``, ``-0.0`` is not ``0.0``)."""
+    if expected is None:
+        return lambda value, _: None if value is None else ARGS
+    if isinstance(expected, bool):
+        return lambda value, _: None if value is expected else ARGS
+    if isinstance(expected, int):
+        def check_int(value: object, _: list[torch.Tensor]) -> str | None:
+            ok = isinstance(value, int) and not isinstance(value, bool) and value == expected
+            return None if ok else ARGS
+        return check_int
+    if isinstance(expected, float):
+        sign = math.copysign(1.0, expected)
+
+        def check_float(value: object, _: list[torch.Tensor]) -> str | None:
+            ok = isinstance(value, float) and value == expected and math.copysign(1.0, value) == sign
+            return None if ok else ARGS
+        return check_float
+    if isinstance(expected, str):
+        return lambda value, _: None if isinstance(value, str) and value == expected else ARGS
+    raise ValueError(f"template value {expected!r} is not a JSON scalar")
+
+
+def _tagged_check(tag: str, payload: Any) -> Check:
+    if tag == "float":
+        text = str(payload)
+        return lambda value, _: None if isinstance(value, float) and repr(value) == text else ARGS
+    if tag == "dtype":
+        dtype = dtype_from_name(payload)
+        return lambda value, _: None if value is dtype else ARGS
+    if tag == "device":
+        return lambda value, _: None if isinstance(value, torch.device) and value.type == payload else ARGS
+    if tag == "enum":
+        known = _ENUMS.get(payload)
+        if known is not None:
+            return lambda value, _: None if value is known else ARGS
+
+        def check_enum(value: object, _: list[torch.Tensor]) -> str | None:
+            ok = isinstance(value, enum.Enum) and f"{type(value).__name__}.{value.name}" == payload
+            return None if ok else ARGS
+        return check_enum
+    raise ValueError(f"unknown template tag {tag!r}")

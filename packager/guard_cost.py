@@ -1,0 +1,91 @@
+"""What the guarded dispatch costs per call, measured on a synthetic call of a card's signature.
+
+A kernel is packaged only if its speedup survives this cost (see :func:`packager.format.build_cast`).
+The measurement covers everything the runtime adds to a hit: entering a Python kernel from the
+dispatcher (aten cards; measured on a probe op whose implementation returns at once, which
+over- rather than under-states it), matching the call, allocating outputs and filling the
+kernel's descriptors. It runs on the CPU whatever the card's device: the guard is host code.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from packager.guard import CallMatcher
+from packager.launcher import CallDescriptors
+from packager.variant import STATE_KWARG, TensorSignature, VariantKey, decode_call, dtype_from_name
+
+_PROBE_LIBRARY: torch.library.Library | None = None
+
+
+def median_us(fn: Callable[[], object], *, repeats: int = 7, number: int = 200) -> float:
+    """Median over ``repeats`` batches of the per-call time of ``fn`` in microseconds."""
+    fn()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        samples.append((time.perf_counter() - start) / number * 1e6)
+    return statistics.median(samples)
+
+
+def synthetic_tensor(signature: TensorSignature) -> torch.Tensor:
+    """A CPU tensor with the signature's shape, strides, dtype and storage offset (alignment as it falls)."""
+    dtype = dtype_from_name(signature.dtype)
+    extent = 0 if 0 in signature.shape else 1 + sum(
+        (size - 1) * abs(step) for size, step in zip(signature.shape, signature.stride, strict=True)
+    )
+    storage = torch.empty(signature.storage_offset + extent, dtype=dtype)
+    return storage.as_strided(signature.shape, signature.stride, signature.storage_offset)
+
+
+def _synthetic_call(key: VariantKey) -> tuple[VariantKey, list[torch.Tensor]]:
+    """CPU tensors for the key's signature, and the key adjusted to their device and alignment."""
+    tensors = [synthetic_tensor(t) for t in key.tensors]
+    signatures = tuple(
+        t._replace(device="cpu", aligned16=x.data_ptr() % 16 == 0) for t, x in zip(key.tensors, tensors, strict=True)
+    )
+    return key._replace(tensors=signatures), tensors
+
+
+def dispatch_entry_us() -> float:
+    """Cost of calling an op whose kernel is a Python function that returns at once."""
+    global _PROBE_LIBRARY
+    if _PROBE_LIBRARY is None:
+        library = torch.library.Library("kforge_probe", "FRAGMENT")
+        library.define("probe(Tensor x) -> Tensor")
+        library.impl("probe", lambda keyset, x: x, "CPU", with_keyset=True)
+        _PROBE_LIBRARY = library
+    probe = torch.ops.kforge_probe.probe.default
+    x = torch.empty(1)
+    with torch.inference_mode():
+        return median_us(lambda: probe(x))
+
+
+def guard_cost_us(card: Mapping[str, Any]) -> float:
+    """Per-call cost of the runtime's path for ``card`` (a parsed OperatorCard), kernel excluded."""
+    key, tensors = _synthetic_call(VariantKey.from_json(card["key"]))
+    args, kwargs = decode_call(json.loads(key.template), tensors)
+    matcher = CallMatcher(key)
+    descriptors = CallDescriptors(card["inputs"], card["outputs"])
+    device = torch.device("cpu")
+    is_module = card.get("kind") == "module"
+    state: list[object] = list(kwargs.get(STATE_KWARG) or [])  # type: ignore[call-overload]
+
+    def guarded_path() -> None:
+        keyed = {**kwargs, STATE_KWARG: list(state)} if is_module else kwargs
+        found: list[torch.Tensor] = []
+        if matcher.miss_reason(args, keyed, found) is not None:
+            raise AssertionError("the synthetic call does not match its own card")
+        descriptors.prepare(found, descriptors.allocate_outputs(device, found))
+
+    with torch.inference_mode():
+        cost = median_us(guarded_path)
+    return cost if is_module else cost + dispatch_entry_us()

@@ -1,0 +1,81 @@
+"""A kernel loaded for this device: its record, guard, launcher and counters."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from packager.guard import CallMatcher
+from packager.launcher import KernelLauncher
+from packager.manifest import KernelRecord
+from packager.stats import KERNEL_ERROR, KernelStats
+from packager.variant import VariantKey
+
+# Set while a kernel of this runtime runs on the current thread: a guarded op called from
+# inside (say, the output allocation) goes straight to eager instead of recursing.
+_ACTIVE = threading.local()
+
+
+def inside_kernel() -> bool:
+    return getattr(_ACTIVE, "depth", 0) > 0
+
+
+@dataclass
+class LoadedKernel:
+    """One card's kernel, ready to be called on a matching live call."""
+
+    record: KernelRecord
+    launcher: KernelLauncher
+    key: VariantKey = field(init=False)
+    template: dict[str, Any] = field(init=False)
+    matcher: CallMatcher = field(init=False)
+    trace_matcher: CallMatcher = field(init=False)
+    stats: KernelStats = field(default_factory=KernelStats)
+
+    def __post_init__(self) -> None:
+        self.key = VariantKey.from_json(self.record.card["key"])
+        self.template = json.loads(self.key.template)
+        self.matcher = CallMatcher(self.key)
+        # Under torch.compile tensors are fake and have no address: alignment is checked
+        # again when the compiled graph runs the kernel.
+        self.trace_matcher = CallMatcher(self.key, check_alignment=False)
+
+    @property
+    def card_id(self) -> str:
+        return self.record.card_id
+
+    @property
+    def n_outputs(self) -> int:
+        return len(self.record.card["outputs"])
+
+    @property
+    def output_device_type(self) -> str:
+        return "cuda" if self.record.backend == "cuda" else "cpu"
+
+    def try_launch(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor] | None:
+        """Run the kernel on matched tensors; None (counted as kernel_error) if it reports failure."""
+        device = tensors[0].device if tensors else torch.device(self.output_device_type)
+        _ACTIVE.depth = getattr(_ACTIVE, "depth", 0) + 1
+        try:
+            status, outputs = self.launcher.run(tensors, device)
+        except Exception:
+            status, outputs = -1, []
+        finally:
+            _ACTIVE.depth -= 1
+        if status != 0:
+            self.stats.fallback(KERNEL_ERROR)
+            return None
+        self.stats.hit()
+        return outputs
+
+    def fake_outputs(self, device: torch.device) -> list[torch.Tensor]:
+        return self.launcher.descriptors.allocate_outputs(device)
+
+
+def card_mutates(card: Mapping[str, Any]) -> bool:
+    return bool(card.get("mutated_inputs"))

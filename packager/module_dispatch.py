@@ -1,0 +1,151 @@
+"""Guarded module replacement: a kernel runs a whole leaf module's forward for exact matches only.
+
+``forward`` of every module instance whose qualified class name equals a card's op is replaced
+by a guard on :func:`packager.variant.module_variant_key` (forward arguments plus the module's
+parameters and buffers). A miss, a call that needs autograd, or a kernel error runs the
+original forward.
+
+Under torch.compile the kernel stays in the graph: the guard runs at trace time on fake
+tensors (shapes, strides, dtypes, offsets, device, arguments; dynamo guards on the same facts)
+and emits the custom op ``kforge_cast::module_kernel``, whose fake implementation allocates the
+card's outputs. Alignment can only be seen on real tensors, so the op checks it when the
+compiled graph runs, and falls back to the original forward there on a miss or a kernel error.
+Calls that miss at trace time are not counted (the graph simply contains the original forward).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from packager.guard import ALIGNMENT
+from packager.kernel import LoadedKernel
+from packager.stats import AUTOGRAD, REMOVED
+from packager.variant import STATE_KWARG, decode_call, module_state
+
+_REGISTRY: dict[str, ModuleOverride] = {}
+_REGISTRY_LOCK = threading.Lock()
+_TOKENS = itertools.count()
+
+
+def _needs_autograd(tensors: Sequence[torch.Tensor]) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+class ModuleOverride:
+    """The guarded forward of one module instance."""
+
+    def __init__(self, module: torch.nn.Module, kernels: Sequence[LoadedKernel]) -> None:
+        self._module_ref = weakref.ref(module)
+        self._kernels = tuple(kernels)
+        self._by_id = {k.card_id: k for k in kernels}
+        self._own_forward: Callable[..., Any] | None = module.__dict__.get("forward")
+        self._class_forward = type(module).forward
+        self.active = False
+        with _REGISTRY_LOCK:
+            self.token = f"{next(_TOKENS)}"
+            _REGISTRY[self.token] = self
+
+    def install(self) -> None:
+        module = self._module()
+        module.forward = self.forward  # an instance attribute shadows the class's forward
+        self.active = True
+
+    def uninstall(self) -> None:
+        self.active = False
+        module = self._module_ref()
+        if module is None:
+            return
+        if self._own_forward is not None:
+            module.forward = self._own_forward
+        else:
+            module.__dict__.pop("forward", None)
+
+    def _module(self) -> torch.nn.Module:
+        module = self._module_ref()
+        if module is None:
+            raise RuntimeError("the module this override belongs to no longer exists")
+        return module
+
+    def original(self, *args: Any, **kwargs: Any) -> Any:
+        if self._own_forward is not None:
+            return self._own_forward(*args, **kwargs)
+        return self._class_forward(self._module(), *args, **kwargs)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        module = self._module()
+        keyed_kwargs = {**kwargs, STATE_KWARG: module_state(module)}
+        if torch.compiler.is_compiling():
+            return self._forward_traced(args, kwargs, keyed_kwargs)
+        misses: list[tuple[LoadedKernel, str]] = []
+        for kernel in self._kernels:
+            tensors: list[torch.Tensor] = []
+            reason = kernel.matcher.miss_reason(args, keyed_kwargs, tensors)
+            if reason is not None:
+                misses.append((kernel, reason))
+                continue
+            if _needs_autograd(tensors):
+                kernel.stats.fallback(AUTOGRAD)
+                return self.original(*args, **kwargs)
+            outputs = kernel.try_launch(tensors)
+            if outputs is None:
+                return self.original(*args, **kwargs)
+            return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        for kernel, reason in misses:
+            kernel.stats.fallback(reason)
+        return self.original(*args, **kwargs)
+
+    def _forward_traced(self, args: tuple[Any, ...], kwargs: dict[str, Any], keyed_kwargs: dict[str, Any]) -> Any:
+        for kernel in self._kernels:
+            tensors: list[torch.Tensor] = []
+            if kernel.trace_matcher.miss_reason(args, keyed_kwargs, tensors) is not None:
+                continue
+            if _needs_autograd(tensors):
+                break
+            outputs = torch.ops.kforge_cast.module_kernel(tensors, self.token, kernel.card_id)
+            return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        return self.original(*args, **kwargs)
+
+    def run_in_graph(self, tensors: list[torch.Tensor], card_id: str) -> list[torch.Tensor]:
+        """The compiled graph's call: check what tracing could not, run the kernel or the original."""
+        kernel = self._by_id[card_id]
+        if not self.active:
+            kernel.stats.fallback(REMOVED)
+        elif any((t.data_ptr() % 16 == 0) != s.aligned16 for t, s in zip(tensors, kernel.key.tensors, strict=True)):
+            kernel.stats.fallback(ALIGNMENT)
+        else:
+            outputs = kernel.try_launch(tensors)
+            if outputs is not None:
+                return outputs
+        args, kwargs = decode_call(kernel.template, tensors)
+        kwargs.pop(STATE_KWARG, None)
+        result = self.original(*args, **kwargs)
+        results = list(result) if isinstance(result, (tuple, list)) else [result]
+        # A custom op's outputs may not alias its inputs.
+        return [r.clone() if any(r.untyped_storage().data_ptr() == t.untyped_storage().data_ptr() for t in tensors)
+                else r for r in results]
+
+    def fake_outputs(self, tensors: list[torch.Tensor], card_id: str) -> list[torch.Tensor]:
+        device = tensors[0].device if tensors else torch.device(self._by_id[card_id].output_device_type)
+        return self._by_id[card_id].fake_outputs(device)
+
+
+def _lookup(token: str) -> ModuleOverride:
+    with _REGISTRY_LOCK:
+        return _REGISTRY[token]
+
+
+@torch.library.custom_op("kforge_cast::module_kernel", mutates_args=())
+def module_kernel(inputs: list[torch.Tensor], token: str, card_id: str) -> list[torch.Tensor]:
+    """A module card's kernel as an op torch.compile keeps in its graphs."""
+    return _lookup(token).run_in_graph(list(inputs), card_id)
+
+
+@module_kernel.register_fake
+def _module_kernel_fake(inputs: list[torch.Tensor], token: str, card_id: str) -> list[torch.Tensor]:
+    return _lookup(token).fake_outputs(list(inputs), card_id)

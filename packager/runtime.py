@@ -1,0 +1,209 @@
+"""``load_cast`` and ``Cast``: verify a .cast, load the kernels built for this machine, apply them.
+
+Loading verifies the whole archive first (see :mod:`packager.archive`) and refuses a damaged or
+tampered file. Kernels built for another architecture, for an op this torch build lacks, or
+whose library does not load are reported in ``Cast.skipped`` and never run; eager PyTorch
+serves those calls.
+
+``Cast.apply(model)`` installs the guarded dispatch: aten cards process-wide (aten overrides
+are global to the process), module cards on the matching module instances of ``model``.
+Applying a cast that is already applied raises :class:`~packager.errors.CastApplyError`;
+``remove()`` restores everything and a later ``apply`` installs it afresh.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+import shutil
+import tempfile
+import threading
+import weakref
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from packager.abi import AbiError, KernelLibrary
+from packager.archive import read_archive
+from packager.aten_dispatch import AtenOverride, UnsupportedOp
+from packager.errors import CastApplyError, CastCorruptError
+from packager.kernel import LoadedKernel, card_mutates
+from packager.launcher import CallDescriptors, KernelLauncher
+from packager.manifest import MANIFEST_FILE, CastManifest, FallbackRecord, KernelRecord
+from packager.module_dispatch import ModuleOverride
+from packager.variant import qualified_class_name
+
+
+def host_cpu_arch() -> str:
+    """``cpu-x86_64`` / ``cpu-aarch64``: the arch name CPU kernels are built and loaded under."""
+    machine = platform.machine().lower()
+    return "cpu-" + {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+
+
+def device_archs() -> list[str]:
+    """Architectures this process can run kernels for: the CPU, and the current GPU if any."""
+    archs = [host_cpu_arch()]
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        archs.append(f"sm_{major}{minor}")
+    return archs
+
+
+@dataclass(frozen=True)
+class SkippedKernel:
+    """A packaged kernel this process will not run, and why."""
+
+    card_id: str
+    op: str
+    arch: str
+    reason: str
+
+
+class Cast:
+    """A verified .cast with the kernels loaded for this device."""
+
+    def __init__(
+        self, path: Path, manifest: CastManifest, kernels: list[LoadedKernel], skipped: list[SkippedKernel],
+        *, signed: bool, signature_verified: bool, workdir: Path,
+    ) -> None:
+        self.path = path
+        self.manifest = manifest
+        self.kernels = {k.card_id: k for k in kernels}
+        self.skipped = skipped
+        self.signed = signed
+        self.signature_verified = signature_verified
+        self._lock = threading.Lock()
+        self._aten: list[AtenOverride] = []
+        self._modules: list[ModuleOverride] = []
+        self._applied = False
+        self._cleanup = weakref.finalize(self, shutil.rmtree, workdir, True)
+
+    @property
+    def fallbacks(self) -> tuple[FallbackRecord, ...]:
+        return self.manifest.fallbacks
+
+    @property
+    def applied(self) -> bool:
+        return self._applied
+
+    def apply(self, model: torch.nn.Module | None = None) -> Cast:
+        """Install guarded dispatch: aten cards for the whole process, module cards on ``model``'s modules."""
+        with self._lock:
+            if self._applied:
+                raise CastApplyError(f"{self.path.name} is already applied; call remove() first")
+            aten = self._aten_overrides()
+            modules = self._module_overrides(model) if model is not None else []
+            installed: list[AtenOverride] = []
+            try:
+                for override in aten:
+                    override.install()
+                    installed.append(override)
+            except Exception as exc:
+                for override in reversed(installed):
+                    override.uninstall()
+                raise CastApplyError(f"cannot override {override.op}: {exc}") from exc
+            for module_override in modules:
+                module_override.install()
+            self._aten, self._modules, self._applied = installed, modules, True
+        return self
+
+    def remove(self) -> None:
+        """Restore every overridden op and module forward. Removing an unapplied cast does nothing."""
+        with self._lock:
+            for module_override in reversed(self._modules):
+                module_override.uninstall()
+            for override in reversed(self._aten):
+                override.uninstall()
+            self._aten, self._modules, self._applied = [], [], False
+
+    @contextlib.contextmanager
+    def applied_to(self, model: torch.nn.Module | None = None) -> Iterator[Cast]:
+        """``with cast.applied_to(model): ...`` applies for the block and removes afterwards."""
+        self.apply(model)
+        try:
+            yield self
+        finally:
+            self.remove()
+
+    def stats(self) -> dict[str, dict[str, object]]:
+        """``{kernel_id: {"calls": n, "hits": n, "fallbacks": {reason: n}}}`` for every loaded kernel."""
+        return {card_id: kernel.stats.snapshot() for card_id, kernel in self.kernels.items()}
+
+    def reset_stats(self) -> None:
+        for kernel in self.kernels.values():
+            kernel.stats.reset()
+
+    def close(self) -> None:
+        """Remove the overrides and delete the extracted artifacts."""
+        self.remove()
+        self._cleanup()
+
+    def _aten_overrides(self) -> list[AtenOverride]:
+        groups: dict[tuple[str, str], list[LoadedKernel]] = defaultdict(list)
+        for kernel in self.kernels.values():
+            if kernel.record.kind == "aten":
+                groups[(kernel.record.op, kernel.record.backend)].append(kernel)
+        return [AtenOverride(op, backend, kernels) for (op, backend), kernels in sorted(groups.items())]
+
+    def _module_overrides(self, model: torch.nn.Module) -> list[ModuleOverride]:
+        by_class: dict[str, list[LoadedKernel]] = defaultdict(list)
+        for kernel in self.kernels.values():
+            if kernel.record.kind == "module":
+                by_class[kernel.record.op].append(kernel)
+        if not by_class:
+            return []
+        return [
+            ModuleOverride(module, by_class[name])
+            for module in model.modules()
+            if (name := qualified_class_name(module)) in by_class
+        ]
+
+
+def _load_kernel(record: KernelRecord, files: dict[str, bytes], workdir: Path) -> LoadedKernel:
+    """Write the artifact to the private directory and load it; raises ValueError with the reason."""
+    if card_mutates(record.card):
+        raise ValueError("kernels for ops that mutate their inputs are not run by this runtime")
+    if record.kind == "aten":
+        AtenOverride(record.op, record.backend, [])  # resolves the overload and its return types
+    artifact = workdir / f"{record.card_id}-{record.arch}.so"
+    artifact.write_bytes(files[record.artifact_path])
+    artifact.chmod(0o500)
+    library = KernelLibrary(artifact)
+    launcher = KernelLauncher(library, CallDescriptors(record.card["inputs"], record.card["outputs"]))
+    return LoadedKernel(record, launcher)
+
+
+def load_cast(path: Path | str, *, key: bytes | None = None) -> Cast:
+    """Verify ``path`` (checksums, format version, signature when ``key`` is given) and load its kernels.
+
+    Raises a :class:`~packager.errors.CastError` subclass naming the problem for a damaged,
+    tampered or unsupported file. Kernels that cannot run here are listed in ``Cast.skipped``.
+    """
+    path = Path(path)
+    archive = read_archive(path, key=key)
+    if MANIFEST_FILE not in archive.files:
+        raise CastCorruptError(f"{path}: {MANIFEST_FILE} is missing")
+    manifest = CastManifest.from_json(archive.files[MANIFEST_FILE])
+    archs = device_archs()
+    workdir = Path(tempfile.mkdtemp(prefix="kforge-cast-"))
+    kernels: dict[str, LoadedKernel] = {}
+    skipped: list[SkippedKernel] = []
+    for record in sorted(manifest.kernels, key=lambda r: -r.effective_speedup):
+        if record.arch not in archs:
+            reason = f"built for {record.arch}; this process runs {', '.join(archs)}"
+        elif record.card_id in kernels:
+            reason = f"card already served by the {kernels[record.card_id].record.arch} kernel"
+        else:
+            try:
+                kernels[record.card_id] = _load_kernel(record, archive.files, workdir)
+                continue
+            except (AbiError, UnsupportedOp, ValueError, KeyError, OSError) as exc:
+                reason = f"not loadable: {exc}"
+        skipped.append(SkippedKernel(record.card_id, record.op, record.arch, reason))
+    return Cast(
+        path, manifest, list(kernels.values()), skipped,
+        signed=archive.signed, signature_verified=archive.signature_verified, workdir=workdir,
+    )
