@@ -1,0 +1,1 @@
+"""The offline proposer: parameterised kernel templates per operator family, no key, no network."""

@@ -1,0 +1,185 @@
+"""C++ building blocks shared by every template: dtype conversion, the layout guard, constants.
+
+A generated kernel is specialised: every shape, stride and dtype of the card is a constant, and
+``kf_launch`` first checks that the runtime tensors are exactly those (non-zero return
+otherwise). Float16/bfloat16 are converted through bit manipulation on the cpu backend (no
+compiler extension types, no torch headers) and through ``cuda_fp16.h``/``cuda_bf16.h`` on cuda;
+arithmetic is always fp32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from capture_service.cards import TensorSpec
+
+FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+KF_DTYPE_CODES = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3, "int32": 4, "int64": 5, "bool": 6,
+                  "uint8": 7, "int8": 8}
+ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+# Status codes kf_launch returns; the sandbox reports them verbatim.
+STATUS_WRONG_COUNT = 1
+STATUS_WRONG_LAYOUT = 2
+STATUS_MISALIGNED = 3
+STATUS_LAUNCH_FAILED = 4
+
+
+def element_type(dtype: str, backend: str) -> str:
+    """The C++ storage type of one element of ``dtype`` on ``backend``."""
+    if dtype == "float32":
+        return "float"
+    if dtype == "float16":
+        return "__half" if backend == "cuda" else "kf_f16"
+    if dtype == "bfloat16":
+        return "__nv_bfloat16" if backend == "cuda" else "kf_bf16"
+    raise ValueError(f"dtype {dtype} has no template element type")
+
+
+def vector_width(dtype: str) -> int:
+    """Elements per 16-byte access."""
+    return 16 // ELEMENT_BYTES[dtype]
+
+
+def cfloat(value: float) -> str:
+    """A float literal C++ reads back exactly (inf/nan spelled as macros)."""
+    if value != value:
+        return "NAN"
+    if value in (float("inf"), float("-inf")):
+        return "INFINITY" if value > 0 else "(-INFINITY)"
+    return f"{float(value)!r}f"
+
+
+CPU_PRELUDE = r"""#include "kf_abi.h"
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+struct kf_f16 { uint16_t bits; };
+struct kf_bf16 { uint16_t bits; };
+
+static inline float kf_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline uint32_t kf_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float kf_to_f32(float v) { return v; }
+static inline float kf_to_f32(kf_bf16 v) { return kf_bits_f32((uint32_t)v.bits << 16); }
+static inline float kf_to_f32(kf_f16 v) {
+  uint32_t h = v.bits, o = (h & 0x7fffu) << 13, exp = o & (0x7c00u << 13);
+  o += (127u - 15u) << 23;
+  float f = kf_bits_f32(o);
+  if (exp == (0x7c00u << 13)) f = kf_bits_f32(o + ((128u - 16u) << 23));
+  else if (exp == 0) f = kf_bits_f32(o + (1u << 23)) - kf_bits_f32(113u << 23);
+  return kf_bits_f32(kf_f32_bits(f) | ((h & 0x8000u) << 16));
+}
+template <typename T> static inline T kf_from_f32(float v);
+template <> inline float kf_from_f32<float>(float v) { return v; }
+template <> inline kf_bf16 kf_from_f32<kf_bf16>(float v) {
+  uint32_t u = kf_f32_bits(v);
+  kf_bf16 r;
+  if ((u & 0x7fffffffu) > 0x7f800000u) { r.bits = (uint16_t)((u >> 16) | 0x40u); return r; }
+  u += 0x7fffu + ((u >> 16) & 1u);
+  r.bits = (uint16_t)(u >> 16);
+  return r;
+}
+template <> inline kf_f16 kf_from_f32<kf_f16>(float v) {
+  uint32_t u = kf_f32_bits(v), sign = u & 0x80000000u, o;
+  u ^= sign;
+  if (u >= (143u << 23)) o = (u > (255u << 23)) ? 0x7e00u : 0x7c00u;
+  else if (u < (113u << 23)) o = kf_f32_bits(kf_bits_f32(u) + kf_bits_f32(126u << 23)) - (126u << 23);
+  else { uint32_t odd = (u >> 13) & 1u; u += (uint32_t)((15 - 127) << 23) + 0xfffu + odd; o = u >> 13; }
+  kf_f16 r;
+  r.bits = (uint16_t)(o | (sign >> 16));
+  return r;
+}
+/* exp with a degree-6 polynomial after range reduction: vectorises inside omp simd loops. */
+static inline float kf_expf(float x) {
+  float c = fminf(fmaxf(x, -87.3f), 88.0f);
+  float n = floorf(c * 1.44269504088896341f + 0.5f);
+  float r = c - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f; p = p * r + 8.3334519073e-3f; p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f; p = p * r + 5.0000001201e-1f;
+  float y = (p * r * r + r + 1.0f) * kf_bits_f32((uint32_t)((int32_t)n + 127) << 23);
+  y = x < -87.3f ? 0.0f : y;
+  y = x > 88.72f ? INFINITY : y;
+  return x != x ? x : y;
+}
+static int kf_check(const kf_tensor *t, int32_t ndim, const int64_t *shape, const int64_t *stride, int32_t dtype) {
+  if (t->ndim != ndim || t->dtype != dtype) return 1;
+  for (int32_t d = 0; d < ndim; ++d)
+    if (t->shape[d] != shape[d] || (shape[d] != 1 && t->stride[d] != stride[d])) return 1;
+  return 0;
+}
+"""
+
+CUDA_PRELUDE = r"""#include "kf_abi.h"
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <math.h>
+
+__device__ __forceinline__ float kf_to_f32(float v) { return v; }
+__device__ __forceinline__ float kf_to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float kf_to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T kf_from_f32(float v);
+template <> __device__ __forceinline__ float kf_from_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half kf_from_f32<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 kf_from_f32<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+__device__ __forceinline__ float kf_expf(float x) { return __expf(x); }
+
+/* N elements moved as one access: N * sizeof(T) == 16 gives 128-bit loads and stores. */
+template <typename T, int N> struct alignas(sizeof(T) * N) kf_vec { T v[N]; };
+template <typename T, int N> __device__ __forceinline__ kf_vec<T, N> kf_load_vec(const T *p) {
+  return *reinterpret_cast<const kf_vec<T, N> *>(p);
+}
+template <typename T, int N> __device__ __forceinline__ void kf_store_vec(T *p, const kf_vec<T, N> &v) {
+  *reinterpret_cast<kf_vec<T, N> *>(p) = v;
+}
+
+static int kf_check(const kf_tensor *t, int32_t ndim, const int64_t *shape, const int64_t *stride, int32_t dtype) {
+  if (t->ndim != ndim || t->dtype != dtype) return 1;
+  for (int32_t d = 0; d < ndim; ++d)
+    if (t->shape[d] != shape[d] || (shape[d] != 1 && t->stride[d] != stride[d])) return 1;
+  return 0;
+}
+"""
+
+
+def prelude(backend: str) -> str:
+    return CUDA_PRELUDE if backend == "cuda" else CPU_PRELUDE
+
+
+def _int_list(values: Sequence[int]) -> str:
+    return "{" + ", ".join(f"{int(v)}LL" for v in values) + "}" if values else "{0LL}"
+
+
+def guard(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], aligned: Sequence[str] = ()) -> str:
+    """Statements that return non-zero unless the runtime tensors are exactly the card's.
+
+    ``aligned`` names pointer expressions (``inputs[0].data``) that must be 16-byte aligned
+    because the kernel moves them with 16-byte accesses.
+    """
+    lines = [
+        f"  if (n_inputs != {len(inputs)} || n_outputs != {len(outputs)}) return {STATUS_WRONG_COUNT};",
+    ]
+    for side, specs in (("inputs", inputs), ("outputs", outputs)):
+        for i, spec in enumerate(specs):
+            shape, stride = _int_list(spec.shape), _int_list(spec.stride)
+            lines.append(
+                f"  {{ static const int64_t shape[] = {shape}, stride[] = {stride};"
+                f" if (kf_check(&{side}[{i}], {len(spec.shape)}, shape, stride,"
+                f" {KF_DTYPE_CODES.get(spec.dtype, -1)})) return {STATUS_WRONG_LAYOUT}; }}"
+            )
+    for pointer in aligned:
+        lines.append(f"  if (((uintptr_t)({pointer})) & 15u) return {STATUS_MISALIGNED};")
+    return "\n".join(lines)
+
+
+def cuda_launch_epilogue() -> str:
+    return f"  return cudaGetLastError() == cudaSuccess ? 0 : {STATUS_LAUNCH_FAILED};"
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)

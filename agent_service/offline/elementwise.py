@@ -1,0 +1,256 @@
+"""The elementwise engine: one output written from broadcast operands through a C expression.
+
+Unary ops, binary ops with broadcasting and scalars, gated activations (two halves of one
+tensor) and batch norm in inference (per-channel operands) are all this one kernel shape. Dims
+are coalesced from the card's strides, so contiguous and channels-last cases become flat loops;
+the innermost dim moves in 16-byte vectors on cuda when every operand allows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agent_service.models import DeviceDescription
+from agent_service.offline import cxx
+from agent_service.offline.call import UnsupportedCard
+from agent_service.offline.knobs import Knobs, KnobSpace
+from agent_service.offline.layout import broadcast_strides, coalesce, is_dense
+from agent_service.offline.plan import cpu_thread_choices, cuda_grid_limit
+from capture_service.cards import TensorSpec
+
+
+@dataclass(frozen=True)
+class Operand:
+    """An input tensor read as a broadcast view of the output's shape."""
+
+    tensor: int
+    dtype: str
+    offset: int = 0
+    strides: tuple[int, ...] | None = None  # per output dim; None: broadcast from the tensor's spec
+
+
+@dataclass(frozen=True)
+class ElementwisePlan:
+    """``out = expression(x0, x1, ...)`` elementwise, in fp32.
+
+    The expression uses ``x<i>`` for operand ``i`` and the macros ``KF_EXP``, ``KF_TANH``,
+    ``KF_ERF``, which the knobs bind to fast or libm versions.
+    """
+
+    family: str
+    summary: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    operands: tuple[Operand, ...]
+    expression: str
+    uses_math: bool = False
+
+    def _layout(self) -> tuple[list[int], list[int], list[list[int]]]:
+        out = self.outputs[0]
+        if out.dtype not in cxx.FLOAT_DTYPES:
+            raise UnsupportedCard(f"output dtype {out.dtype} is not a float dtype the templates handle")
+        if not is_dense(out):
+            raise UnsupportedCard(f"output layout stride={out.stride} overlaps or has gaps")
+        strides = []
+        for op in self.operands:
+            spec = self.inputs[op.tensor]
+            if spec.dtype not in cxx.FLOAT_DTYPES:
+                raise UnsupportedCard(f"input dtype {spec.dtype} is not a float dtype the templates handle")
+            strides.append(list(op.strides) if op.strides is not None else broadcast_strides(spec, out.shape))
+        return coalesce(out.shape, out.stride, strides)
+
+    def _max_vector(self) -> int:
+        """Widest vector every operand allows (1 when the innermost dim cannot be vectorised)."""
+        shape, out_strides, op_strides = self._layout()
+        dtypes = [self.outputs[0].dtype, *(self.inputs[o.tensor].dtype for o in self.operands)]
+        widest = max(cxx.ELEMENT_BYTES[d] for d in dtypes)
+        vec = 16 // widest
+        if out_strides[-1] != 1 or not self.outputs[0].aligned16:
+            return 1
+        for op, strides in zip(self.operands, op_strides, strict=True):
+            spec = self.inputs[op.tensor]
+            if strides[-1] not in (0, 1) or not spec.aligned16:
+                return 1
+            if strides[-1] == 1 and (op.offset % vec or any(s % vec for s in strides[:-1])):
+                return 1
+        while vec > 1 and shape[-1] % vec:
+            vec //= 2
+        if any(s % vec for s in out_strides[:-1]):
+            return 1
+        return vec
+
+    def knob_space(self, backend: str, device: DeviceDescription) -> KnobSpace:
+        self._layout()
+        if backend == "cuda":
+            vec = self._max_vector()
+            return KnobSpace({
+                "threads_per_block": (256, 128, 512, 1024),
+                "vector": (vec, 1) if vec > 1 else (1,),
+                "unroll": (2, 1, 4),
+                "waves": (1, 2, 4),
+                "fast_math": (True, False) if self.uses_math else (True,),
+            })
+        return KnobSpace({
+            "threads": cpu_thread_choices(device),
+            "schedule": ("static", "dynamic"),
+            "block_elems": (4096, 1024, 16384, 65536),
+            "simd": (True, False),
+            "fast_math": (True, False) if self.uses_math else (True,),
+        })
+
+    def render(self, backend: str, knobs: Knobs, device: DeviceDescription) -> str:
+        knobs = self.knob_space(backend, device).normalise(knobs)
+        return _render_cuda(self, knobs, device) if backend == "cuda" else _render_cpu(self, knobs)
+
+
+def _offsets(shape: Sequence[int], names_strides: Sequence[tuple[str, Sequence[int]]], linear: str, indent: str) -> str:
+    """C statements: the element offset of each named tensor for logical index ``linear`` (outer dims)."""
+    lines = [f"{indent}int64_t rem = {linear};"]
+    for name, _ in names_strides:
+        lines.append(f"{indent}int64_t {name} = 0;")
+    for d in range(len(shape) - 1, -1, -1):
+        lines.append(f"{indent}{{ const int64_t c = rem % {shape[d]}LL; rem /= {shape[d]}LL;")
+        for name, strides in names_strides:
+            if strides[d]:
+                lines.append(f"{indent}  {name} += c * {strides[d]}LL;")
+        lines.append(f"{indent}}}")
+    return "\n".join(lines)
+
+
+def _math_macros(backend: str, fast: bool) -> str:
+    if backend == "cuda":
+        exp = "__expf(v)" if fast else "expf(v)"
+        return (f"#define KF_EXP(v) {exp}\n#define KF_TANH(v) tanhf(v)\n#define KF_ERF(v) erff(v)\n"
+                "#define KF_LOG(v) logf(v)\n")
+    if fast:
+        return ("#define KF_EXP(v) kf_expf(v)\n"
+                "#define KF_TANH(v) (1.0f - 2.0f / (kf_expf(2.0f * (v)) + 1.0f))\n"
+                "#define KF_ERF(v) erff(v)\n#define KF_LOG(v) logf(v)\n")
+    return ("#define KF_EXP(v) expf(v)\n#define KF_TANH(v) tanhf(v)\n"
+            "#define KF_ERF(v) erff(v)\n#define KF_LOG(v) logf(v)\n")
+
+
+def _signature(plan: ElementwisePlan, backend: str) -> tuple[str, str]:
+    """Kernel parameter list and the matching argument list from kf_launch."""
+    params, args = [], []
+    for i, op in enumerate(plan.operands):
+        t = cxx.element_type(plan.inputs[op.tensor].dtype, backend)
+        restrict = "__restrict__" if backend == "cuda" else "__restrict"
+        params.append(f"const {t} *{restrict} in{i}")
+        args.append(f"(const {t} *)inputs[{op.tensor}].data + {op.offset}")
+    out_t = cxx.element_type(plan.outputs[0].dtype, backend)
+    params.append(f"{out_t} *out")
+    args.append(f"({out_t} *)outputs[0].data")
+    return ", ".join(params), ", ".join(args)
+
+
+def _render_cpu(plan: ElementwisePlan, knobs: Knobs) -> str:
+    shape, out_strides, op_strides = plan._layout()
+    inner = shape[-1]
+    block = min(int(knobs["block_elems"]), inner)
+    chunks_per_row = cxx.ceil_div(inner, block)
+    rows = 1
+    for size in shape[:-1]:
+        rows *= size
+    out_t = cxx.element_type(plan.outputs[0].dtype, "cpu")
+    params, args = _signature(plan, "cpu")
+    names = [(f"o{i}", s[:-1]) for i, s in enumerate(op_strides)] + [("oo", out_strides[:-1])]
+    loads = "\n".join(
+        f"        const float x{i} = kf_to_f32(in{i}[o{i} + c * {s[-1]}LL]);" for i, s in enumerate(op_strides)
+    )
+    threads = f" num_threads({knobs['threads']})" if knobs["threads"] else ""
+    simd = "#pragma omp simd" if knobs["simd"] else ""
+    return f"""{cxx.CPU_PRELUDE}
+{_math_macros("cpu", bool(knobs["fast_math"]))}
+/* {plan.summary} */
+static void kf_elementwise({params}) {{
+#pragma omp parallel for{threads} schedule({knobs["schedule"]})
+  for (int64_t blk = 0; blk < {rows * chunks_per_row}LL; ++blk) {{
+    const int64_t row = blk / {chunks_per_row}LL, c0 = (blk % {chunks_per_row}LL) * {block}LL;
+    const int64_t c1 = c0 + {block}LL < {inner}LL ? c0 + {block}LL : {inner}LL;
+{_offsets(shape[:-1], names, "row", "    ")}
+{simd}
+    for (int64_t c = c0; c < c1; ++c) {{
+{loads}
+      out[oo + c * {out_strides[-1]}LL] = kf_from_f32<{out_t}>({plan.expression});
+    }}
+  }}
+}}
+
+extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
+                         void *stream) {{
+  (void)stream;
+{cxx.guard(plan.inputs, plan.outputs)}
+  kf_elementwise({args});
+  return 0;
+}}
+"""
+
+
+def _render_cuda(plan: ElementwisePlan, knobs: Knobs, device: DeviceDescription) -> str:
+    shape, out_strides, op_strides = plan._layout()
+    vec = int(knobs["vector"])
+    block, unroll = int(knobs["threads_per_block"]), int(knobs["unroll"])
+    numel = 1
+    for size in shape:
+        numel *= size
+    nvec = numel // vec
+    inner = shape[-1]
+    out_t = cxx.element_type(plan.outputs[0].dtype, "cuda")
+    params, args = _signature(plan, "cuda")
+    names = [(f"o{i}", s[:-1]) for i, s in enumerate(op_strides)] + [("oo", out_strides[:-1])]
+    body = [f"      const int64_t e = v * {vec}LL, c = e % {inner}LL;"]
+    body.append(_offsets(shape[:-1], names, f"e / {inner}LL", "      "))
+    for i, s in enumerate(op_strides):
+        t = cxx.element_type(plan.inputs[plan.operands[i].tensor].dtype, "cuda")
+        if vec > 1 and s[-1] == 1:
+            body.append(f"      const kf_vec<{t}, {vec}> l{i} = kf_load_vec<{t}, {vec}>(in{i} + o{i} + c);")
+        elif s[-1] == 0:
+            body.append(f"      const float b{i} = kf_to_f32(__ldg(in{i} + o{i}));")
+        else:
+            body.append(f"      const {t} s{i} = in{i}[o{i} + c * {s[-1]}LL];")
+    body.append(f"      kf_vec<{out_t}, {vec}> r;")
+    body.append("#pragma unroll")
+    body.append(f"      for (int k = 0; k < {vec}; ++k) {{")
+    for i, s in enumerate(op_strides):
+        if vec > 1 and s[-1] == 1:
+            body.append(f"        const float x{i} = kf_to_f32(l{i}.v[k]);")
+        elif s[-1] == 0:
+            body.append(f"        const float x{i} = b{i};")
+        else:
+            body.append(f"        const float x{i} = kf_to_f32(s{i});")
+    body.append(f"        r.v[k] = kf_from_f32<{out_t}>({plan.expression});")
+    body.append("      }")
+    if vec > 1:
+        body.append(f"      kf_store_vec<{out_t}, {vec}>(out + oo + c, r);")
+    else:
+        body.append(f"      out[oo + c * {out_strides[-1]}LL] = r.v[0];")
+    grid = min(cxx.ceil_div(nvec, block * unroll), cuda_grid_limit(device, block) * int(knobs["waves"]))
+    aligned = [f"inputs[{o.tensor}].data"
+               for o, s in zip(plan.operands, op_strides, strict=True) if vec > 1 and s[-1] == 1]
+    if vec > 1:
+        aligned.append("outputs[0].data")
+    body_text = "\n".join(body)
+    return f"""{cxx.CUDA_PRELUDE}
+{_math_macros("cuda", bool(knobs["fast_math"]))}
+/* {plan.summary} */
+__global__ void __launch_bounds__({block}) kf_elementwise({params}) {{
+  const int64_t step = (int64_t)gridDim.x * {block * unroll}LL;
+  for (int64_t first = (int64_t)blockIdx.x * {block * unroll}LL + threadIdx.x; first < {nvec}LL; first += step) {{
+#pragma unroll
+    for (int u = 0; u < {unroll}; ++u) {{
+      const int64_t v = first + (int64_t)u * {block};
+      if (v >= {nvec}LL) break;
+{body_text}
+    }}
+  }}
+}}
+
+extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
+                         void *stream) {{
+{cxx.guard(plan.inputs, plan.outputs, aligned)}
+  kf_elementwise<<<{max(grid, 1)}, {block}, 0, (cudaStream_t)stream>>>({args});
+{cxx.cuda_launch_epilogue()}
+}}
+"""

@@ -1,0 +1,91 @@
+"""Knob spaces and how a revision moves through one.
+
+A template family exposes, per card, the values each knob may take (the first is the sensible
+default). The root proposal is the default; a revision changes one knob of its parent (two when
+every single change was tried), never repeating a knob set already evaluated, so the tree search
+explores a real space. Choices are deterministic given (parent knobs, tried sets, seed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import random
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+Knobs = dict[str, Any]
+
+
+def knob_key(knobs: Knobs) -> str:
+    """Canonical text of a knob set, for comparing sets."""
+    return json.dumps(knobs, sort_keys=True, separators=(",", ":"), default=str)
+
+
+@dataclass(frozen=True)
+class KnobSpace:
+    """Each knob's allowed values; the first value of each is the default."""
+
+    choices: dict[str, tuple[Any, ...]]
+
+    def default(self) -> Knobs:
+        return {name: values[0] for name, values in self.choices.items()}
+
+    def normalise(self, knobs: Knobs) -> Knobs:
+        """``knobs`` restricted to this space, unknown or invalid values replaced by defaults."""
+        return {
+            name: knobs[name] if name in knobs and knobs[name] in values else values[0]
+            for name, values in self.choices.items()
+        }
+
+    def size(self) -> int:
+        n = 1
+        for values in self.choices.values():
+            n *= len(values)
+        return n
+
+    def neighbours(self, knobs: Knobs, changes: int) -> Iterator[Knobs]:
+        """Every knob set that differs from ``knobs`` in exactly ``changes`` knobs."""
+        names = [n for n, v in self.choices.items() if len(v) > 1]
+        for subset in itertools.combinations(names, changes):
+            alternatives = [[v for v in self.choices[n] if v != knobs[n]] for n in subset]
+            for values in itertools.product(*alternatives):
+                yield {**knobs, **dict(zip(subset, values, strict=True))}
+
+
+def _rng(seed: int, knobs: Knobs | None) -> random.Random:
+    digest = hashlib.sha256(f"{seed}:{knob_key(knobs or {})}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "little"))
+
+
+def next_knobs(space: KnobSpace, parent: Knobs | None, tried: Iterable[Knobs], seed: int) -> Knobs | None:
+    """The next knob set to try, or None when the space is exhausted."""
+    seen = {knob_key(space.normalise(t)) for t in tried}
+    start = space.normalise(parent) if parent is not None else space.default()
+    if parent is None and knob_key(start) not in seen:
+        return start
+    seen.add(knob_key(start))
+    rng = _rng(seed, start)
+    for changes in (1, 2):
+        candidates = [k for k in space.neighbours(start, changes) if knob_key(k) not in seen]
+        if candidates:
+            return candidates[rng.randrange(len(candidates))]
+    if space.size() <= 4096:
+        rest = [dict(zip(space.choices, values, strict=True)) for values in itertools.product(*space.choices.values())]
+        rest = [k for k in rest if knob_key(k) not in seen]
+        return rest[rng.randrange(len(rest))] if rest else None
+    for _ in range(4096):
+        candidate = {name: rng.choice(values) for name, values in space.choices.items()}
+        if knob_key(candidate) not in seen:
+            return candidate
+    return None
+
+
+def describe_change(parent: Knobs | None, child: Knobs) -> str:
+    """``"threads 128→256, vec 4→8"``, or the full set for a root."""
+    if parent is None:
+        return ", ".join(f"{k}={v}" for k, v in child.items())
+    changed = [f"{k} {parent.get(k)}→{v}" for k, v in child.items() if parent.get(k) != v]
+    return ", ".join(changed) if changed else "same knobs"

@@ -1,0 +1,101 @@
+"""Iteration layouts: how a kernel walks a tensor, derived once from the card's exact strides."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agent_service.offline.call import UnsupportedCard
+from capture_service.cards import TensorSpec
+
+
+def is_contiguous(spec: TensorSpec) -> bool:
+    """Row-major contiguous (size-1 dims may carry any stride)."""
+    expected = 1
+    for size, stride in zip(reversed(spec.shape), reversed(spec.stride), strict=True):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def broadcast_strides(spec: TensorSpec, out_shape: Sequence[int]) -> list[int]:
+    """The strides of ``spec`` viewed with ``out_shape`` under broadcasting (0 where expanded)."""
+    if len(spec.shape) > len(out_shape):
+        raise UnsupportedCard(f"operand of rank {len(spec.shape)} does not broadcast to {list(out_shape)}")
+    pad = len(out_shape) - len(spec.shape)
+    strides = [0] * pad
+    for size, stride, out_size in zip(spec.shape, spec.stride, out_shape[pad:], strict=True):
+        if size == out_size:
+            strides.append(stride if size != 1 else 0)
+        elif size == 1:
+            strides.append(0)
+        else:
+            raise UnsupportedCard(f"operand shape {spec.shape} does not broadcast to {list(out_shape)}")
+    return strides
+
+
+def is_dense(spec: TensorSpec) -> bool:
+    """Non-overlapping and dense (a permutation of a contiguous layout): safe to write in parallel."""
+    dims = sorted((s, n) for n, s in zip(spec.shape, spec.stride, strict=True) if n != 1)
+    expected = 1
+    for stride, size in dims:
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def coalesce(
+    shape: Sequence[int], out_strides: Sequence[int], operand_strides: Sequence[Sequence[int]]
+) -> tuple[list[int], list[int], list[list[int]]]:
+    """Drop size-1 dims, order dims by the output's strides and merge dims every tensor walks jointly.
+
+    Returns ``(shape, out_strides, operand_strides)`` with the innermost (fastest) dim last; a
+    channels-last elementwise op over channels-last tensors becomes one flat dim.
+    """
+    dims = [d for d in range(len(shape)) if shape[d] != 1]
+    dims.sort(key=lambda d: -out_strides[d])
+    new_shape: list[int] = []
+    new_out: list[int] = []
+    new_ops: list[list[int]] = [[] for _ in operand_strides]
+    for d in dims:
+        size = shape[d]
+        if new_shape and new_out[-1] == out_strides[d] * size and all(
+            ops[-1] == strides[d] * size for ops, strides in zip(new_ops, operand_strides, strict=True)
+        ):
+            new_shape[-1] *= size
+            new_out[-1] = out_strides[d]
+            for ops, strides in zip(new_ops, operand_strides, strict=True):
+                ops[-1] = strides[d]
+            continue
+        new_shape.append(size)
+        new_out.append(out_strides[d])
+        for ops, strides in zip(new_ops, operand_strides, strict=True):
+            ops.append(strides[d])
+    if not new_shape:
+        return [1], [1], [[0] for _ in operand_strides]
+    return new_shape, new_out, new_ops
+
+
+def row_layout(spec: TensorSpec, dims: Sequence[int]) -> tuple[int, int, int]:
+    """``(outer, length, inner)`` of reducing a contiguous tensor over the adjacent ``dims``.
+
+    Element ``j`` of row ``r`` sits at ``(r // inner) * length * inner + j * inner + r % inner``.
+    """
+    ndim = len(spec.shape)
+    norm = sorted({d % ndim for d in dims}) if ndim else []
+    if not is_contiguous(spec):
+        raise UnsupportedCard(f"input layout shape={spec.shape} stride={spec.stride} is not contiguous")
+    if norm and norm != list(range(norm[0], norm[-1] + 1)):
+        raise UnsupportedCard(f"reduced dims {list(dims)} are not adjacent")
+    if not norm:
+        norm = list(range(ndim))
+    outer = inner = length = 1
+    for d, size in enumerate(spec.shape):
+        if d < norm[0]:
+            outer *= size
+        elif d > norm[-1]:
+            inner *= size
+        else:
+            length *= size
+    return outer, length, inner

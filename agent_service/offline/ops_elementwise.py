@@ -1,0 +1,174 @@
+"""Aten cards the elementwise engine covers: unary, binary (broadcast, scalars, alpha), batch norm.
+
+Each entry turns the bound call into an :class:`ElementwisePlan`; anything outside what the
+kernel handles raises :class:`UnsupportedCard` with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agent_service.offline.call import TensorArg, UnsupportedCard
+from agent_service.offline.cxx import cfloat
+from agent_service.offline.elementwise import ElementwisePlan, Operand
+from capture_service.cards import OperatorCard
+
+
+def _num(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UnsupportedCard(f"{what} {value!r} is not a number")
+    return float(value)
+
+
+def _gelu(call: dict[str, Any]) -> str:
+    if call.get("approximate", "none") == "tanh":
+        return "0.5f * x0 * (1.0f + KF_TANH(0.7978845608028654f * (x0 + 0.044715f * x0 * x0 * x0)))"
+    return "0.5f * x0 * (1.0f + KF_ERF(x0 * 0.7071067811865476f))"
+
+
+def _clamp(call: dict[str, Any]) -> str:
+    expr = "x0"
+    if call.get("min") is not None:
+        expr = f"fmaxf({expr}, {cfloat(_num(call['min'], 'clamp min'))})"
+    if call.get("max") is not None:
+        expr = f"fminf({expr}, {cfloat(_num(call['max'], 'clamp max'))})"
+    return expr
+
+
+def _pow(call: dict[str, Any]) -> str:
+    e = _num(call["exponent"], "exponent")
+    return {2.0: "x0 * x0", 1.0: "x0", 0.5: "sqrtf(x0)", 3.0: "x0 * x0 * x0", -1.0: "1.0f / x0"}.get(
+        e, f"powf(x0, {cfloat(e)})"
+    )
+
+
+def _elu(call: dict[str, Any]) -> str:
+    alpha, scale = _num(call.get("alpha", 1.0), "alpha"), _num(call.get("scale", 1.0), "scale")
+    input_scale = _num(call.get("input_scale", 1.0), "input_scale")
+    return (f"x0 > 0.0f ? x0 * {cfloat(scale)} : "
+            f"{cfloat(alpha * scale)} * (KF_EXP(x0 * {cfloat(input_scale)}) - 1.0f)")
+
+
+# op base name -> (expression in x0, uses exp/tanh/erf)
+UNARY: dict[str, tuple[Callable[[dict[str, Any]], str], bool]] = {
+    "relu": (lambda c: "x0 < 0.0f ? 0.0f : x0", False),
+    "gelu": (_gelu, True),
+    "silu": (lambda c: "x0 / (1.0f + KF_EXP(-x0))", True),
+    "sigmoid": (lambda c: "1.0f / (1.0f + KF_EXP(-x0))", True),
+    "tanh": (lambda c: "KF_TANH(x0)", True),
+    "exp": (lambda c: "KF_EXP(x0)", True),
+    "neg": (lambda c: "-x0", False),
+    "abs": (lambda c: "fabsf(x0)", False),
+    "sqrt": (lambda c: "sqrtf(x0)", False),
+    "rsqrt": (lambda c: "1.0f / sqrtf(x0)", False),
+    "reciprocal": (lambda c: "1.0f / x0", False),
+    "log": (lambda c: "KF_LOG(x0)", False),
+    "sin": (lambda c: "sinf(x0)", False),
+    "cos": (lambda c: "cosf(x0)", False),
+    "hardswish": (lambda c: "x0 * fminf(fmaxf(x0 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f)", False),
+    "hardsigmoid": (lambda c: "fminf(fmaxf(x0 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f)", False),
+    "leaky_relu": (lambda c: f"x0 > 0.0f ? x0 : x0 * {cfloat(_num(c['negative_slope'], 'slope'))}", False),
+    "hardtanh": (lambda c: f"fminf(fmaxf(x0, {cfloat(_num(c['min_val'], 'min'))}), "
+                           f"{cfloat(_num(c['max_val'], 'max'))})", False),
+    "clamp": (_clamp, False),
+    "pow": (_pow, False),
+    "elu": (_elu, True),
+}
+
+# op base name -> expression of a (x0) and b (x1 or a scalar literal), alpha applied to b
+BINARY: dict[str, Callable[[str, str, float], str]] = {
+    "add": lambda a, b, alpha: f"{a} + {b}" if alpha == 1.0 else f"{a} + {cfloat(alpha)} * {b}",
+    "sub": lambda a, b, alpha: f"{a} - {b}" if alpha == 1.0 else f"{a} - {cfloat(alpha)} * {b}",
+    "rsub": lambda a, b, alpha: f"{b} - {a}" if alpha == 1.0 else f"{b} - {cfloat(alpha)} * {a}",
+    "mul": lambda a, b, alpha: f"{a} * {b}",
+    "div": lambda a, b, alpha: f"{a} / {b}",
+    "maximum": lambda a, b, alpha: f"fmaxf({a}, {b})",
+    "minimum": lambda a, b, alpha: f"fminf({a}, {b})",
+}
+
+BATCH_NORM_OPS = {"batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training", "_batch_norm_no_update"}
+
+
+def _self_tensor(call: dict[str, Any], name: str = "self") -> TensorArg:
+    value = call.get(name)
+    if not isinstance(value, TensorArg):
+        raise UnsupportedCard(f"argument {name!r} is not a tensor")
+    return value
+
+
+def _check_single_output(card: OperatorCard) -> None:
+    if len(card.outputs) != 1:
+        raise UnsupportedCard(f"{card.op} writes {len(card.outputs)} outputs; the elementwise template writes one")
+
+
+def unary_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ElementwisePlan:
+    _check_single_output(card)
+    x = _self_tensor(call)
+    make, uses_math = UNARY[base]
+    return ElementwisePlan(
+        family="elementwise_unary",
+        summary=f"{card.op} over {card.outputs[0].shape} {card.outputs[0].dtype}",
+        inputs=tuple(card.inputs), outputs=tuple(card.outputs),
+        operands=(Operand(x.index, x.spec.dtype),), expression=make(call), uses_math=uses_math,
+    )
+
+
+def binary_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ElementwisePlan:
+    _check_single_output(card)
+    a = _self_tensor(call)
+    other = call.get("other")
+    alpha = _num(call.get("alpha", 1), "alpha") if call.get("alpha") is not None else 1.0
+    if base == "div" and call.get("rounding_mode") is not None:
+        raise UnsupportedCard(f"div with rounding_mode={call['rounding_mode']!r} is not templated")
+    operands = [Operand(a.index, a.spec.dtype)]
+    if isinstance(other, TensorArg):
+        operands.append(Operand(other.index, other.spec.dtype))
+        b = "x1"
+    else:
+        b = cfloat(_num(other, "scalar operand"))
+    return ElementwisePlan(
+        family="elementwise_binary",
+        summary=f"{card.op} to {card.outputs[0].shape} {card.outputs[0].dtype}",
+        inputs=tuple(card.inputs), outputs=tuple(card.outputs),
+        operands=tuple(operands), expression=BINARY[base]("x0", b, alpha),
+    )
+
+
+def batch_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ElementwisePlan:
+    if call.get("training"):
+        raise UnsupportedCard("batch norm in training mode updates running statistics; not templated")
+    x = _self_tensor(call, "input")
+    extra = card.outputs[1:]
+    if any(spec.numel for spec in extra):
+        raise UnsupportedCard(f"{card.op}: non-empty saved statistics outputs are not templated")
+    mean, var = call.get("running_mean"), call.get("running_var")
+    if not isinstance(mean, TensorArg) or not isinstance(var, TensorArg):
+        raise UnsupportedCard("batch norm without running statistics normalises by batch statistics")
+    if len(x.spec.shape) < 2:
+        raise UnsupportedCard("batch norm input has no channel dim")
+    channels = x.spec.shape[1]
+    eps = _num(call["eps"], "eps")
+
+    def per_channel(t: TensorArg) -> Operand:
+        if t.spec.shape != [channels]:
+            raise UnsupportedCard(f"per-channel tensor of shape {t.spec.shape}, expected [{channels}]")
+        strides = [0] * len(x.spec.shape)
+        strides[1] = t.spec.stride[0]
+        return Operand(t.index, t.spec.dtype, strides=tuple(strides))
+
+    operands = [Operand(x.index, x.spec.dtype), per_channel(mean), per_channel(var)]
+    expr = f"(x0 - x1) * (1.0f / sqrtf(x2 + {cfloat(eps)}))"
+    weight, bias = call.get("weight"), call.get("bias")
+    if isinstance(weight, TensorArg):
+        operands.append(per_channel(weight))
+        expr = f"{expr} * x{len(operands) - 1}"
+    if isinstance(bias, TensorArg):
+        operands.append(per_channel(bias))
+        expr = f"{expr} + x{len(operands) - 1}"
+    return ElementwisePlan(
+        family="batch_norm_inference",
+        summary=f"{card.op} over {x.spec.shape} {x.spec.dtype}",
+        inputs=tuple(card.inputs), outputs=tuple(card.outputs),
+        operands=tuple(operands), expression=expr,
+    )

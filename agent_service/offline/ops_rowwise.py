@@ -1,0 +1,110 @@
+"""Aten cards the row engine covers: reductions, softmax, layer/RMS/group norm, global pooling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_service.offline.call import TensorArg, UnsupportedCard
+from agent_service.offline.layout import row_layout
+from agent_service.offline.rowwise import RowPlan
+from capture_service.cards import OperatorCard
+
+REDUCTIONS = {"sum": "sum", "mean": "mean", "amax": "amax"}
+SOFTMAX = {"_softmax": "softmax", "softmax": "softmax", "_log_softmax": "log_softmax", "log_softmax": "log_softmax"}
+LAYER_NORM = {"layer_norm", "native_layer_norm"}
+RMS_NORM = {"rms_norm", "_fused_rms_norm"}
+GROUP_NORM = {"group_norm", "native_group_norm"}
+GLOBAL_POOL = {"adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool3d",
+               "_adaptive_avg_pool3d"}
+ROWWISE_OPS = {*REDUCTIONS, *SOFTMAX, *LAYER_NORM, *RMS_NORM, *GROUP_NORM, *GLOBAL_POOL}
+
+FLOAT32_EPS = 1.1920928955078125e-07  # what aten's rms_norm uses when eps is None
+
+
+def _tensor(call: dict[str, Any], name: str) -> TensorArg:
+    value = call.get(name)
+    if not isinstance(value, TensorArg):
+        raise UnsupportedCard(f"argument {name!r} is not a tensor")
+    return value
+
+
+def _optional_tensor(call: dict[str, Any], name: str) -> int | None:
+    value = call.get(name)
+    return value.index if isinstance(value, TensorArg) else None
+
+
+def _dims(value: Any, ndim: int) -> list[int]:
+    if value is None:
+        return list(range(ndim))
+    if isinstance(value, int):
+        return [value % max(ndim, 1)]
+    return [int(d) % max(ndim, 1) for d in value] or list(range(ndim))
+
+
+def _extra_outputs(card: OperatorCard, names: list[str]) -> dict[str, int]:
+    """Map the card's extra outputs (after the first) to statistic names, skipping empty ones."""
+    mapping = {}
+    for offset, spec in enumerate(card.outputs[1:], start=1):
+        if offset - 1 >= len(names):
+            raise UnsupportedCard(f"{card.op}: output {offset} is not one the template writes")
+        if spec.numel:
+            mapping[names[offset - 1]] = offset
+    return mapping
+
+
+def rowwise_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan:
+    common: dict[str, Any] = {"inputs": tuple(card.inputs), "outputs": tuple(card.outputs)}
+    if base in REDUCTIONS:
+        x = _tensor(call, "self")
+        outer, length, inner = row_layout(x.spec, _dims(call.get("dim"), len(x.spec.shape)))
+        if len(card.outputs) != 1:
+            raise UnsupportedCard(f"{card.op} returns {len(card.outputs)} tensors")
+        return RowPlan(family="reduction", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}",
+                       kind=REDUCTIONS[base], x=x.index, rows=outer * inner, length=length, inner=inner,
+                       row_outputs={"value": 0}, **common)
+    if base in SOFTMAX:
+        x = _tensor(call, "self")
+        outer, length, inner = row_layout(x.spec, [int(call["dim"])])
+        return RowPlan(family="softmax", summary=f"{card.op} over dim {call['dim']} of {x.spec.shape} {x.spec.dtype}",
+                       kind=SOFTMAX[base], x=x.index, rows=outer * inner, length=length, inner=inner, y=0, **common)
+    if base in GLOBAL_POOL:
+        x = _tensor(call, "self")
+        size = call.get("output_size")
+        if not isinstance(size, list) or any(s != 1 for s in size):
+            raise UnsupportedCard(f"adaptive average pooling to {size} is not global pooling")
+        spatial = list(range(len(x.spec.shape) - len(size), len(x.spec.shape)))
+        outer, length, inner = row_layout(x.spec, spatial)
+        return RowPlan(family="global_avg_pool", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}", kind="mean",
+                       x=x.index, rows=outer, length=length, inner=inner, row_outputs={"value": 0}, **common)
+    if base in LAYER_NORM or base in RMS_NORM:
+        x = _tensor(call, "input")
+        norm_dims = len(call["normalized_shape"])
+        ndim = len(x.spec.shape)
+        outer, length, inner = row_layout(x.spec, list(range(ndim - norm_dims, ndim)))
+        if base in LAYER_NORM:
+            return RowPlan(family="layer_norm", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}",
+                           kind="layer_norm", x=x.index, rows=outer, length=length, y=0,
+                           row_outputs=_extra_outputs(card, ["mean", "rstd"]),
+                           weight=_optional_tensor(call, "weight"), bias=_optional_tensor(call, "bias"),
+                           eps=float(call["eps"]), **common)
+        eps = call.get("eps")
+        return RowPlan(family="rms_norm", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}", kind="rms_norm",
+                       x=x.index, rows=outer, length=length, y=0, row_outputs=_extra_outputs(card, ["rstd"]),
+                       weight=_optional_tensor(call, "weight"), eps=FLOAT32_EPS if eps is None else float(eps),
+                       **common)
+    if base in GROUP_NORM:
+        x = _tensor(call, "input")
+        groups = int(call["num_groups"] if base == "group_norm" else call["group"])
+        if len(x.spec.shape) < 2:
+            raise UnsupportedCard("group norm input has no channel dim")
+        n, channels = x.spec.shape[0], x.spec.shape[1]
+        if channels % groups:
+            raise UnsupportedCard(f"{channels} channels do not split into {groups} groups")
+        hw = x.spec.numel // max(n * channels, 1)
+        row_layout(x.spec, list(range(1, len(x.spec.shape))))
+        return RowPlan(family="group_norm", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}, {groups} groups",
+                       kind="group_norm", x=x.index, rows=n * groups, length=(channels // groups) * hw, y=0,
+                       row_outputs=_extra_outputs(card, ["mean", "rstd"]),
+                       weight=_optional_tensor(call, "weight"), bias=_optional_tensor(call, "bias"),
+                       eps=float(call["eps"]), groups=groups, channels=channels, spatial=hw, **common)
+    raise UnsupportedCard(f"no row template for {card.op}")

@@ -1,0 +1,47 @@
+"""What every template family produces for a card: a plan that renders sources from knobs."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from agent_service.models import DeviceDescription
+from agent_service.offline.knobs import Knobs, KnobSpace
+
+
+class KernelPlan(Protocol):
+    """A card understood by one template family: its constants fixed, its knobs open."""
+
+    @property
+    def family(self) -> str:
+        """Template family name, recorded with the knobs."""
+        ...
+
+    @property
+    def summary(self) -> str:
+        """One line naming the op, shape and dtype, put in the source's header comment."""
+        ...
+
+    def knob_space(self, backend: str, device: DeviceDescription) -> KnobSpace:
+        """The knobs this kernel exposes on ``backend`` and their allowed values."""
+        ...
+
+    def render(self, backend: str, knobs: Knobs, device: DeviceDescription) -> str:
+        """One complete source file (kf_abi.h contract) for these knob values."""
+        ...
+
+
+def cpu_thread_choices(device: DeviceDescription) -> tuple[int, ...]:
+    """0 (the OpenMP default: every core) first, then powers of two up to the core count."""
+    cores = max(device.sm_count, 1)
+    choices = [0]
+    n = 1
+    while n <= cores:
+        choices.append(n)
+        n *= 2
+    return tuple(choices)
+
+
+def cuda_grid_limit(device: DeviceDescription, block: int) -> int:
+    """Blocks for one full wave of the device (grid-stride loops cover the rest)."""
+    sms = device.sm_count if device.sm_count > 0 else 132
+    return sms * max(1, 2048 // block)

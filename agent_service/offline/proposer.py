@@ -1,0 +1,47 @@
+"""The offline proposer: template families, no network, deterministic given card, parent and seed."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agent_service.models import Proposal, ProposalRequest
+from agent_service.offline.call import UnsupportedCard
+from agent_service.offline.catalog import plan_for_card
+from agent_service.offline.knobs import describe_change, next_knobs
+
+NAME = "offline"
+
+
+def propose_offline(request: ProposalRequest) -> Proposal:
+    """A candidate from the card's template family: the default knobs at the root, a knob change below it."""
+    try:
+        plan = plan_for_card(request.card, request.backend)
+        space = plan.knob_space(request.backend, request.device)
+    except UnsupportedCard as exc:
+        return Proposal.refuse(str(exc), proposer=NAME)
+    parent_knobs = request.parent.knobs if request.parent is not None and request.parent.knobs else None
+    tried = [*request.tried_knobs, *(r.knobs for r in request.failed_siblings if r.knobs)]
+    knobs = next_knobs(space, parent_knobs, tried, request.seed)
+    if knobs is None:
+        return Proposal.refuse(f"every knob set of the {plan.family} template was tried", proposer=NAME)
+    try:
+        source = plan.render(request.backend, knobs, request.device)
+    except UnsupportedCard as exc:
+        return Proposal.refuse(str(exc), proposer=NAME)
+    parent = space.normalise(parent_knobs) if parent_knobs is not None else None
+    return Proposal(
+        has_proposal=True,
+        source=source,
+        description=f"{plan.family} ({request.backend}): {describe_change(parent, knobs)}",
+        knobs={"family": plan.family, **knobs},
+        proposer=NAME,
+    )
+
+
+class OfflineProposer:
+    """Proposer over the template families; rendering runs off the event loop."""
+
+    name = NAME
+
+    async def propose(self, request: ProposalRequest) -> Proposal:
+        return await asyncio.to_thread(propose_offline, request)

@@ -1,0 +1,519 @@
+"""The row engine: statistics over rows of a contiguous tensor, then an optional per-element write.
+
+Reductions (sum, mean, amax), softmax and log-softmax, layer norm, RMS norm (plain, zero-centred
+weight, gated) and group norm are one kernel shape: a row of ``length`` elements (stride
+``inner``) is reduced to a few statistics, then each element is written from them. On cuda a
+row belongs to one thread, one warp or one block; the row is held in registers when it fits
+(one pass over memory), read with 16-byte vectors, reduced with warp shuffles or a shared-memory
+tree. On cpu rows are spread over OpenMP threads and reduced with ``omp simd`` loops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent_service.models import DeviceDescription
+from agent_service.offline import cxx
+from agent_service.offline.call import UnsupportedCard
+from agent_service.offline.knobs import Knobs, KnobSpace
+from agent_service.offline.layout import is_contiguous
+from agent_service.offline.plan import cpu_thread_choices, cuda_grid_limit
+from capture_service.cards import TensorSpec
+
+KINDS = ("sum", "mean", "amax", "softmax", "log_softmax", "layer_norm", "rms_norm", "group_norm")
+MAX_CACHED_FLOATS = 64
+
+ACTIVATIONS = {
+    "silu": "(({v}) / (1.0f + KF_EXP(-({v}))))",
+    "gelu": "(0.5f * ({v}) * (1.0f + erff(({v}) * 0.7071067811865476f)))",
+    "gelu_tanh": "(0.5f * ({v}) * (1.0f + tanhf(0.7978845608028654f * (({v}) + 0.044715f * ({v}) * ({v}) * ({v})))))",
+    "relu": "(({v}) < 0.0f ? 0.0f : ({v}))",
+}
+
+CUDA_ROW_HELPERS = r"""
+struct kf_stat { float a, b, c; };
+__device__ __forceinline__ kf_stat kf_shfl(kf_stat s, int mask) {
+  kf_stat r;
+  r.a = __shfl_xor_sync(0xffffffffu, s.a, mask);
+  r.b = __shfl_xor_sync(0xffffffffu, s.b, mask);
+  r.c = __shfl_xor_sync(0xffffffffu, s.c, mask);
+  return r;
+}
+struct kf_sum_op { __device__ __forceinline__ kf_stat operator()(kf_stat x, kf_stat y) const {
+  kf_stat r = {x.a + y.a, x.b + y.b, x.c + y.c}; return r; } };
+struct kf_max_op { __device__ __forceinline__ kf_stat operator()(kf_stat x, kf_stat y) const {
+  kf_stat r = {fmaxf(x.a, y.a), 0.0f, 0.0f}; return r; } };
+/* Welford/Chan merge of (count, mean, M2). */
+struct kf_welford_op { __device__ __forceinline__ kf_stat operator()(kf_stat x, kf_stat y) const {
+  if (y.a == 0.0f) return x;
+  if (x.a == 0.0f) return y;
+  const float n = x.a + y.a, d = y.b - x.b, f = y.a / n;
+  kf_stat r = {n, x.b + d * f, x.c + y.c + d * d * x.a * f}; return r; } };
+/* Online softmax merge of (max, sum of exp(v - max)). */
+struct kf_online_op { __device__ __forceinline__ kf_stat operator()(kf_stat x, kf_stat y) const {
+  const float m = fmaxf(x.a, y.a);
+  if (m == -INFINITY) { kf_stat r = {m, 0.0f, 0.0f}; return r; }
+  kf_stat r = {m, x.b * __expf(x.a - m) + y.b * __expf(y.a - m), 0.0f}; return r; } };
+
+/* Reduce over the NT threads sharing a row: NT == 1, one warp, or the whole block. */
+template <int NT, bool TREE, typename Op>
+__device__ __forceinline__ kf_stat kf_group_reduce(kf_stat v, Op op, kf_stat *smem) {
+  if (NT == 1) return v;
+  if (TREE && NT > 32) {
+    __syncthreads();
+    smem[threadIdx.x] = v;
+    __syncthreads();
+#pragma unroll
+    for (int s = NT / 2; s > 0; s >>= 1) {
+      if (threadIdx.x < s) smem[threadIdx.x] = op(smem[threadIdx.x], smem[threadIdx.x + s]);
+      __syncthreads();
+    }
+    return smem[0];
+  }
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) v = op(v, kf_shfl(v, m));
+  if (NT <= 32) return v;
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) smem[threadIdx.x >> 5] = v;
+  __syncthreads();
+  kf_stat r = smem[0];
+#pragma unroll
+  for (int w = 1; w < NT / 32; ++w) r = op(r, smem[w]);
+  return r;
+}
+"""
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """A row computation over input ``x``; see the module docstring for the kinds."""
+
+    family: str
+    summary: str
+    kind: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    x: int
+    rows: int
+    length: int
+    inner: int = 1
+    y: int | None = None  # output written per element (same layout as x)
+    row_outputs: dict[str, int] = field(default_factory=dict)  # "value" | "mean" | "rstd" -> output index
+    weight: int | None = None
+    bias: int | None = None
+    gate: int | None = None  # rms norm gated: y *= act(gate), gate laid out like x
+    gate_activation: str = "silu"
+    weight_offset: float = 0.0  # 1.0 for zero-centred weights: y *= (1 + w)
+    round_before_weight: bool = False  # normalised value rounded to x's dtype before the weight
+    eps: float = 0.0
+    groups: int = 1  # group norm: channels per group = channels // groups
+    channels: int = 0
+    spatial: int = 1
+    activation: str | None = None  # applied to the written value (norm + activation modules)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown row kind {self.kind}")
+        specs = [self.inputs[self.x]] + [self.outputs[i] for i in ([self.y] if self.y is not None else [])]
+        specs += [self.outputs[i] for i in self.row_outputs.values()]
+        if any(s.dtype not in cxx.FLOAT_DTYPES for s in specs):
+            raise UnsupportedCard("only float32, float16 and bfloat16 rows are templated")
+        if not is_contiguous(self.inputs[self.x]):
+            raise UnsupportedCard("row input is not contiguous")
+        if self.y is not None:
+            out = self.outputs[self.y]
+            if out.shape != self.inputs[self.x].shape or not is_contiguous(out):
+                raise UnsupportedCard("elementwise output does not share the input's contiguous layout")
+        for name, index in self.row_outputs.items():
+            out = self.outputs[index]
+            if out.numel != self.rows or not is_contiguous(out):
+                raise UnsupportedCard(f"row output {name} is not a contiguous tensor of {self.rows} values")
+        for t in (self.weight, self.bias):
+            if t is not None:
+                spec = self.inputs[t]
+                if not is_contiguous(spec) or spec.dtype not in cxx.FLOAT_DTYPES:
+                    raise UnsupportedCard("weight/bias is not a contiguous float tensor")
+        if self.gate is not None:
+            gate = self.inputs[self.gate]
+            if gate.shape != self.inputs[self.x].shape or not is_contiguous(gate) or gate.dtype not in cxx.FLOAT_DTYPES:
+                raise UnsupportedCard("gate does not share the input's contiguous layout")
+
+    # ---- knobs -------------------------------------------------------------------------------
+
+    def _stats_choices(self) -> tuple[str, ...]:
+        if self.kind in ("softmax", "log_softmax"):
+            return ("two_pass", "online")
+        if self.kind in ("layer_norm", "group_norm"):
+            return ("two_pass", "one_pass")
+        return ("one_pass",)
+
+    def _max_vector(self) -> int:
+        specs = [self.inputs[self.x]]
+        if self.y is not None:
+            specs.append(self.outputs[self.y])
+        if self.gate is not None:
+            specs.append(self.inputs[self.gate])
+        if self.inner != 1 or not all(s.aligned16 for s in specs):
+            return 1
+        vec = 16 // max(cxx.ELEMENT_BYTES[s.dtype] for s in specs)
+        while vec > 1 and self.length % vec:
+            vec //= 2
+        return vec
+
+    def knob_space(self, backend: str, device: DeviceDescription) -> KnobSpace:
+        if backend == "cpu":
+            return KnobSpace({
+                "threads": cpu_thread_choices(device),
+                "schedule": ("static", "dynamic"),
+                "stats": self._stats_choices(),
+                "simd": (True, False),
+                "fast_math": (True, False),
+            })
+        vec = self._max_vector()
+        if self.inner != 1:
+            modes: tuple[str, ...] = ("thread",)
+        elif self.length <= 1024:
+            modes = ("warp", "block") + (("thread",) if self.length <= 64 else ())
+        else:
+            modes = ("block", "warp")
+        return KnobSpace({
+            "mode": modes,
+            "threads_per_block": (256, 128, 512, 1024) if modes[0] != "warp" else (256, 128, 512),
+            "vector": (vec, 1) if vec > 1 else (1,),
+            "stats": self._stats_choices(),
+            "cache_row": (True, False),
+            "reduce": ("shuffle", "smem_tree"),
+        })
+
+    def render(self, backend: str, knobs: Knobs, device: DeviceDescription) -> str:
+        knobs = self.knob_space(backend, device).normalise(knobs)
+        return _render_cuda(self, knobs, device) if backend == "cuda" else _render_cpu(self, knobs)
+
+    # ---- shared pieces -----------------------------------------------------------------------
+
+    def _params(self, backend: str) -> tuple[str, str]:
+        restrict = "__restrict__" if backend == "cuda" else "__restrict"
+        params, args = [], []
+
+        def add_in(name: str, index: int) -> None:
+            t = cxx.element_type(self.inputs[index].dtype, backend)
+            params.append(f"const {t} *{restrict} {name}")
+            args.append(f"(const {t} *)inputs[{index}].data")
+
+        def add_out(name: str, index: int) -> None:
+            t = cxx.element_type(self.outputs[index].dtype, backend)
+            params.append(f"{t} *{restrict} {name}")
+            args.append(f"({t} *)outputs[{index}].data")
+
+        add_in("x", self.x)
+        for name, index in (("w", self.weight), ("b", self.bias), ("g", self.gate)):
+            if index is not None:
+                add_in(name, index)
+        if self.y is not None:
+            add_out("y", self.y)
+        for name, index in self.row_outputs.items():
+            add_out(f"r_{name}", index)
+        return ", ".join(params), ", ".join(args)
+
+    def _write_expr(self, backend: str) -> str:
+        """The value written at element ``j`` (element index ``idx``) of row ``row`` from ``v``."""
+        if self.kind == "softmax":
+            return "KF_EXP(v - st_m) * st_inv"
+        if self.kind == "log_softmax":
+            return "v - st_m - st_log"
+        if self.kind == "layer_norm":
+            expr = "(v - st_mean) * st_rstd"
+            if self.weight is not None:
+                expr = f"{expr} * kf_to_f32(w[j])"
+            if self.bias is not None:
+                expr = f"{expr} + kf_to_f32(b[j])"
+        elif self.kind == "group_norm":
+            expr = "(v - st_mean) * st_rstd"
+            if self.weight is not None:
+                expr = f"{expr} * kf_to_f32(w[ch])"
+            if self.bias is not None:
+                expr = f"{expr} + kf_to_f32(b[ch])"
+        elif self.kind == "rms_norm":
+            expr = "v * st_rstd"
+            if self.round_before_weight:
+                xt = cxx.element_type(self.inputs[self.x].dtype, backend)
+                expr = f"kf_to_f32(kf_from_f32<{xt}>({expr}))"
+            if self.weight is not None:
+                weight = "kf_to_f32(w[j])"
+                if self.weight_offset:
+                    weight = f"({cxx.cfloat(self.weight_offset)} + {weight})"
+                expr = f"({expr}) * {weight}"
+            if self.gate is not None:
+                gate_value = "kf_to_f32(g[idx])"
+                expr = f"({expr}) * {ACTIVATIONS[self.gate_activation].format(v=gate_value)}"
+        else:
+            raise AssertionError(self.kind)
+        if self.activation:
+            expr = ACTIVATIONS[self.activation].format(v=expr)
+        return expr
+
+    def _row_stats_c(self) -> str:
+        """C statements turning reduced statistics into the named per-row values (st_*)."""
+        n = cxx.cfloat(float(self.length))
+        eps = cxx.cfloat(self.eps)
+        if self.kind in ("sum", "mean", "amax"):
+            return ""
+        if self.kind in ("softmax", "log_softmax"):
+            return "const float st_inv = 1.0f / st_sum; const float st_log = logf(st_sum); (void)st_inv; (void)st_log;"
+        if self.kind == "rms_norm":
+            return f"const float st_rstd = 1.0f / sqrtf(st_sumsq / {n} + {eps});"
+        return f"const float st_rstd = 1.0f / sqrtf(fmaxf(st_var, 0.0f) + {eps});"
+
+    def _row_output_values(self) -> dict[str, str]:
+        if self.kind == "sum":
+            return {"value": "st_sum"}
+        if self.kind == "mean":
+            return {"value": f"st_sum / {cxx.cfloat(float(self.length))}"}
+        if self.kind == "amax":
+            return {"value": "st_m"}
+        return {"mean": "st_mean", "rstd": "st_rstd"} if self.kind != "rms_norm" else {"rstd": "st_rstd"}
+
+    def _channel_c(self) -> str:
+        if self.kind != "group_norm":
+            return ""
+        per_group = self.channels // self.groups
+        return f"const int64_t ch = (row % {self.groups}LL) * {per_group}LL + j / {self.spatial}LL; (void)ch;"
+
+
+def _math_macros(backend: str, fast: bool) -> str:
+    if backend == "cuda":
+        return "#define KF_EXP(v) __expf(v)\n" if fast else "#define KF_EXP(v) expf(v)\n"
+    return "#define KF_EXP(v) kf_expf(v)\n" if fast else "#define KF_EXP(v) expf(v)\n"
+
+
+# ---- cpu ---------------------------------------------------------------------------------------
+
+
+def _render_cpu(plan: RowPlan, knobs: Knobs) -> str:
+    L, inner = plan.length, plan.inner
+    simd = "#pragma omp simd" if knobs["simd"] else ""
+    xj = f"kf_to_f32(x[base + j * {inner}LL])"
+
+    def reduce_loop(init: str, var: str, op: str, update: str) -> str:
+        pragma = f"#pragma omp simd reduction({op}:{var})" if knobs["simd"] else ""
+        return (f"    float {var} = {init};\n{pragma}\n    for (int64_t j = 0; j < {L}LL; ++j) {{ const float v = {xj};"
+                f" {update} }}\n")
+
+    stats = ""
+    kind = plan.kind
+    if kind in ("sum", "mean"):
+        stats = reduce_loop("0.0f", "st_sum", "+", "st_sum += v;")
+    elif kind == "amax":
+        stats = reduce_loop("-INFINITY", "st_m", "max", "st_m = v > st_m ? v : st_m;")
+    elif kind in ("softmax", "log_softmax"):
+        if knobs["stats"] == "online":
+            stats = (f"    float st_m = -INFINITY, st_sum = 0.0f;\n"
+                     f"    for (int64_t j = 0; j < {L}LL; ++j) {{ const float v = {xj};\n"
+                     "      if (v > st_m) { st_sum = st_sum * KF_EXP(st_m - v) + 1.0f; st_m = v; }"
+                     " else st_sum += KF_EXP(v - st_m); }\n")
+        else:
+            stats = reduce_loop("-INFINITY", "st_m", "max", "st_m = v > st_m ? v : st_m;")
+            stats += reduce_loop("0.0f", "st_sum", "+", "st_sum += KF_EXP(v - st_m);")
+    elif kind in ("layer_norm", "group_norm"):
+        if knobs["stats"] == "one_pass":
+            pragma = "#pragma omp simd reduction(+:s1, s2)" if knobs["simd"] else ""
+            stats = (f"    const float shift = kf_to_f32(x[base]);\n    float s1 = 0.0f, s2 = 0.0f;\n{pragma}\n"
+                     f"    for (int64_t j = 0; j < {L}LL; ++j) {{\n"
+                     f"      const float d = {xj} - shift; s1 += d; s2 += d * d; }}\n"
+                     f"    const float m1 = s1 / {cxx.cfloat(float(L))};\n"
+                     f"    const float st_mean = shift + m1, st_var = s2 / {cxx.cfloat(float(L))} - m1 * m1;\n")
+        else:
+            stats = reduce_loop("0.0f", "st_sum", "+", "st_sum += v;")
+            stats += f"    const float st_mean = st_sum / {cxx.cfloat(float(L))};\n"
+            stats += reduce_loop("0.0f", "st_sq", "+", "st_sq += (v - st_mean) * (v - st_mean);")
+            stats += f"    const float st_var = st_sq / {cxx.cfloat(float(L))};\n"
+    elif kind == "rms_norm":
+        stats = reduce_loop("0.0f", "st_sumsq", "+", "st_sumsq += v * v;")
+    stats += "    " + plan._row_stats_c() + "\n"
+    write = ""
+    if plan.y is not None:
+        yt = cxx.element_type(plan.outputs[plan.y].dtype, "cpu")
+        write = (f"{simd}\n    for (int64_t j = 0; j < {L}LL; ++j) {{\n"
+                 f"      const int64_t idx = base + j * {inner}LL; (void)idx;\n"
+                 "      const float v = kf_to_f32(x[idx]);\n"
+                 f"      {plan._channel_c()}\n"
+                 f"      y[idx] = kf_from_f32<{yt}>({plan._write_expr('cpu')});\n    }}\n")
+    for name, value in plan._row_output_values().items():
+        if name in plan.row_outputs:
+            t = cxx.element_type(plan.outputs[plan.row_outputs[name]].dtype, "cpu")
+            write += f"    r_{name}[row] = kf_from_f32<{t}>({value});\n"
+    params, args = plan._params("cpu")
+    threads = f" num_threads({knobs['threads']})" if knobs["threads"] else ""
+    return f"""{cxx.CPU_PRELUDE}
+{_math_macros("cpu", bool(knobs["fast_math"]))}
+/* {plan.summary} */
+static void kf_rows({params}) {{
+#pragma omp parallel for{threads} schedule({knobs["schedule"]})
+  for (int64_t row = 0; row < {plan.rows}LL; ++row) {{
+    const int64_t base = (row / {inner}LL) * {L * inner}LL + row % {inner}LL;
+{stats}{write}  }}
+}}
+
+extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
+                         void *stream) {{
+  (void)stream;
+{cxx.guard(plan.inputs, plan.outputs)}
+  kf_rows({args});
+  return 0;
+}}
+"""
+
+
+# ---- cuda --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _CudaShape:
+    nt: int
+    block: int
+    vec: int
+    items: int
+    cache: bool
+
+
+def _cuda_shape(plan: RowPlan, knobs: Knobs) -> _CudaShape:
+    block = int(knobs["threads_per_block"])
+    nt = {"thread": 1, "warp": 32, "block": block}[knobs["mode"]]
+    vec = int(knobs["vector"]) if plan.inner == 1 else 1
+    items = cxx.ceil_div(plan.length, nt * vec)
+    cache = bool(knobs["cache_row"]) and items * vec <= MAX_CACHED_FLOATS
+    return _CudaShape(nt, block, vec, items, cache)
+
+
+def _cuda_foreach(plan: RowPlan, shape: _CudaShape, body: str, source: str, before: str = "", after: str = "") -> str:
+    """Loop over this thread's elements of the row; ``source``: "global", "fill" (load and cache) or "cache"."""
+    xt = cxx.element_type(plan.inputs[plan.x].dtype, "cuda")
+    vec, inner = shape.vec, plan.inner
+    unroll = "#pragma unroll" if shape.items <= 16 else "#pragma unroll 4"
+    if source == "cache":
+        value = f"cache[it * {vec} + k]"
+        load = ""
+    elif vec > 1:
+        load = f"        const kf_vec<{xt}, {vec}> lv = kf_load_vec<{xt}, {vec}>(x + base + j0);\n"
+        value = "kf_to_f32(lv.v[k])"
+    else:
+        load = ""
+        value = f"kf_to_f32(x[base + j0 * {inner}LL])"
+    fill = f" cache[it * {vec} + k] = v;" if source == "fill" else ""
+    return f"""{unroll}
+    for (int it = 0; it < {shape.items}; ++it) {{
+      const int64_t j0 = ((int64_t)it * {shape.nt} + t) * {vec};
+      if (j0 < {plan.length}LL) {{
+{load}{before}#pragma unroll
+        for (int k = 0; k < {vec}; ++k) {{
+          const int64_t j = j0 + k; (void)j;
+          const float v = {value};{fill}
+          {body}
+        }}
+{after}      }}
+    }}
+"""
+
+
+def _render_cuda(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
+    shape = _cuda_shape(plan, knobs)
+    tree = "true" if knobs["reduce"] == "smem_tree" else "false"
+    nt = shape.nt
+    kind = plan.kind
+    passes: list[str] = []
+    first = "fill" if shape.cache else "global"
+    later = "cache" if shape.cache else "global"
+
+    def reduce_pass(init: str, update: str, op: str, finish: str, source: str) -> str:
+        loop = _cuda_foreach(plan, shape, update, source)
+        return (f"    {{ kf_stat s = {init};\n{loop}"
+                f"    s = kf_group_reduce<{nt}, {tree}>(s, {op}(), smem);\n    {finish} }}\n")
+
+    zero = "{0.0f, 0.0f, 0.0f}"
+    decl = ""
+    if kind in ("sum", "mean"):
+        decl = "float st_sum;"
+        passes.append(reduce_pass(zero, "s.a += v;", "kf_sum_op", "st_sum = s.a;", first))
+    elif kind == "amax":
+        decl = "float st_m;"
+        passes.append(reduce_pass("{-INFINITY, 0.0f, 0.0f}", "s.a = fmaxf(s.a, v);", "kf_max_op", "st_m = s.a;", first))
+    elif kind in ("softmax", "log_softmax"):
+        decl = "float st_m, st_sum;"
+        if knobs["stats"] == "online":
+            passes.append(reduce_pass(
+                "{-INFINITY, 0.0f, 0.0f}",
+                "if (v > s.a) { s.b = s.b * KF_EXP(s.a - v) + 1.0f; s.a = v; } else s.b += KF_EXP(v - s.a);",
+                "kf_online_op", "st_m = s.a; st_sum = s.b;", first))
+        else:
+            passes.append(reduce_pass("{-INFINITY, 0.0f, 0.0f}", "s.a = fmaxf(s.a, v);", "kf_max_op", "st_m = s.a;",
+                                      first))
+            passes.append(reduce_pass(zero, "s.a += KF_EXP(v - st_m);", "kf_sum_op", "st_sum = s.a;", later))
+    elif kind in ("layer_norm", "group_norm"):
+        decl = "float st_mean, st_var;"
+        n = cxx.cfloat(float(plan.length))
+        if knobs["stats"] == "one_pass":
+            passes.append(reduce_pass(
+                zero, "s.a += 1.0f; { const float d = v - s.b; s.b += d / s.a; s.c += d * (v - s.b); }",
+                "kf_welford_op", f"st_mean = s.b; st_var = s.c / {n};", first))
+        else:
+            passes.append(reduce_pass(zero, "s.a += v;", "kf_sum_op", f"st_mean = s.a / {n};", first))
+            passes.append(reduce_pass(zero, "s.a += (v - st_mean) * (v - st_mean);", "kf_sum_op",
+                                      f"st_var = s.a / {n};", later))
+    elif kind == "rms_norm":
+        decl = "float st_sumsq;"
+        passes.append(reduce_pass(zero, "s.a += v * v;", "kf_sum_op", "st_sumsq = s.a;", first))
+    source_after = later
+    stats = "".join(passes) + "    " + plan._row_stats_c() + "\n"
+    write = ""
+    if plan.y is not None:
+        yt = cxx.element_type(plan.outputs[plan.y].dtype, "cuda")
+        expr = plan._write_expr("cuda")
+        if shape.vec > 1:
+            body = (f"const int64_t idx = base + j; (void)idx; {plan._channel_c()}\n"
+                    f"          out.v[k] = kf_from_f32<{yt}>({expr});")
+            write = _cuda_foreach(
+                plan, shape, body, source_after,
+                before=f"        kf_vec<{yt}, {shape.vec}> out;\n",
+                after=f"        kf_store_vec<{yt}, {shape.vec}>(y + base + j0, out);\n",
+            )
+        else:
+            body = (f"const int64_t idx = base + j * {plan.inner}LL; {plan._channel_c()}\n"
+                    f"          y[idx] = kf_from_f32<{yt}>({expr});")
+            write = _cuda_foreach(plan, shape, body, source_after)
+    row_writes = ""
+    for name, value in plan._row_output_values().items():
+        if name in plan.row_outputs:
+            t = cxx.element_type(plan.outputs[plan.row_outputs[name]].dtype, "cuda")
+            row_writes += f"      r_{name}[row] = kf_from_f32<{t}>({value});\n"
+    if row_writes:
+        row_writes = f"    if (t == 0) {{\n{row_writes}    }}\n"
+    params, args = plan._params("cuda")
+    gpb = shape.block // nt
+    grid = max(1, min(cxx.ceil_div(plan.rows, gpb), cuda_grid_limit(device, shape.block)))
+    smem = shape.block if tree == "true" and nt > 32 else 32
+    aligned = []
+    if shape.vec > 1:
+        aligned = [f"inputs[{plan.x}].data"] + ([f"outputs[{plan.y}].data"] if plan.y is not None else [])
+        aligned += [f"inputs[{plan.gate}].data"] if plan.gate is not None else []
+    cache_decl = f"    float cache[{shape.items * shape.vec}]; (void)cache;\n" if shape.cache else ""
+    return f"""{cxx.CUDA_PRELUDE}
+{CUDA_ROW_HELPERS}
+{_math_macros("cuda", True)}
+/* {plan.summary}; {knobs} */
+__global__ void __launch_bounds__({shape.block}) kf_rows({params}) {{
+  __shared__ kf_stat smem[{smem}];
+  const int t = threadIdx.x % {nt};
+  for (int64_t row = (int64_t)blockIdx.x * {gpb} + threadIdx.x / {nt}; row < {plan.rows}LL;
+       row += (int64_t)gridDim.x * {gpb}) {{
+    const int64_t base = (row / {plan.inner}LL) * {plan.length * plan.inner}LL + row % {plan.inner}LL;
+{cache_decl}    {decl}
+{stats}{write}{row_writes}  }}
+}}
+
+extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
+                         void *stream) {{
+{cxx.guard(plan.inputs, plan.outputs, aligned)}
+  kf_rows<<<{grid}, {shape.block}, 0, (cudaStream_t)stream>>>({args});
+{cxx.cuda_launch_epilogue()}
+}}
+"""

@@ -1,0 +1,32 @@
+"""The proposer interface and how a proposer is chosen by name.
+
+``"offline"`` is the template proposer; any other name is a litellm model string (for example
+``openai/gpt-4o`` or ``ollama/qwen2.5-coder`` with ``api_base`` pointing at a local server).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from agent_service.models import Proposal, ProposalRequest
+from agent_service.offline.proposer import OfflineProposer
+from servicekit.errors import InvalidArgument
+
+
+@runtime_checkable
+class Proposer(Protocol):
+    """Writes one candidate kernel for a card (or says honestly why it cannot)."""
+
+    async def propose(self, request: ProposalRequest) -> Proposal: ...
+
+
+def make_proposer(name: str, api_base: str | None = None) -> Proposer:
+    """The proposer called ``name``: ``"offline"`` or a litellm model string."""
+    name = name.strip()
+    if not name:
+        raise InvalidArgument("proposer name is empty: use 'offline' or a litellm model string like 'openai/gpt-4o'")
+    if name == OfflineProposer.name:
+        return OfflineProposer()
+    from agent_service.llm.proposer import LlmProposer
+
+    return LlmProposer(model=name, api_base=api_base or None)

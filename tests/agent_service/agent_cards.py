@@ -1,0 +1,102 @@
+"""Cards built programmatically from real calls, the way capture builds them, plus a g++ runner."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from capture_service.cards import OperatorCard, TensorSpec
+from packager.abi import KernelLibrary
+from packager.variant import decode_call, module_variant_key, tensor_signature, variant_key
+
+REPO = Path(__file__).resolve().parents[2]
+INCLUDE = REPO / "gpu_sandbox_service" / "include"
+
+
+def spec(t: torch.Tensor) -> TensorSpec:
+    sig = tensor_signature(t)
+    return TensorSpec(shape=list(sig.shape), stride=list(sig.stride), dtype=sig.dtype,
+                      storage_offset=sig.storage_offset, aligned16=sig.aligned16)
+
+
+def _outputs(result: Any) -> list[torch.Tensor]:
+    return [r for r in (result if isinstance(result, (tuple, list)) else [result]) if isinstance(r, torch.Tensor)]
+
+
+def aten_card(
+    op: Any, args: Sequence[Any], kwargs: dict[str, Any] | None = None
+) -> tuple[OperatorCard, list[torch.Tensor]]:
+    """The card of calling aten overload ``op`` (``torch.ops.aten.x.y``) and the eager outputs."""
+    kwargs = kwargs or {}
+    name = f"aten::{op._schema.name.removeprefix('aten::')}.{op._overloadname}"
+    key = variant_key(name, args, kwargs)
+    tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]
+    with torch.inference_mode():
+        outs = _outputs(op(*args, **kwargs))
+    data = key.to_json()
+    card = OperatorCard(id=key.id, kind="aten", op=name, device=tensors[0].device.type, key=data,
+                        inputs=[spec(t) for t in tensors], outputs=[spec(o) for o in outs],
+                        template=data["template"])
+    return card, outs
+
+
+def module_card(module: torch.nn.Module, args: Sequence[torch.Tensor],
+                attributes: dict[str, Any] | None = None) -> tuple[OperatorCard, list[torch.Tensor]]:
+    key = module_variant_key(module, args, {})
+    data = key.to_json()
+    state = [t for _, t in module.named_parameters()] + [t for _, t in module.named_buffers()]
+    with torch.inference_mode():
+        outs = _outputs(module(*args))
+    card = OperatorCard(id=key.id, kind="module", op=key.op, device=args[0].device.type, key=data,
+                        inputs=[spec(t) for t in [*args, *state]], outputs=[spec(o) for o in outs],
+                        template=data["template"], module_attributes=attributes or {})
+    return card, outs
+
+
+def compile_cpu(source: str, workdir: Path) -> Path:
+    """Compile a cpu candidate the way the sandbox does (one .so per distinct source)."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    src, lib = workdir / f"k_{digest}.cpp", workdir / f"k_{digest}.so"
+    if not lib.exists():
+        src.write_text(source)
+        subprocess.run(["g++", "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-I", str(INCLUDE),
+                        "-o", str(lib), str(src)], check=True, capture_output=True, text=True)
+    return lib
+
+
+def compile_cuda(source: str, workdir: Path) -> Path:
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    src, lib = workdir / f"k_{digest}.cu", workdir / f"k_{digest}.so"
+    src.write_text(source)
+    proc = subprocess.run(["nvcc", "-arch=sm_90", "-O3", "-shared", "-Xcompiler", "-fPIC", "-I", str(INCLUDE),
+                           "-o", str(lib), str(src)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return lib
+
+
+def run_kernel(lib: Path, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]) -> int:
+    return KernelLibrary(lib).launch(list(inputs), list(outputs), None)
+
+
+def fresh_like(card: OperatorCard, rng: torch.Generator, positive: Sequence[int] = ()) -> list[torch.Tensor]:
+    """New inputs of exactly the card's layouts (strides and offsets kept), random values."""
+    tensors = []
+    for i, s in enumerate(card.inputs):
+        span = sum((n - 1) * st for n, st in zip(s.shape, s.stride, strict=True))
+        size = s.storage_offset + 1 + span if s.numel else 0
+        storage = torch.randn(max(size, 1), generator=rng).to(getattr(torch, s.dtype))
+        if i in positive:
+            storage = storage.abs() + 0.5
+        tensors.append(torch.as_strided(storage, s.shape, s.stride, s.storage_offset))
+    return tensors
+
+
+def reference(card: OperatorCard, op: Callable[..., Any], inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    args, kwargs = decode_call(card.template, list(inputs))
+    with torch.inference_mode():
+        return _outputs(op(*args, **kwargs))

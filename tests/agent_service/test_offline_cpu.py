@@ -1,0 +1,199 @@
+"""Every offline template family, compiled with g++ and run on real tensors against eager."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from agent_service.models import DeviceDescription, ParentCandidate, ProposalRequest
+from agent_service.offline.proposer import propose_offline
+from capture_service.cards import OperatorCard
+from tests.agent_service.agent_cards import aten_card, compile_cpu, fresh_like, module_card, reference, run_kernel
+from tests.agent_service.agent_modules import (
+    GeluAndMul,
+    Gemma3RMSNorm,
+    GroupNormSiLU,
+    LlamaRMSNorm,
+    Qwen3_5MoeRMSNormGated,
+    SiluAndMul,
+)
+
+aten = torch.ops.aten
+bf16, f16 = torch.bfloat16, torch.float16
+CPU = DeviceDescription(backend="cpu", name="test cpu", sm_count=2)
+TOLERANCE = {"float32": 2e-5, "float16": 2e-3, "bfloat16": 1.2e-2}
+
+
+def r(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(*shape).to(dtype)
+
+
+@dataclass
+class Case:
+    name: str
+    family: str
+    make: Callable[[], tuple[Any, list[Any]]]
+    positive: tuple[int, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def _cl(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous(memory_format=torch.channels_last)
+
+
+ATEN_CASES = [
+    Case("relu", "elementwise_unary", lambda: (aten.relu.default, [r(4, 33)])),
+    Case("gelu_erf", "elementwise_unary", lambda: (aten.gelu.default, [r(3, 130)])),
+    Case("gelu_tanh_bf16", "elementwise_unary", lambda: (aten.gelu.default, [r(2, 64, dtype=bf16)]),
+         kwargs={"approximate": "tanh"}),
+    Case("silu_f16", "elementwise_unary", lambda: (aten.silu.default, [r(5, 40, dtype=f16)])),
+    Case("sigmoid_bf16", "elementwise_unary", lambda: (aten.sigmoid.default, [r(7, 9, dtype=bf16)])),
+    Case("tanh", "elementwise_unary", lambda: (aten.tanh.default, [r(100)])),
+    Case("exp", "elementwise_unary", lambda: (aten.exp.default, [r(3, 3, 3)])),
+    Case("neg_transposed", "elementwise_unary", lambda: (aten.neg.default, [r(16, 8).t()])),
+    Case("abs_strided", "elementwise_unary", lambda: (aten.abs.default, [r(6, 20)[:, ::2]])),
+    Case("rsqrt", "elementwise_unary", lambda: (aten.rsqrt.default, [r(64)]), positive=(0,)),
+    Case("log", "elementwise_unary", lambda: (aten.log.default, [r(64)]), positive=(0,)),
+    Case("leaky_relu", "elementwise_unary", lambda: (aten.leaky_relu.default, [r(50), 0.2])),
+    Case("hardswish", "elementwise_unary", lambda: (aten.hardswish.default, [r(50) * 4])),
+    Case("clamp", "elementwise_unary", lambda: (aten.clamp.default, [r(50), -0.5, 0.7])),
+    Case("pow_scalar", "elementwise_unary", lambda: (aten.pow.Tensor_Scalar, [r(50), 2])),
+    Case("add_same", "elementwise_binary", lambda: (aten.add.Tensor, [r(8, 32), r(8, 32)])),
+    Case("add_row_broadcast_bf16", "elementwise_binary",
+         lambda: (aten.add.Tensor, [r(4, 48, dtype=bf16), r(48, dtype=bf16)])),
+    Case("sub_alpha", "elementwise_binary", lambda: (aten.sub.Tensor, [r(8, 8), r(8, 1)]), kwargs={"alpha": 0.5}),
+    Case("mul_python_scalar", "elementwise_binary", lambda: (aten.mul.Tensor, [r(5, 7), 2.5])),
+    Case("div_column_broadcast", "elementwise_binary", lambda: (aten.div.Tensor, [r(6, 10), r(6, 1)]),
+         positive=(1,)),
+    Case("add_scalar_alpha", "elementwise_binary", lambda: (aten.add.Scalar, [r(9), 3.0, 2])),
+    Case("mul_channels_last_bias", "elementwise_binary",
+         lambda: (aten.mul.Tensor, [_cl(r(2, 8, 5, 5)), r(1, 8, 1, 1)])),
+    Case("maximum", "elementwise_binary", lambda: (aten.maximum.default, [r(33), r(33)])),
+    Case("add_mixed_dtypes", "elementwise_binary", lambda: (aten.add.Tensor, [r(4, 8, dtype=bf16), r(4, 8)])),
+    Case("sum_last", "reduction", lambda: (aten.sum.dim_IntList, [r(6, 50), [-1]])),
+    Case("sum_spatial_keepdim_bf16", "reduction",
+         lambda: (aten.sum.dim_IntList, [r(2, 3, 8, 8, dtype=bf16), [2, 3], True])),
+    Case("mean_dim0_inner", "reduction", lambda: (aten.mean.dim, [r(30, 7), [0]])),
+    Case("amax_last", "reduction", lambda: (aten.amax.default, [r(5, 77), [-1]])),
+    Case("sum_all", "reduction", lambda: (aten.sum.default, [r(3, 41)])),
+    Case("softmax_last", "softmax", lambda: (aten._softmax.default, [r(8, 100), -1, False])),
+    Case("softmax_dim1_inner", "softmax", lambda: (aten.softmax.int, [r(2, 10, 6), 1])),
+    Case("log_softmax_f16", "softmax", lambda: (aten._log_softmax.default, [r(4, 64, dtype=f16), -1, False])),
+    Case("log_softmax_bf16", "softmax", lambda: (aten.log_softmax.int, [r(3, 257, dtype=bf16), -1])),
+    Case("native_layer_norm", "layer_norm",
+         lambda: (aten.native_layer_norm.default, [r(6, 64), [64], r(64), r(64), 1e-5])),
+    Case("layer_norm_bf16_two_dims", "layer_norm",
+         lambda: (aten.layer_norm.default, [r(3, 4, 16, dtype=bf16) + 3, [4, 16], r(4, 16, dtype=bf16), None])),
+    Case("rms_norm_bf16", "rms_norm",
+         lambda: (aten.rms_norm.default, [r(5, 96, dtype=bf16), [96], r(96, dtype=bf16), 1e-6])),
+    Case("fused_rms_norm_no_eps", "rms_norm", lambda: (aten._fused_rms_norm.default, [r(4, 32), [32], r(32), None])),
+    Case("native_group_norm", "group_norm",
+         lambda: (aten.native_group_norm.default, [r(2, 8, 5, 5), r(8), r(8), 2, 8, 25, 4, 1e-5])),
+    Case("group_norm_bf16", "group_norm",
+         lambda: (aten.group_norm.default, [r(2, 6, 4, 4, dtype=bf16), 3, r(6), r(6)])),
+    Case("batch_norm_legit_no_training", "batch_norm_inference",
+         lambda: (aten._native_batch_norm_legit_no_training.default,
+                  [r(2, 8, 4, 4), r(8), r(8), r(8), r(8), 0.1, 1e-5]),
+         positive=(4,)),
+    Case("batch_norm_channels_last_bf16", "batch_norm_inference",
+         lambda: (aten.batch_norm.default, [_cl(r(2, 16, 3, 3, dtype=bf16)), r(16), r(16), r(16), r(16), False, 0.1,
+                                            1e-5, False]), positive=(4,)),
+    Case("native_batch_norm_eval", "batch_norm_inference",
+         lambda: (aten.native_batch_norm.default, [r(4, 6), None, None, r(6), r(6), False, 0.1, 1e-3]), positive=(2,)),
+    Case("global_avg_pool", "global_avg_pool", lambda: (aten.adaptive_avg_pool2d.default, [r(2, 8, 7, 7), [1, 1]])),
+    Case("mean_spatial_keepdim", "reduction", lambda: (aten.mean.dim, [r(2, 8, 7, 7), [-1, -2], True])),
+]
+
+
+def _check(outputs: list[torch.Tensor], expected: list[torch.Tensor], dtype_name: str) -> None:
+    assert len(outputs) == len(expected)
+    for got, want in zip(outputs, expected, strict=True):
+        if want.numel() == 0:
+            continue
+        assert not torch.isnan(got).any(), "kernel left elements unwritten"
+        tol = TOLERANCE[str(want.dtype).removeprefix("torch.")]
+        got64, want64 = got.double(), want.double()
+        scale = max(want64.abs().max().item(), 1e-12)
+        rel_l2 = ((got64 - want64).norm() / max(want64.norm().item(), 1e-12)).item()
+        max_scaled = ((got64 - want64).abs().max() / scale).item()
+        assert rel_l2 <= tol and max_scaled <= 4 * tol, (dtype_name, rel_l2, max_scaled)
+
+
+def _verify(card: OperatorCard, call: Callable[..., Any], inputs_for: Callable[[int], list[torch.Tensor]],
+            family: str, tmp: Path, revisions: int = 2) -> None:
+    """Root proposal plus ``revisions`` knob changes: each compiles, runs and matches eager."""
+    parent = None
+    tried: list[dict[str, Any]] = []
+    for step in range(revisions + 1):
+        proposal = propose_offline(ProposalRequest(card=card, device=CPU, backend="cpu", parent=parent,
+                                                   tried_knobs=tried, seed=step))
+        assert proposal.has_proposal, proposal.no_proposal_reason
+        assert proposal.knobs["family"] == family
+        assert proposal.knobs not in tried
+        lib = compile_cpu(proposal.source, tmp)
+        for sample in range(2):
+            inputs = inputs_for(sample)
+            before = [t.clone() for t in inputs]
+            expected = call(inputs)
+            outputs = [torch.full_like(e, float("nan")) if e.is_floating_point() else torch.empty_like(e)
+                       for e in expected]
+            assert run_kernel(lib, inputs, outputs) == 0
+            _check(outputs, expected, card.inputs[0].dtype)
+            assert all(torch.equal(a, b) for a, b in zip(inputs, before, strict=True)), "kernel wrote its inputs"
+        tried.append(proposal.knobs)
+        parent = ParentCandidate(candidate_id=f"c{step}", source=proposal.source, knobs=proposal.knobs)
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cpu_kernels")
+
+
+@pytest.mark.parametrize("case", ATEN_CASES, ids=lambda c: c.name)
+def test_aten_family_compiles_and_matches_eager(case: Case, build_dir: Path) -> None:
+    op, args = case.make()
+    card, _ = aten_card(op, args, case.kwargs)
+
+    def inputs_for(sample: int) -> list[torch.Tensor]:
+        return fresh_like(card, torch.Generator().manual_seed(sample), case.positive)
+
+    _verify(card, lambda ins: reference(card, op, ins), inputs_for, case.family, build_dir)
+
+
+MODULE_CASES = [
+    ("llama_rms_norm_bf16", lambda: LlamaRMSNorm(64), [r(3, 5, 64, dtype=bf16)], {"variance_epsilon": 1e-6},
+     "module_rms_norm"),
+    ("gemma3_rms_norm_f32", lambda: Gemma3RMSNorm(48), [r(4, 48)], {"eps": 1e-6}, "module_rms_norm"),
+    ("qwen_gated_rms_norm_bf16", lambda: Qwen3_5MoeRMSNormGated(32), [r(6, 32, dtype=bf16), r(6, 32, dtype=bf16)],
+     {"variance_epsilon": 1e-6}, "module_rms_norm"),
+    ("torch_rms_norm_default_eps", lambda: torch.nn.RMSNorm(40), [r(3, 40)], {"eps": None}, "module_rms_norm"),
+    ("silu_and_mul_bf16", SiluAndMul, [r(4, 128, dtype=bf16)], {}, "module_gated_activation"),
+    ("gelu_and_mul_two_inputs", GeluAndMul, [r(4, 24), r(4, 24)], {}, "module_gated_activation"),
+    ("group_norm_silu", lambda: GroupNormSiLU(4, 8), [r(2, 8, 6, 6)], {"eps": 1e-5, "num_groups": 4},
+     "module_norm_activation"),
+]
+
+
+@pytest.mark.parametrize("case", MODULE_CASES, ids=lambda c: c[0])
+def test_module_family_compiles_and_matches_eager(case: tuple[Any, ...], build_dir: Path) -> None:
+    _, factory, args, attributes, family = case
+    module = factory()
+    if args[0].dtype != torch.float32:
+        module = module.to(args[0].dtype)
+    card, _ = module_card(module, args, attributes)
+    state = [t.detach() for _, t in module.named_parameters()]
+
+    def inputs_for(sample: int) -> list[torch.Tensor]:
+        fresh = fresh_like(card, torch.Generator().manual_seed(sample))
+        return fresh[: len(args)] + state
+
+    def call(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        with torch.inference_mode():
+            return [module(*inputs[: len(args)])]
+
+    _verify(card, call, inputs_for, family, build_dir)

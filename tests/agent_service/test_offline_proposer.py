@@ -1,0 +1,70 @@
+"""The offline proposer's answers: honest refusals, determinism, knobs that travel."""
+
+from __future__ import annotations
+
+import asyncio
+
+import torch
+
+from agent_service.models import DeviceDescription, ParentCandidate, ProposalRequest
+from agent_service.offline.proposer import OfflineProposer, propose_offline
+from agent_service.proposer import Proposer, make_proposer
+from tests.agent_service.agent_cards import aten_card, module_card
+from tests.agent_service.agent_modules import LlamaRMSNorm
+
+aten = torch.ops.aten
+CPU = DeviceDescription(backend="cpu", sm_count=2)
+
+
+def _request(card, **kw) -> ProposalRequest:  # type: ignore[no-untyped-def]
+    return ProposalRequest(card=card, device=CPU, **kw)
+
+
+def test_make_proposer_offline_satisfies_the_protocol() -> None:
+    proposer = make_proposer("offline")
+    assert isinstance(proposer, OfflineProposer) and isinstance(proposer, Proposer)
+    card, _ = aten_card(aten.relu.default, [torch.randn(4, 4)])
+    proposal = asyncio.run(proposer.propose(_request(card)))
+    assert proposal.has_proposal and 'extern "C" int kf_launch' in proposal.source
+    assert '#include "kf_abi.h"' in proposal.source and "torch" not in proposal.source
+
+
+def test_same_request_gives_the_same_source() -> None:
+    card, _ = aten_card(aten._softmax.default, [torch.randn(4, 16), -1, False])
+    parent = propose_offline(_request(card))
+    req = _request(card, parent=ParentCandidate(source=parent.source, knobs=parent.knobs), tried_knobs=[parent.knobs])
+    a, b = propose_offline(req), propose_offline(req)
+    assert a.source == b.source and a.knobs == b.knobs and a.knobs != parent.knobs
+    assert "→" in a.description
+
+
+def test_unsupported_cards_get_a_reason() -> None:
+    matmul, _ = aten_card(aten.mm.default, [torch.randn(4, 4), torch.randn(4, 4)])
+    assert "no offline template covers aten::mm.default" in propose_offline(_request(matmul)).no_proposal_reason
+    ints, _ = aten_card(aten.add.Tensor, [torch.ones(4, dtype=torch.int32), torch.ones(4, dtype=torch.int32)])
+    assert "float" in propose_offline(_request(ints)).no_proposal_reason
+    gappy, _ = aten_card(aten.sum.dim_IntList, [torch.randn(3, 4, 5), [0, 2]])
+    assert "not adjacent" in propose_offline(_request(gappy)).no_proposal_reason
+    noncontig, _ = aten_card(aten._softmax.default, [torch.randn(8, 6).t(), -1, False])
+    assert "not contiguous" in propose_offline(_request(noncontig)).no_proposal_reason
+    on_cpu = propose_offline(ProposalRequest(card=matmul.model_copy(update={"op": "aten::relu.default"}),
+                                             backend="cuda", device=CPU))
+    assert not on_cpu.has_proposal
+
+
+def test_module_card_without_eps_attribute_is_refused() -> None:
+    card, _ = module_card(LlamaRMSNorm(8), [torch.randn(2, 8)], attributes={})
+    proposal = propose_offline(_request(card))
+    assert not proposal.has_proposal and "variance_epsilon" in proposal.no_proposal_reason
+
+
+def test_exhausted_space_says_so() -> None:
+    card, _ = aten_card(aten.neg.default, [torch.randn(8)])
+    tried: list[dict[str, object]] = []
+    for _ in range(400):
+        proposal = propose_offline(_request(card, tried_knobs=tried))
+        if not proposal.has_proposal:
+            assert "every knob set" in proposal.no_proposal_reason
+            return
+        tried.append(proposal.knobs)
+    raise AssertionError("the knob space never ran out")
