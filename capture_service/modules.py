@@ -48,6 +48,7 @@ class _Frame:
     input_storages: set[int]
     fusable: bool = True
     computes: bool = False
+    vendor: bool = False
     mutated_storages: set[int] = field(default_factory=set)
 
 
@@ -102,6 +103,7 @@ class ModuleRecorder:
         for frame in self._stack:
             frame.computes = frame.computes or computes
             frame.fusable = frame.fusable and fusable
+            frame.vendor = frame.vendor or traits.vendor
             frame.mutated_storages |= written_storages
 
     def _suspended(self) -> AbstractContextManager[None]:
@@ -164,6 +166,7 @@ class ModuleRecorder:
         record.call_count += 1
         record.add_path(frame.path)
         variant.fusable = variant.fusable and frame.fusable
+        record.vendor_op = record.vendor_op or frame.vendor
         if not frame.computes:
             record.mark_not_optimisable(NO_WORK)
         if frame.mutated_storages & frame.input_storages:

@@ -52,6 +52,7 @@ def test_leaf_and_fusable_modules_become_cards_and_others_do_not() -> None:
     norm = cards["RMSNorm"].record
     assert norm.call_count == 2 and norm.module_paths == ["norm"] and norm.optimisable
     assert "Block" not in {v.record.op.rsplit(".", 1)[1] for v in modules.card_variants()}
+    assert cards["Linear"].record.vendor_op and not cards["GroupNorm"].record.vendor_op
     assert cards["ReLU"].record.reason == MUTATES
     assert cards["Dropout"].record.reason == NO_WORK
 
