@@ -1,0 +1,19 @@
+"""Providers: runs of one model with different proposers, speedup against spend."""
+
+import streamlit as st
+
+from ui import state
+from ui.selection import choose
+from ui.tables import providers_frame
+from ui.views import providers as view
+
+st.title("Providers")
+runs = state.fetch(state.list_runs)
+if not runs:
+    st.info("No runs yet: start one on the Runs page.")
+    st.stop()
+models = sorted({r.model for r in runs})
+model = choose("Model", "model", models, page="providers")
+of_model = [r for r in runs if r.model == model]
+cards = {r.run_id: state.fetch(state.list_cards, r.run_id) for r in of_model}
+view.render_comparison(model, providers_frame(of_model, cards))

@@ -1,0 +1,68 @@
+"""A card's revision tree as Graphviz DOT: nodes coloured by status, labelled by speedup.
+
+The browser renders DOT (``st.graphviz_chart``), so no Graphviz binary is needed. The root is
+eager PyTorch; the best candidate and its ancestors are drawn with heavy blue outlines and edges.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ui.models import CardTree, TreeNode
+
+ROOT_ID = "__eager__"
+BEST_COLOUR = "#1f4fd1"
+STATUS_FILL = {
+    "PASSED": "#b7e4c7",
+    "WRONG_RESULT": "#ffd8a8",
+    "COMPILE_ERROR": "#ffb3b3",
+    "RUNTIME_ERROR": "#f28b82",
+    "TIMEOUT": "#d0bfff",
+    "REJECTED": "#dee2e6",
+    "PENDING": "#ffffff",
+}
+UNKNOWN_FILL = "#f1f3f5"
+
+
+def _quote(text: str) -> str:
+    """A DOT string literal (JSON escaping is a subset DOT accepts)."""
+    return json.dumps(text)
+
+
+def node_label(node: TreeNode) -> str:
+    """Short id, then the speedup when it passed, else the status."""
+    verdict = f"×{node.speedup:.2f}" if node.status == "PASSED" and node.speedup is not None else node.status.lower()
+    return f"{short_id(node.candidate_id)}\n{verdict}"
+
+
+def short_id(candidate_id: str) -> str:
+    """Enough of a candidate id to tell it apart on a graph."""
+    return candidate_id[:8]
+
+
+def card_tree_dot(tree: CardTree) -> str:
+    """DOT source of the tree, top to bottom, eager PyTorch at the root."""
+    lineage = set(tree.best_lineage())
+    lines = [
+        "digraph revisions {",
+        '  graph [rankdir=TB, bgcolor="transparent", nodesep=0.25, ranksep=0.35];',
+        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10, penwidth=1];',
+        '  edge [color="#868e96", arrowsize=0.6];',
+        f'  {_quote(ROOT_ID)} [label="eager\\nPyTorch", fillcolor="#e9ecef", shape=ellipse];',
+    ]
+    known = {n.candidate_id for n in tree.nodes}
+    for node in tree.nodes:
+        best = node.candidate_id in lineage
+        attrs = {
+            "label": node_label(node),
+            "fillcolor": STATUS_FILL.get(node.status, UNKNOWN_FILL),
+            "tooltip": node.description or node.candidate_id,
+        }
+        extra = f', color="{BEST_COLOUR}", penwidth=3' if best else ""
+        rendered = ", ".join(f"{k}={_quote(v)}" for k, v in attrs.items())
+        lines.append(f"  {_quote(node.candidate_id)} [{rendered}{extra}];")
+        parent = node.parent_id if node.parent_id in known else ROOT_ID
+        edge = f' [color="{BEST_COLOUR}", penwidth=2.5]' if best else ""
+        lines.append(f"  {_quote(parent)} -> {_quote(node.candidate_id)}{edge};")
+    lines.append("}")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Rendering of each page from plain data (``ui.models``); fetching stays in the pages."""

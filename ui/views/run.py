@@ -1,0 +1,91 @@
+"""One run: progress, the card table and where the model's time goes before and after."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import altair as alt
+import streamlit as st
+
+from ui.models import CardSummary, RunSummary
+from ui.tables import cards_frame, time_breakdown
+from ui.views.formatting import (
+    PCT_COLUMN,
+    SHARE_COLUMN,
+    SPEEDUP_COLUMN,
+    US_COLUMN,
+    USD_COLUMN,
+    speedup_text,
+    status_text,
+    usd_text,
+)
+
+
+def render_progress(run: RunSummary) -> None:
+    """Status, evaluations against budget, cards done, cost and the end-to-end speedup."""
+    st.caption(f"{run.model} · {run.backend} · proposer {run.proposer} · {run.run_dir}")
+    cols = st.columns(5)
+    cols[0].metric("Status", status_text(run.status))
+    cols[1].metric("Evaluations", f"{run.evaluations_done}/{run.evaluations_budget}")
+    cols[2].metric("Cards done", f"{run.cards_done}/{run.cards_total}")
+    budget = f" of ${run.budget_usd:.2f}" if run.budget_usd is not None else ""
+    cols[3].metric("Cost", usd_text(run.cost_usd) + budget)
+    cols[4].metric("End-to-end speedup", speedup_text(run.best_e2e_speedup),
+                   help="the model with the .cast applied, guards on, measured after the search")
+    st.progress(run.progress, text=f"{run.progress:.0%} of the evaluation budget")
+    if run.status == "failed":
+        st.error(f"The run failed: {run.error or 'no reason recorded'}")
+    elif run.status == "cancelled":
+        st.warning("The run was cancelled; `kforge resume " + run.run_id + "` continues it.")
+
+
+def render_card_table(cards: Sequence[CardSummary]) -> None:
+    """Time share, eager and best latency, speedup, % of the bandwidth floor, status and class."""
+    if not cards:
+        st.info("No cards yet: the model has not been captured.")
+        return
+    shown = [c for c in cards if c.optimisable or c.evaluations]
+    hidden = len(cards) - len(shown)
+    st.dataframe(
+        cards_frame(shown), hide_index=True,
+        column_config={
+            "share": SHARE_COLUMN, "eager µs": US_COLUMN, "best µs": US_COLUMN, "speedup": SPEEDUP_COLUMN,
+            "% of floor": PCT_COLUMN, "cost $": USD_COLUMN,
+        },
+    )
+    if hidden:
+        st.caption(f"{hidden} cards that cannot be optimised are not shown.")
+
+
+def time_chart(cards: Sequence[CardSummary]) -> alt.Chart | None:
+    """Grouped bars: eager time per card beside its time with the best kernel."""
+    frame = time_breakdown(cards)
+    if frame.empty:
+        return None
+    return (
+        alt.Chart(frame)
+        .mark_bar()
+        .encode(
+            y=alt.Y("card:N", sort=None, title=None),
+            yOffset="phase:N",
+            x=alt.X("time µs:Q", title="µs per model call"),
+            color=alt.Color("phase:N", title=None, scale=alt.Scale(range=["#adb5bd", "#2f9e44"])),
+            tooltip=["card", "phase", alt.Tooltip("time µs:Q", format=".2f")],
+        )
+    )
+
+
+def render_time_plot(cards: Sequence[CardSummary]) -> None:
+    st.subheader("Where the time goes")
+    chart = time_chart(cards)
+    if chart is None:
+        st.info("No eager timings yet.")
+        return
+    st.altair_chart(chart)
+    st.caption("Per-card eager time (latency × calls) and the same with the best kernel that beats eager. "
+               "The end-to-end speedup above is measured on the whole model, not summed from these.")
+
+
+def render_report(markdown: str) -> None:
+    with st.expander("Report"):
+        st.markdown(markdown)
