@@ -21,15 +21,15 @@ class SearchConfig:
 
     seed: int = 0
     """Seeds the PRNG that breaks ties between equally scored children."""
-    exploration: float = 1.0
+    exploration: float = 0.1
     """UCT constant ``c`` in ``Q + c·sqrt(ln N_parent / N_child)``."""
-    widen_k: float = 2.0
+    widen_k: float = 4.0
     """Progressive widening: a node with ``N`` visits has at most ``max(1, k·N^α)`` children."""
-    widen_alpha: float = 0.5
+    widen_alpha: float = 0.3
     """Progressive widening exponent ``α`` in ``[0, 1]``."""
     virtual_loss: float = 1.0
     """Weight of one in-flight evaluation, counted as a visit with the worst reward."""
-    max_weight: float = 0.5
+    max_weight: float = 1.0
     """Weight in ``[0, 1]`` of a subtree's best reward against its mean reward."""
 
     def __post_init__(self) -> None:

@@ -25,7 +25,7 @@ pub struct SearchConfig {
 
 impl Default for SearchConfig {
     fn default() -> Self {
-        Self { seed: 0, exploration: 1.0, widen_k: 2.0, widen_alpha: 0.5, virtual_loss: 1.0, max_weight: 0.5 }
+        Self { seed: 0, exploration: 0.1, widen_k: 4.0, widen_alpha: 0.3, virtual_loss: 1.0, max_weight: 1.0 }
     }
 }
 

@@ -214,8 +214,10 @@ impl Tree {
         (self.reference_latency_us / latency_us).ln()
     }
 
-    /// Descends from the root by UCT until a node may take another child under progressive
-    /// widening, or has no passed child to descend into.
+    /// Descends from the root by UCT. At each node the options are its passed children (valued
+    /// by their subtree's rewards) and, while progressive widening allows another child, revising
+    /// the node itself (valued by its own reward); it stops at a node whose revision wins or that
+    /// has no passed child.
     fn select(&mut self) -> NodeId {
         let c = self.config.exploration;
         let vl = self.config.virtual_loss;
@@ -227,12 +229,20 @@ impl Tree {
             let node = &self.nodes[current as usize];
             let effective = node.visits as f64 + vl * f64::from(node.in_flight);
             let limit = (self.config.widen_k * effective.powf(self.config.widen_alpha)).max(1.0);
-            if f64::from(node.expansions + node.reserved + 1) <= limit {
-                return current;
-            }
+            let may_widen = f64::from(node.expansions + node.reserved + 1) <= limit;
             let log_parent = effective.ln();
             let mut best_score = f64::NEG_INFINITY;
             ties.clear();
+            if may_widen {
+                // Revising this node is one more option: its own reward stands in for its future
+                // children, and the picks already made on it for their visits.
+                let own = self.reward(node.latency_us.unwrap_or(self.reference_latency_us));
+                let made = f64::from(node.expansions + 1);
+                let made_effective = made + vl * f64::from(node.reserved);
+                let own_part = if range > 0.0 { (own - self.reward_min) / range } else { 0.0 };
+                best_score = own_part * made / made_effective + c * (log_parent / made_effective).sqrt();
+                ties.push(current);
+            }
             for &child_id in &node.children {
                 let child = &self.nodes[child_id as usize];
                 if child.status != NodeStatus::Passed {
@@ -259,11 +269,15 @@ impl Tree {
                     ties.push(child_id);
                 }
             }
-            current = match ties.len() {
+            let chosen = match ties.len() {
                 0 => return current,
                 1 => ties[0],
                 n => ties[self.rng.below(n)],
             };
+            if chosen == current {
+                return current;
+            }
+            current = chosen;
         }
     }
 
