@@ -105,7 +105,7 @@ def gpu_server(hosts: Hosts, certs: DevCertificates) -> Iterator[str]:
 
 def _check(hosts: Hosts, address: str, *options: str, env: dict[str, str] | None = None) -> tuple[int, dict]:
     result = subprocess.run(
-        _in(hosts.controller, "check", address, "--timeout", "5", *options),
+        _in(hosts.controller, "check", address, "--timeout", "30", *options),  # generous: CI may be loaded
         capture_output=True, text=True, timeout=60, env=env or _clean_env(),
     )  # fmt: skip
     report = json.loads(result.stdout) if result.stdout.strip() else {"stderr": result.stderr}
@@ -130,19 +130,19 @@ def test_wrong_token_is_refused(hosts, gpu_server, certs, tmp_path):
     wrong.write_text("not-the-token\n")
     wrong.chmod(0o600)
     code, report = _check(hosts, gpu_server, "--tls-ca", str(certs.ca_cert), "--token-file", str(wrong))
-    assert (code, report["stage"], report["code"]) == (1, "reflection", "UNAUTHENTICATED")
+    assert (code, report["stage"], report["code"]) == (1, "reflection", "UNAUTHENTICATED"), report
     assert report["services"] == []
 
 
 def test_missing_token_is_refused(hosts, gpu_server, certs):
     code, report = _check(hosts, gpu_server, "--tls-ca", str(certs.ca_cert))
-    assert (code, report["stage"], report["code"]) == (1, "reflection", "UNAUTHENTICATED")
+    assert (code, report["stage"], report["code"]) == (1, "reflection", "UNAUTHENTICATED"), report
 
 
 def test_client_trusting_another_ca_is_refused(hosts, gpu_server, certs, other_certs):
     foreign_ca = str(other_certs.ca_cert)
     code, report = _check(hosts, gpu_server, "--tls-ca", foreign_ca, "--token-file", str(certs.token_file))
-    assert (code, report["stage"], report["code"]) == (1, "health", "UNAVAILABLE")
+    assert (code, report["stage"], report["code"]) == (1, "health", "UNAVAILABLE"), report
 
 
 def test_plain_text_client_is_refused(hosts, gpu_server, certs):
@@ -151,7 +151,7 @@ def test_plain_text_client_is_refused(hosts, gpu_server, certs):
     assert code == 2 and "refusing a plain-text connection" in report["stderr"]
     # ... and when told to anyway, the TLS server refuses the plain-text connection.
     code, report = _check(hosts, gpu_server, "--insecure", "--token-file", str(certs.token_file))
-    assert (code, report["stage"], report["code"]) == (1, "health", "UNAVAILABLE")
+    assert (code, report["stage"], report["code"]) == (1, "health", "UNAVAILABLE"), report
 
 
 def test_gpu_host_refuses_to_listen_without_tls_and_token(hosts, certs):
