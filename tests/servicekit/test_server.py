@@ -88,8 +88,9 @@ def test_messages_above_grpc_default_limit_pass(echo, serve, rpc):
 def test_deadline_cancels_the_handler(echo, serve, rpc):
     async def scenario():
         async with serve(echo) as bound, channel(bound.address) as ch:
+            await rpc(ch, "Unary")(b"connect first", timeout=10)
             with pytest.raises(grpc.aio.AioRpcError) as late:
-                await rpc(ch, "Slow")(b"30", timeout=0.3)
+                await rpc(ch, "Slow")(b"30", timeout=0.5)
             for _ in range(50):
                 if echo.cancelled:
                     break
@@ -134,6 +135,7 @@ def test_signal_stops_gracefully_letting_in_flight_calls_finish(sig):
         async def scenario():
             async with insecure_channel(f"127.0.0.1:{port}") as ch:
                 slow = ch.unary_unary("/kforge.test.Slow/Slow")
+                assert await slow(b"0", timeout=20) == b"done"  # connected before the signal
                 in_flight = asyncio.ensure_future(slow(b"1.5", timeout=20))
                 await asyncio.sleep(0.5)
                 process.send_signal(sig)
@@ -151,4 +153,4 @@ def test_signal_stops_gracefully_letting_in_flight_calls_finish(sig):
     assert answer == b"done"
     assert late_code == grpc.StatusCode.UNAVAILABLE
     assert process.returncode == 0, stderr
-    assert json.loads(stdout) == {"stopped_by": sig.name, "finished": 1}
+    assert json.loads(stdout) == {"stopped_by": sig.name, "finished": 2}
