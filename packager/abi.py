@@ -94,6 +94,8 @@ class KernelLibrary:
         ]
         self._launch = launch
         address = ctypes.cast(launch, ctypes.c_void_p).value
+        if address is None:
+            raise AbiError(f"{self.path.name}: kf_launch has no address")
         self._launch_packed = _PACKED_LAUNCH(address)
 
     def launch(self, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor], stream: int | None) -> int:

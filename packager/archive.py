@@ -14,6 +14,7 @@ import json
 import os
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,7 +94,7 @@ def _read_members(path: Path) -> dict[str, bytes]:
             for name in names:
                 try:
                     members[name] = archive.read(name)
-                except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+                except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError) as exc:
                     raise CastIntegrityError(f"{path}: {name!r} is damaged: {exc}") from exc
             return members
     except FileNotFoundError:

@@ -1,0 +1,127 @@
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from packager import load_cast
+from packager.format import build_cast
+from packager.variant import variant_key
+from tests.packager.conftest import FAILING, MODEL, SOFTMAX, aten_card, entry, relu_card
+from tests.packager.test_guard import unaligned
+
+
+def test_hits_run_the_kernel_and_match_eager(relu_softmax_cast) -> None:
+    cast = load_cast(relu_softmax_cast.path)
+    x = relu_softmax_cast.x
+    with torch.inference_mode():
+        want_relu, want_softmax = torch.relu(x), torch.softmax(x, -1)
+        with cast.applied_to():
+            got_relu, got_softmax = torch.relu(x), torch.softmax(x, dim=-1)
+    assert torch.equal(got_relu, want_relu)
+    torch.testing.assert_close(got_softmax, want_softmax)
+    assert got_softmax.stride() == want_softmax.stride()
+    stats = cast.stats()
+    assert stats[relu_softmax_cast.relu.id] == {"calls": 1, "hits": 1, "fallbacks": {}}
+    assert stats[relu_softmax_cast.softmax.id]["hits"] == 1
+
+
+def test_every_kind_of_guard_miss_falls_back_to_eager(relu_softmax_cast) -> None:
+    cast = load_cast(relu_softmax_cast.path)
+    x = relu_softmax_cast.x
+    misses = {
+        "shape": torch.randn(5, 8),
+        "stride": torch.randn(4, 16)[:, ::2],
+        "dtype": x.double(),
+        "storage_offset": torch.randn(36)[4:].view(4, 8),
+        "alignment": unaligned((4, 8)),
+    }
+    with torch.inference_mode():
+        expected = [torch.softmax(tensor, -1) for tensor in misses.values()]
+    with torch.inference_mode(), cast.applied_to():
+        for tensor, want in zip(misses.values(), expected, strict=True):
+            torch.testing.assert_close(torch.softmax(tensor, -1), want)
+        torch.softmax(x, 0)  # a different non-tensor argument
+        torch.softmax(x.to("meta"), -1)  # a device the kernel was not built for never reaches the CPU override
+    fallbacks = cast.stats()[relu_softmax_cast.softmax.id]["fallbacks"]
+    assert fallbacks == {**dict.fromkeys(misses, 1), "args": 1}
+
+
+def test_failing_kernel_falls_back_and_is_counted(tmp_path: Path, artifacts) -> None:
+    x = torch.randn(4, 8)
+    card = relu_card(x)
+    build_cast(tmp_path / "f.cast", MODEL, [entry(card, FAILING, artifacts["failing"])], [])
+    cast = load_cast(tmp_path / "f.cast")
+    with torch.inference_mode(), cast.applied_to():
+        assert torch.equal(torch.relu(x), x.clamp(min=0))
+        assert torch.equal(torch.relu(x), x.clamp(min=0))
+    assert cast.stats()[card.id] == {"calls": 2, "hits": 0, "fallbacks": {"kernel_error": 2}}
+
+
+class _Capture(TorchDispatchMode):
+    """Records the (op, args, kwargs) of each call, as capture does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, tuple, dict]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls.append((f"{func._schema.name}.{func._overloadname}", args, kwargs or {}))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize(
+    ("grad_mode", "captured_op"),
+    [(torch.inference_mode, "aten::softmax.int"), (torch.no_grad, "aten::_softmax.default")],
+)
+def test_a_card_captured_under_a_dispatch_mode_matches_the_live_override(
+    tmp_path: Path, artifacts, grad_mode, captured_op: str
+) -> None:
+    x = torch.randn(4, 8)
+    mode = _Capture()
+    with grad_mode(), mode:
+        torch.nn.functional.softmax(x, dim=-1)
+    op, args, kwargs = mode.calls[-1]  # the innermost call: what reaches the CPU kernel
+    assert op == captured_op
+    card = aten_card(op, list(args), kwargs, torch.softmax(x, -1))
+    assert card.id == variant_key(op, list(args), kwargs).id
+    build_cast(tmp_path / "c.cast", MODEL, [entry(card, SOFTMAX, artifacts["softmax"])], [])
+    cast = load_cast(tmp_path / "c.cast")
+    with grad_mode(), cast.applied_to():
+        got = torch.nn.functional.softmax(x, dim=-1)
+    torch.testing.assert_close(got, torch.softmax(x, -1))
+    assert cast.stats()[card.id] == {"calls": 1, "hits": 1, "fallbacks": {}}
+
+
+def test_autograd_still_works_through_an_overridden_op(relu_softmax_cast) -> None:
+    cast = load_cast(relu_softmax_cast.path)
+    x = relu_softmax_cast.x.clone().requires_grad_()
+    with cast.applied_to():
+        torch.softmax(x, -1)[:, 0].sum().backward()
+    reference = relu_softmax_cast.x.clone().requires_grad_()
+    torch.softmax(reference, -1)[:, 0].sum().backward()
+    torch.testing.assert_close(x.grad, reference.grad)
+    assert cast.stats()[relu_softmax_cast.softmax.id]["hits"] == 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_compiled_graphs_call_the_override(relu_softmax_cast, backend: str) -> None:
+    torch._dynamo.reset()
+    cast = load_cast(relu_softmax_cast.path)
+    x = relu_softmax_cast.x
+    fn = torch.compile(lambda t: torch.softmax(torch.relu(t), -1), backend=backend, fullgraph=True)
+    with torch.inference_mode(), cast.applied_to():
+        got = fn(x)
+    torch.testing.assert_close(got, torch.softmax(torch.relu(x), -1))
+    assert cast.stats()[relu_softmax_cast.relu.id]["hits"] == 1
+
+
+def test_inductor_bypasses_aten_overrides_and_stays_correct(relu_softmax_cast) -> None:
+    torch._dynamo.reset()
+    cast = load_cast(relu_softmax_cast.path)
+    x = relu_softmax_cast.x
+    fn = torch.compile(lambda t: torch.softmax(torch.relu(t), -1), backend="inductor")
+    with torch.inference_mode(), cast.applied_to():
+        got = fn(x)
+    torch.testing.assert_close(got, torch.softmax(torch.relu(x), -1))
+    assert cast.stats()[relu_softmax_cast.relu.id]["calls"] == 0  # inductor generated its own code

@@ -1,0 +1,95 @@
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from packager import CastBuildError, load_cast
+from packager.archive import read_archive
+from packager.format import FallbackEntry, build_cast
+from packager.manifest import CastManifest
+from packager.runtime import host_cpu_arch
+from tests.packager.conftest import MODEL, RELU, SOFTMAX, entry, relu_card, softmax_card
+
+
+def test_manifest_records_identity_measurements_and_provenance(relu_softmax_cast) -> None:
+    manifest = CastManifest.from_json(read_archive(relu_softmax_cast.path).files["manifest.json"])
+    assert manifest.model == MODEL and manifest.format_version == 1
+    assert manifest.archs == (host_cpu_arch(),) and manifest.toolchains == ("g++ 12",)
+    assert manifest.producer.startswith("kernel-forge") and manifest.created_at.endswith("+00:00")
+    relu = next(k for k in manifest.kernels if k.card_id == relu_softmax_cast.relu.id)
+    assert relu.audit_class == "custom" and relu.op == "aten::relu.default"
+    assert relu.card["key"] == relu_softmax_cast.relu.key
+    assert relu.eager_latency_us == 100.0 and relu.latency_us == 10.0 and relu.rel_l2_error == 1e-7
+    assert 0 < relu.guard_cost_us < 90
+    assert relu.effective_speedup == pytest.approx(100 / (10 + relu.guard_cost_us), 1e-3)
+    assert relu.source_path.endswith("source.cpp") and relu.compiler_flags.startswith("-O3")
+    files = read_archive(relu_softmax_cast.path).files
+    assert files[relu.source_path].decode() == RELU
+    assert [f.reason for f in manifest.fallbacks] == ["no kernel beat eager"]
+
+
+def test_kernel_whose_speedup_does_not_survive_the_guard_is_left_on_eager(tmp_path: Path, artifacts) -> None:
+    x = torch.randn(4, 8)
+    marginal = entry(relu_card(x), RELU, artifacts["relu"], eager_us=10.0, kernel_us=9.5)  # 1.05x before the guard
+    strong = entry(softmax_card(x), SOFTMAX, artifacts["softmax"], eager_us=1000.0, kernel_us=100.0)
+    manifest = build_cast(tmp_path / "m.cast", MODEL, [marginal, strong], [])
+    assert [k.card_id for k in manifest.kernels] == [strong.card_id]
+    (dropped,) = manifest.fallbacks
+    assert dropped.card_id == marginal.card_id and dropped.audit_class == "fallback"
+    assert "guard" in dropped.reason and "1.053x" in dropped.reason
+    assert list(load_cast(tmp_path / "m.cast").kernels) == [strong.card_id]
+
+
+def test_min_speedup_drops_slower_kernels(tmp_path: Path, artifacts) -> None:
+    x = torch.randn(4, 8)
+    kernel = entry(relu_card(x), RELU, artifacts["relu"], eager_us=1000.0, kernel_us=400.0)
+    assert build_cast(tmp_path / "a.cast", MODEL, [kernel], []).kernels
+    manifest = build_cast(tmp_path / "b.cast", MODEL, [kernel], [], min_speedup=3.0)
+    assert not manifest.kernels and "at least 3x" in manifest.fallbacks[0].reason
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"source_sha256": "0" * 64}, "source_sha256 does not match"),
+        ({"arch": "sm_90"}, "does not fit backend 'cpu'"),
+        ({"audit_class": "fallback"}, "audit class 'fallback'"),
+        ({"card_json": "{not json"}, "card_json is not valid JSON"),
+        ({"card_id": "../evil"}, "not a safe name"),
+        ({"latency_us": float("nan")}, "latency_us must be a positive finite number"),
+        ({"artifact": b""}, "artifact is empty"),
+        ({"op": "aten::gelu.default"}, "id/kind/op do not match"),
+    ],
+)
+def test_bad_entry_is_named_and_nothing_is_written(tmp_path: Path, artifacts, change, message) -> None:
+    good = entry(relu_card(torch.randn(4, 8)), RELU, artifacts["relu"])
+    path = tmp_path / "out.cast"
+    path.write_bytes(b"previous build")
+    with pytest.raises(CastBuildError, match=message):
+        build_cast(path, MODEL, [dataclasses.replace(good, **change)], [])
+    assert path.read_bytes() == b"previous build"
+
+
+def test_card_whose_key_is_not_its_id_is_refused(tmp_path: Path, artifacts) -> None:
+    card = relu_card(torch.randn(4, 8))
+    wrong = json.loads(card.to_json())
+    wrong["key"]["tensors"][0]["shape"] = [5, 8]
+    bad = dataclasses.replace(entry(card, RELU, artifacts["relu"]), card_json=json.dumps(wrong))
+    with pytest.raises(CastBuildError, match="the card's key has id"):
+        build_cast(tmp_path / "x.cast", MODEL, [bad], [])
+
+
+def test_same_card_and_arch_twice_is_refused(tmp_path: Path, artifacts) -> None:
+    kernel = entry(relu_card(torch.randn(4, 8)), RELU, artifacts["relu"])
+    with pytest.raises(CastBuildError, match="second kernel for the same card and arch"):
+        build_cast(tmp_path / "x.cast", MODEL, [kernel, kernel], [])
+
+
+def test_signed_build_verifies_with_its_key(tmp_path: Path, artifacts) -> None:
+    kernel = entry(relu_card(torch.randn(4, 8)), RELU, artifacts["relu"])
+    build_cast(tmp_path / "s.cast", MODEL, [kernel], [FallbackEntry("c", "aten::mm.default", "slower")],
+               signing_key=b"k3y")
+    cast = load_cast(tmp_path / "s.cast", key=b"k3y")
+    assert cast.signed and cast.signature_verified and cast.fallbacks[0].reason == "slower"

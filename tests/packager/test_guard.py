@@ -1,0 +1,71 @@
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from packager.guard import CallMatcher
+from packager.variant import variant_key
+
+OP = "aten::_softmax.default"
+
+
+def _tensor(draw: st.DrawFn) -> torch.Tensor:
+    base = torch.randn(draw(st.sampled_from([(4, 8), (8, 4), (4, 9)])),
+                       dtype=draw(st.sampled_from([torch.float32, torch.float16, torch.float64])))
+    form = draw(st.sampled_from(["plain", "transposed", "offset", "narrow"]))
+    if form == "transposed":
+        return base.t()
+    if form == "offset":
+        return base.flatten()[1:].narrow(0, 0, 16).view(4, 4)
+    return base[:, :4] if form == "narrow" else base
+
+
+@st.composite
+def calls(draw: st.DrawFn) -> tuple[list[object], dict[str, object]]:
+    scalar = st.one_of(st.integers(-2, 2), st.booleans(), st.none(), st.sampled_from([0.0, -0.0, 1.0, 1e-5]),
+                       st.lists(st.integers(0, 3), max_size=2), st.just(torch.float16))
+    args: list[object] = [_tensor(draw), *draw(st.lists(scalar, max_size=3))]
+    kwargs = draw(st.dictionaries(st.sampled_from(["dim", "dtype"]), scalar, max_size=1))
+    return args, kwargs
+
+
+@settings(max_examples=150, deadline=None)
+@given(calls(), calls())
+def test_matcher_accepts_exactly_the_calls_with_the_card_key(card_call, live_call) -> None:
+    expected = variant_key(OP, *card_call)
+    matcher = CallMatcher(expected)
+    tensors: list[torch.Tensor] = []
+    hit = matcher.miss_reason(*live_call, tensors) is None
+    assert hit == (variant_key(OP, *live_call) == expected)
+    assert matcher.miss_reason(*card_call, []) is None
+
+
+def unaligned(shape: tuple[int, ...]) -> torch.Tensor:
+    """A float32 tensor at storage offset 0 whose data is not 16-byte aligned."""
+    numel = shape[0] * shape[1]
+    buffer = bytearray(4 * (numel + 4))
+    for shift in range(4):
+        t = torch.frombuffer(buffer, dtype=torch.float32, count=numel, offset=4 * shift).view(shape)
+        if t.data_ptr() % 16:
+            return t
+    raise AssertionError("no unaligned placement found")
+
+
+def test_miss_names_the_first_field_that_differs() -> None:
+    x = torch.randn(4, 8)
+    matcher = CallMatcher(variant_key(OP, [x, -1, False], {}))
+    found: list[torch.Tensor] = []
+    assert matcher.miss_reason([x, -1, False], {}, found) is None and found == [x]
+    cases = {
+        "shape": torch.randn(4, 9),
+        "stride": torch.randn(4, 16)[:, ::2],
+        "dtype": x.double(),
+        "storage_offset": torch.randn(36)[4:].view(4, 8),  # offset 4 floats: still 16-byte aligned
+        "alignment": unaligned((4, 8)),
+        "device": x.to("meta"),
+    }
+    for reason, tensor in cases.items():
+        assert matcher.miss_reason([tensor, -1, False], {}, []) == reason, reason
+    assert matcher.miss_reason([x, 0, False], {}, []) == "args"
+    assert matcher.miss_reason([x, -1], {}, []) == "args"
+    assert matcher.miss_reason([x, -1, False], {"half_to_float": False}, []) == "args"
+    assert matcher.miss_reason([x, -1, 0], {}, []) == "args"  # False and 0 are different arguments
