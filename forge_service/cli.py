@@ -27,7 +27,12 @@ from forge_service.config import BACKENDS, GRAD_MODES, RunConfig
 from forge_service.server import DEFAULT_RUNS_DIR
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from kernel_forge.forge.v1 import service_pb2_grpc as forge_grpc
-from servicekit.cli_options import add_security_arguments, security_from_args
+from servicekit.cli_options import (
+    add_metrics_arguments,
+    add_security_arguments,
+    security_from_args,
+    start_metrics_from_args,
+)
 from servicekit.client import channel
 from servicekit.errors import KforgeError
 
@@ -205,12 +210,17 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     from servicekit.server import serve_until_signal
 
     module = importlib.import_module(SERVICES[args.service])
+    metrics = start_metrics_from_args(args)
     started = await module.start_from_args(args)
     bound = getattr(started, "bound", started)
     console.print(f"{args.service} service listening on {bound.address}")
-    await serve_until_signal(bound)
-    if bound is not started:
-        await started.stop()
+    try:
+        await serve_until_signal(bound)
+    finally:
+        if hasattr(started, "manager"):
+            await started.manager.close()
+        if metrics is not None:
+            metrics.close()
     return 0
 
 
@@ -265,6 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, module_name in SERVICES.items():
         p = serve_sub.add_parser(name, help=f"the {name} service")
         importlib.import_module(module_name).add_serve_arguments(p)
+        add_metrics_arguments(p)
         p.set_defaults(func=cmd_serve)
 
     for module_name in PLUGIN_CLIS:
