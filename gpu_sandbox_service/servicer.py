@@ -1,0 +1,143 @@
+"""SandboxService over gRPC: converts messages and delegates to the evaluator and blob store."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterable, AsyncIterator
+
+import grpc
+from pydantic import ValidationError
+
+from capture_service.cards import OperatorCard
+from gpu_sandbox_service.blobs import BlobStore, check_sha256
+from gpu_sandbox_service.evaluator import Evaluator
+from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest, EvaluationResult
+from kernel_forge.common.v1 import types_pb2
+from kernel_forge.sandbox.v1 import messages_pb2, service_pb2_grpc
+from servicekit.auth import client_identity
+from servicekit.errors import InvalidArgument
+from servicekit.limits import ClientLimiter
+
+
+def request_from_message(message: messages_pb2.EvaluateRequest) -> EvaluationRequest:
+    """The domain request of an ``EvaluateRequest``; zero options mean the defaults."""
+    try:
+        card = OperatorCard.from_json(message.card_json)
+    except ValidationError as exc:
+        raise InvalidArgument(f"card_json is not a valid operator card: {exc.errors()[:3]}") from exc
+    given = message.options
+    defaults = EvaluationOptions()
+    try:
+        options = EvaluationOptions(
+            fresh_input_sets=given.fresh_input_sets or defaults.fresh_input_sets,
+            timing_runs=given.timing_runs or defaults.timing_runs,
+            compile_timeout_s=given.compile_timeout_s or None,
+            run_timeout_s=given.run_timeout_s or None,
+            remeasure=given.remeasure,
+        )
+    except ValidationError as exc:
+        raise InvalidArgument(f"invalid evaluation options: {exc.errors()[:3]}") from exc
+    return EvaluationRequest(candidate_id=message.candidate_id, card=card, source=message.source,
+                             backend=message.backend, options=options)
+
+
+def result_to_message(result: EvaluationResult) -> types_pb2.CandidateResult:
+    message = types_pb2.CandidateResult(
+        candidate_id=result.candidate_id, status=result.status.value,
+        audit_class=result.audit_class, error_message=result.error_message, log_tail=result.log_tail,
+        compile_s=result.compile_s, total_s=result.total_s, source_sha256=result.source_sha256,
+        compiler_flags=result.compiler_flags, toolchain=result.toolchain, arch=result.arch,
+        sandbox_id=result.sandbox_id, artifact=result.artifact, remeasured=result.remeasured,
+    )
+    for name in ("latency_us", "latency_spread_us", "eager_latency_us", "eager_spread_us", "speedup", "rel_l2_error",
+                 "max_scaled_error", "floor_us"):
+        value = getattr(result, name)
+        if value is not None:
+            setattr(message, name, value)
+    return message
+
+
+class SandboxServicer(service_pb2_grpc.SandboxServiceServicer):
+    """Thin: every decision is the evaluator's."""
+
+    def __init__(self, evaluator: Evaluator, blobs: BlobStore, limiter: ClientLimiter | None = None) -> None:
+        self.evaluator = evaluator
+        self.blobs = blobs
+        self.limiter = limiter or ClientLimiter(max_concurrent=8, max_queue=256, name="sandbox_evaluations")
+
+    async def GetDeviceInfo(self, request: messages_pb2.GetDeviceInfoRequest,
+                            context: grpc.aio.ServicerContext) -> types_pb2.DeviceInfo:
+        info = await self.evaluator.device_info()
+        return types_pb2.DeviceInfo(**info.model_dump(exclude={"device_count"}))
+
+    async def UploadBlob(self, request_iterator: AsyncIterable[types_pb2.BlobChunk],
+                         context: grpc.aio.ServicerContext) -> messages_pb2.UploadBlobResponse:
+        chunks = aiter(request_iterator)
+        first = await anext(chunks, None)
+        if first is None:
+            raise InvalidArgument("UploadBlob received no chunks")
+        sha256 = check_sha256(first.sha256)
+
+        async def data() -> AsyncIterator[bytes]:
+            expected = 0
+            chunk: types_pb2.BlobChunk | None = first
+            while chunk is not None:
+                if chunk.sha256 not in ("", sha256):
+                    raise InvalidArgument(f"chunk of blob {chunk.sha256} inside the upload of {sha256}")
+                if chunk.offset != expected:
+                    raise InvalidArgument(f"chunk at offset {chunk.offset}, expected {expected}")
+                expected += len(chunk.data)
+                yield chunk.data
+                chunk = await anext(chunks, None)
+            if first.total_size and expected != first.total_size:
+                raise InvalidArgument(f"blob {sha256}: received {expected} bytes of {first.total_size}")
+
+        size = await self.blobs.put_stream(sha256, data())
+        return messages_pb2.UploadBlobResponse(sha256=sha256, size=size)
+
+    async def HasBlobs(self, request: messages_pb2.HasBlobsRequest,
+                       context: grpc.aio.ServicerContext) -> messages_pb2.HasBlobsResponse:
+        for digest in request.sha256:
+            check_sha256(digest)
+        return messages_pb2.HasBlobsResponse(missing=self.blobs.missing(list(request.sha256)))
+
+    async def Evaluate(self, request: messages_pb2.EvaluateRequest,
+                       context: grpc.aio.ServicerContext) -> types_pb2.CandidateResult:
+        domain_request = request_from_message(request)
+        async with self.limiter(client_identity(context)):
+            result = await self.evaluator.evaluate(domain_request)
+        return result_to_message(result)
+
+    async def EvaluateStream(self, request_iterator: AsyncIterable[messages_pb2.EvaluateRequest],
+                             context: grpc.aio.ServicerContext) -> AsyncIterator[types_pb2.CandidateResult]:
+        """Evaluates requests as they arrive, concurrently; results come back as they finish."""
+        client = client_identity(context)
+        finished: asyncio.Queue[types_pb2.CandidateResult | BaseException | None] = asyncio.Queue()
+        running: list[asyncio.Task[None]] = []
+
+        async def one(message: messages_pb2.EvaluateRequest) -> None:
+            try:
+                domain_request = request_from_message(message)
+                async with self.limiter(client):
+                    await finished.put(result_to_message(await self.evaluator.evaluate(domain_request)))
+            except Exception as exc:
+                await finished.put(exc)
+
+        async def feed() -> None:
+            try:
+                async for message in request_iterator:
+                    running.append(asyncio.ensure_future(one(message)))
+                await asyncio.gather(*running)
+            except Exception as exc:
+                await finished.put(exc)
+            await finished.put(None)
+
+        feeder = asyncio.ensure_future(feed())
+        try:
+            while (item := await finished.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            for task in [feeder, *running]:
+                task.cancel()

@@ -1,0 +1,2 @@
+// expect: RUNTIME_ERROR — aborts the process.
+KF_ENTRY { abort(); }

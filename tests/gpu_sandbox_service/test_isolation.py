@@ -1,0 +1,125 @@
+"""The runtime isolation on its own, with the static audit off: attacks that slip past the audit
+must still fail to reach secrets, the network, the filesystem or the process table."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from gpu_sandbox_service.blobs import BlobStore
+from gpu_sandbox_service.evaluator import Evaluator
+from gpu_sandbox_service.isolation import ResourceLimits, allowed_environment, run_isolated
+from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest, Limits
+from tests.gpu_sandbox_service.conftest import TEST_LIMITS, load_corpus, softmax_card
+
+ENTRIES = {e.name: e for e in load_corpus("cpu_isolation")}
+LIMITS = ResourceLimits(cpu_time_s=60, max_processes=4096, open_files=256, file_size_bytes=1 << 20,
+                        address_space_bytes=None)
+
+
+def run(argv: list[str], run_dir: Path, **options: object):  # type: ignore[no-untyped-def]
+    defaults: dict[str, object] = {"limits": LIMITS, "timeout_s": 20.0, "output_cap_bytes": 1 << 20,
+                                   "log_tail_bytes": 4096}
+    return asyncio.run(run_isolated(argv, run_dir=run_dir, **{**defaults, **options}))  # type: ignore[arg-type]
+
+
+def test_environment_is_an_allow_list_without_secrets(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "kforge-secret")
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/opt/lib")
+    env = allowed_environment(tmp_path, {"GITHUB_TOKEN": "kforge-secret", "CUDA_VISIBLE_DEVICES": "1"})
+    assert "OPENAI_API_KEY" not in env and "GITHUB_TOKEN" not in env
+    assert env["LD_LIBRARY_PATH"] == "/opt/lib" and env["CUDA_VISIBLE_DEVICES"] == "1"
+    assert env["HOME"] == env["TMPDIR"] == str(tmp_path)
+
+
+def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
+    outcome = run(["/bin/sh", "-c", "sleep 300 & sleep 300"], tmp_path, timeout_s=1.0)
+    assert outcome.timed_out and outcome.wall_s < 10
+    assert not _processes_named("sleep 300")
+
+
+def test_output_is_capped_and_the_writer_killed(tmp_path: Path) -> None:
+    outcome = run(["/bin/sh", "-c", "yes kforge"], tmp_path, output_cap_bytes=1 << 16, log_tail_bytes=64)
+    assert outcome.output_overflow and not outcome.timed_out
+    assert 0 < len(outcome.log_tail) <= 64
+
+
+def test_rest_of_the_filesystem_is_read_only(tmp_path: Path) -> None:
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    in_repository = Path(__file__).with_name("escaped-from-the-sandbox")
+    outcome = run(["/bin/sh", "-c", f"touch inside; touch {outside}; touch {in_repository}"], run_dir)
+    assert (run_dir / "inside").exists()
+    assert not outside.exists()  # /tmp is a private tmpfs in the sandbox
+    assert not in_repository.exists() and "Read-only file system" in outcome.log_tail
+
+
+def test_file_size_limit_applies(tmp_path: Path) -> None:
+    outcome = run(["/bin/sh", "-c", "head -c 4000000 /dev/zero > big"], tmp_path)
+    assert outcome.returncode != 0 and (tmp_path / "big").stat().st_size <= 1 << 20
+
+
+@pytest.fixture(scope="module")
+def evaluator_without_audit(tmp_path_factory: pytest.TempPathFactory) -> tuple[Evaluator, BlobStore]:
+    root = tmp_path_factory.mktemp("isolation")
+    store = BlobStore(root / "blobs")
+    limits = Limits(**{**TEST_LIMITS.model_dump(), "static_audit": False})
+    return Evaluator(root, "cpu", store, limits), store
+
+
+def evaluate_entry(evaluator_and_store: tuple[Evaluator, BlobStore], name: str, **substitutions: str) -> str:
+    evaluator, store = evaluator_and_store
+    source = ENTRIES[name].source
+    for key, value in substitutions.items():
+        source = source.replace(f"@{key}@", value)
+    request = EvaluationRequest(candidate_id=name, card=softmax_card(store), source=source, backend="cpu",
+                                options=EvaluationOptions(fresh_input_sets=1, timing_runs=3))
+    result = asyncio.run(evaluator.evaluate(request))
+    assert result.status.value == ENTRIES[name].expected, f"{result.error_message}\n{result.log_tail}"
+    return result.status.value
+
+
+def test_secrets_do_not_reach_a_candidate(evaluator_without_audit: tuple[Evaluator, BlobStore],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "kforge-secret")
+    monkeypatch.setenv("KFORGE_TOKEN", "kforge-secret")
+    evaluate_entry(evaluator_without_audit, "leak_environment")
+
+
+def test_a_candidate_cannot_reach_the_network(evaluator_without_audit: tuple[Evaluator, BlobStore]) -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        evaluate_entry(evaluator_without_audit, "network_connect", PORT=str(listener.getsockname()[1]))
+
+
+def test_a_candidate_cannot_write_outside_its_run_dir(evaluator_without_audit: tuple[Evaluator, BlobStore],
+                                                      tmp_path: Path) -> None:
+    target = tmp_path / "escaped"
+    evaluate_entry(evaluator_without_audit, "write_outside", PATH=str(target))
+    assert not target.exists()
+
+
+def test_no_candidate_process_outlives_its_evaluation(evaluator_without_audit: tuple[Evaluator, BlobStore]) -> None:
+    evaluate_entry(evaluator_without_audit, "fork_orphan")
+    assert not _processes_named("kf-orphan")
+
+
+def _processes_named(fragment: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            comm = (entry / "comm").read_text().strip()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if fragment in (comm, cmdline.strip()) and int(entry.name) != os.getpid():
+            found.append(int(entry.name))
+    return found
