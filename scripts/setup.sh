@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_packages=(g++ librust-pyo3-dev librust-serde-dev librust-serde-derive-dev librust-serde-json-dev chromium iproute2)
+apt_packages=(g++ bubblewrap librust-pyo3-dev librust-serde-dev librust-serde-derive-dev librust-serde-json-dev chromium iproute2)
 missing=()
 for p in "${apt_packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
