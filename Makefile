@@ -17,6 +17,7 @@ test: setup lint test-rs test-py
 lint:
 	$(PY) scripts/gen_protos.py --check
 	$(VENV)/bin/ruff check .
+	$(PY) -m mypy.stubtest search_core._native
 
 test-rs:
 	cd search_core && cargo test --workspace --exclude kf-search-core-py

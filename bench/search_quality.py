@@ -66,11 +66,11 @@ class Landscape:
         self.spec = spec
         d, m = spec.n_choices, spec.n_options
         self.main = [[0.0] + [rng.gauss(-0.06, 0.07) for _ in range(m - 1)] for _ in range(d)]
-        self.interactions = {}
+        self.interactions: dict[tuple[int, int], list[list[float]]] = {}
         while len(self.interactions) < spec.n_interactions:
             i, j = sorted(rng.sample(range(1, d), 2))
             self.interactions[(i, j)] = [[rng.gauss(0.0, 0.08) if a and b else 0.0 for b in range(m)] for a in range(m)]
-        self.incompatible = set()
+        self.incompatible: set[tuple[int, int, int, int]] = set()
         while len(self.incompatible) < spec.n_incompatible:
             i, j = sorted(rng.sample(range(d), 2))
             self.incompatible.add((i, rng.randrange(1, m), j, rng.randrange(1, m)))

@@ -20,7 +20,13 @@ from search_core.node import NodeStatus, NodeView
 _MASK64 = (1 << 64) - 1
 _SNAPSHOT_FORMAT = 1
 _EXPANDABLE = ("root", "passed")
-_STATUS_NAMES = {"root": "the root", "pending": "pending", "passed": "passed", "failed": "failed", "cancelled": "cancelled"}
+_STATUS_NAMES = {
+    "root": "the root",
+    "pending": "pending",
+    "passed": "passed",
+    "failed": "failed",
+    "cancelled": "cancelled",
+}
 
 
 class SplitMix64:

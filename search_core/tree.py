@@ -8,6 +8,7 @@ from pathlib import Path
 
 from search_core import _native
 from search_core.config import SearchConfig
+from search_core.errors import InvalidArgumentError
 from search_core.node import NodeStatus, NodeView
 
 DEFAULT_SNAPSHOT_EVERY = 1000
@@ -85,11 +86,13 @@ class SearchTree:
 
     @property
     def log_path(self) -> Path | None:
-        return self._native.log_path
+        return _path(self._native.log_path)
 
     def ask(self, n: int) -> list[int]:
         """``n`` parents to revise (a node may repeat); each holds a virtual loss until its child
         is told or cancelled, or the pick is given back with :meth:`release`."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise InvalidArgumentError(f"n must be an integer >= 0, got {n!r}")
         with self._lock:
             return self._native.ask(n)
 
