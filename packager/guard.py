@@ -36,11 +36,13 @@ Check = Callable[[object, list[torch.Tensor]], "str | None"]
 class CallMatcher:
     """Matches live ``(args, kwargs)`` against one variant key."""
 
-    def __init__(self, key: VariantKey, *, check_alignment: bool = True) -> None:
+    def __init__(self, key: VariantKey, *, traced: bool = False) -> None:
+        """``traced=True`` leaves out storage offset and alignment, which torch.compile cannot trace;
+        whoever runs the kernel must then check both on the real tensors (see :func:`address_miss`)."""
         self.key = key
         template = json.loads(key.template)
         self._signatures = key.tensors
-        self._check_alignment = check_alignment
+        self._traced = traced
         self._args = [self._compile(a) for a in template["args"]]
         self._kwargs = {name: self._compile(v) for name, v in template["kwargs"].items()}
         self._n_args = len(self._args)
@@ -68,14 +70,24 @@ class CallMatcher:
         if isinstance(encoded, dict):
             (tag, payload), = encoded.items()
             if tag == "tensor":
-                return _tensor_check(self._signatures[payload], self._check_alignment)
+                return _tensor_check(self._signatures[payload], self._traced)
             if tag == "list":
                 return _list_check([self._compile(v) for v in payload])
             return _tagged_check(tag, payload)
         return _plain_check(encoded)
 
 
-def _tensor_check(expected: TensorSignature, check_alignment: bool) -> Check:
+def address_miss(tensors: Sequence[torch.Tensor], signatures: Sequence[TensorSignature]) -> str | None:
+    """The checks a traced matcher leaves out: storage offset and 16-byte alignment."""
+    for tensor, expected in zip(tensors, signatures, strict=True):
+        if tensor.storage_offset() != expected.storage_offset:
+            return STORAGE_OFFSET
+        if (tensor.data_ptr() % 16 == 0) != expected.aligned16:
+            return ALIGNMENT
+    return None
+
+
+def _tensor_check(expected: TensorSignature, traced: bool) -> Check:
     shape = torch.Size(expected.shape)
     stride = tuple(expected.stride)
     dtype = dtype_from_name(expected.dtype)
@@ -94,11 +106,14 @@ def _tensor_check(expected: TensorSignature, check_alignment: bool) -> Check:
             return DTYPE
         if value.stride() != stride:
             return STRIDE
-        if value.storage_offset() != offset:
-            return STORAGE_OFFSET
         if not (getattr(value, device_attr) if device_attr else value.device.type == device):
             return DEVICE
-        if check_alignment and (value.data_ptr() % 16 == 0) != aligned:
+        if traced:
+            tensors.append(value)
+            return None
+        if value.storage_offset() != offset:
+            return STORAGE_OFFSET
+        if (value.data_ptr() % 16 == 0) != aligned:
             return ALIGNMENT
         tensors.append(value)
         return None

@@ -41,9 +41,9 @@ class LoadedKernel:
         self.key = VariantKey.from_json(self.record.card["key"])
         self.template = json.loads(self.key.template)
         self.matcher = CallMatcher(self.key)
-        # Under torch.compile tensors are fake and have no address: alignment is checked
-        # again when the compiled graph runs the kernel.
-        self.trace_matcher = CallMatcher(self.key, check_alignment=False)
+        # Under torch.compile tensors are fake and have no address: storage offset and
+        # alignment are checked when the compiled graph runs the kernel.
+        self.trace_matcher = CallMatcher(self.key, traced=True)
 
     @property
     def card_id(self) -> str:

@@ -6,9 +6,9 @@ parameters and buffers). A miss, a call that needs autograd, or a kernel error r
 original forward.
 
 Under torch.compile the kernel stays in the graph: the guard runs at trace time on fake
-tensors (shapes, strides, dtypes, offsets, device, arguments; dynamo guards on the same facts)
+tensors (shapes, strides, dtypes, device, arguments; dynamo guards on the same facts)
 and emits the custom op ``kforge_cast::module_kernel``, whose fake implementation allocates the
-card's outputs. Alignment can only be seen on real tensors, so the op checks it when the
+card's outputs. Storage offset and alignment cannot be traced, so the op checks them when the
 compiled graph runs, and falls back to the original forward there on a miss or a kernel error.
 Calls that miss at trace time are not counted (the graph simply contains the original forward).
 """
@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from packager.guard import ALIGNMENT
+from packager.guard import address_miss
 from packager.kernel import LoadedKernel
 from packager.stats import AUTOGRAD, REMOVED
 from packager.variant import STATE_KWARG, decode_call, module_state
@@ -116,8 +116,8 @@ class ModuleOverride:
         kernel = self._by_id[card_id]
         if not self.active:
             kernel.stats.fallback(REMOVED)
-        elif any((t.data_ptr() % 16 == 0) != s.aligned16 for t, s in zip(tensors, kernel.key.tensors, strict=True)):
-            kernel.stats.fallback(ALIGNMENT)
+        elif (miss := address_miss(tensors, kernel.key.tensors)) is not None:
+            kernel.stats.fallback(miss)
         else:
             outputs = kernel.try_launch(tensors)
             if outputs is not None:

@@ -141,7 +141,7 @@ def softmax_card(x: torch.Tensor) -> OperatorCard:
 
 
 def entry(card: OperatorCard, source: str, artifact: bytes, *, arch: str | None = None,
-          eager_us: float = 100.0, kernel_us: float = 10.0) -> KernelEntry:
+          eager_us: float = 1000.0, kernel_us: float = 10.0) -> KernelEntry:
     arch = arch or host_cpu_arch()
     return KernelEntry(
         card_id=card.id, kind=card.kind, op=card.op, card_json=card.to_json(),

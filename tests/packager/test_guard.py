@@ -2,7 +2,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from packager.guard import CallMatcher
+from packager.guard import CallMatcher, address_miss
 from packager.variant import variant_key
 
 OP = "aten::_softmax.default"
@@ -69,3 +69,13 @@ def test_miss_names_the_first_field_that_differs() -> None:
     assert matcher.miss_reason([x, -1], {}, []) == "args"
     assert matcher.miss_reason([x, -1, False], {"half_to_float": False}, []) == "args"
     assert matcher.miss_reason([x, -1, 0], {}, []) == "args"  # False and 0 are different arguments
+
+
+def test_traced_matcher_leaves_offset_and_alignment_to_address_miss() -> None:
+    x = torch.randn(4, 8)
+    key = variant_key(OP, [x, -1, False], {})
+    shifted = torch.randn(36)[4:].view(4, 8)
+    assert CallMatcher(key, traced=True).miss_reason([shifted, -1, False], {}, []) is None
+    assert address_miss([shifted], key.tensors) == "storage_offset"
+    assert address_miss([unaligned((4, 8))], key.tensors) == "alignment"
+    assert address_miss([x], key.tensors) is None
