@@ -6,20 +6,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 from servicekit.errors import Unavailable
 
 START_TIMEOUT_S = 120.0
+ServeForge = Callable[[], AbstractAsyncContextManager[str]]
 
 
-class LocalForge:
-    """The embedded capture, agent, sandbox and forge services on 127.0.0.1, in a daemon thread."""
+class BackgroundForge:
+    """Keeps ``serve()`` (an async context giving the forge's address) open in a daemon thread."""
 
-    def __init__(self, runs_dir: Path, backend: str = "auto") -> None:
-        self.runs_dir = runs_dir
-        self.backend = backend
+    def __init__(self, serve: ServeForge) -> None:
+        self._serve_forge = serve
         self.address = ""
         self._ready = threading.Event()
         self._error: BaseException | None = None
@@ -37,36 +38,48 @@ class LocalForge:
         return self.address
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        if self._loop is not None and self._stop is not None and not self._loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+        if self._loop is not None and self._stop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed already
                 self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout_s)
 
     def _main(self) -> None:
         try:
             asyncio.run(self._serve())
-        except BaseException as exc:  # reported to start(); the thread must not die silently
+        except BaseException as exc:  # reported by start(); the thread must not die silently
             self._error = exc
         finally:
             self._ready.set()
 
     async def _serve(self) -> None:
-        from forge_service.embedded import embedded_services
-
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
-        async with embedded_services(self.runs_dir, backend=self.backend) as services:
-            self.address = services.forge_address
+        async with self._serve_forge() as address:
+            self.address = address
             self._ready.set()
             await self._stop.wait()
 
 
+@contextlib.asynccontextmanager
+async def embedded_forge(runs_dir: Path, backend: str = "auto") -> AsyncIterator[str]:
+    """Capture, agent, sandbox and forge services on 127.0.0.1; yields the forge's address."""
+    from forge_service.embedded import embedded_services
+
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    async with embedded_services(runs_dir, backend=backend) as services:
+        yield services.forge_address
+
+
 @contextlib.contextmanager
-def local_forge(runs_dir: Path, backend: str = "auto") -> Iterator[str]:
-    """The address of a local forge service that lives as long as the ``with`` block."""
-    forge = LocalForge(runs_dir, backend)
+def background_forge(serve: ServeForge) -> Iterator[str]:
+    """The address of the forge ``serve`` opens, for as long as the ``with`` block lasts."""
+    forge = BackgroundForge(serve)
     try:
         yield forge.start()
     finally:
         forge.stop()
+
+
+def local_forge(runs_dir: Path, backend: str = "auto") -> contextlib.AbstractContextManager[str]:
+    """A local forge over ``runs_dir`` with its own capture, agent and sandbox services."""
+    return background_forge(lambda: embedded_forge(runs_dir, backend))

@@ -26,7 +26,7 @@ UNKNOWN_FILL = "#f1f3f5"
 
 def _quote(text: str) -> str:
     """A DOT string literal (JSON escaping is a subset DOT accepts)."""
-    return json.dumps(text)
+    return json.dumps(text, ensure_ascii=False)
 
 
 def node_label(node: TreeNode) -> str:

@@ -48,17 +48,22 @@ def start_run_form() -> forge_pb2.RunConfig | None:
     with st.form("start_run"):
         st.subheader("Start a run")
         model_spec = st.text_input(
-            "Model spec", placeholder="examples/small_cnn.py or package.module:factory",
+            "Model spec", key="new_run_model_spec", placeholder="examples/small_cnn.py or package.module:factory",
             help="a .py file defining get_model() and get_inputs(), on the forge service's host",
         )
         left, mid, right = st.columns(3)
-        backend = left.selectbox("Backend", BACKENDS)
-        proposer = mid.text_input("Proposer", value="offline", help='"offline" or a litellm model string')
-        api_base = right.text_input("API base", help="endpoint of an OpenAI-compatible or other litellm server")
+        backend = left.selectbox("Backend", BACKENDS, key="new_run_backend")
+        proposer = mid.text_input("Proposer", key="new_run_proposer", value="offline",
+                                  help='"offline" or a litellm model string')
+        api_base = right.text_input("API base", key="new_run_api_base",
+                                    help="endpoint of an OpenAI-compatible or other litellm server")
         left, mid, right = st.columns(3)
-        budget = left.number_input("Evaluations per card", min_value=1, max_value=10_000, value=8, step=1)
-        max_cards = mid.number_input("Cards to search", min_value=1, max_value=1_000, value=5, step=1)
-        budget_usd = right.number_input("Dollar budget (0: none)", min_value=0.0, value=0.0, step=0.5)
+        budget = left.number_input("Evaluations per card", key="new_run_budget", min_value=1, max_value=10_000,
+                                   value=8, step=1)
+        max_cards = mid.number_input("Cards to search", key="new_run_max_cards", min_value=1, max_value=1_000,
+                                     value=5, step=1)
+        budget_usd = right.number_input("Dollar budget (0: none)", key="new_run_budget_usd", min_value=0.0,
+                                        value=0.0, step=0.5)
         submitted = st.form_submit_button("Start run", type="primary")
     if not submitted:
         return None
@@ -81,6 +86,6 @@ def cancel_run_picker(runs: Sequence[RunSummary]) -> str | None:
         return None
     st.subheader("Cancel a run")
     with st.form("cancel_run"):
-        run_id = st.selectbox("Active run", active)
+        run_id = st.selectbox("Active run", active, key="cancel_run_id")
         confirmed = st.form_submit_button("Cancel run")
     return run_id if confirmed else None

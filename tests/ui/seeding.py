@@ -1,0 +1,104 @@
+"""Runs written through the forge's own run store, for states a small offline run never reaches:
+an LLM-proposed run (prompts, answers, dollars, a compile error, a revision of a revision) and a
+run that failed. The forge service then serves them like any other run."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import torch
+
+from capture_service.cards import OperatorCard, TensorSpec
+from forge_service.config import RunConfig
+from forge_service.report import CardReport, EndToEnd, RunReport
+from forge_service.store import CardRow, RunStore
+from kernel_forge.common.v1 import types_pb2
+from packager.variant import encode_call, variant_key
+
+LLM_RUN_ID = "20260101-000000-11111a"
+FAILED_RUN_ID = "20260101-000000-22222b"
+LLM_PROPOSER = "openai/gpt-4.1"
+FAILED_ERROR = "capture failed: ModuleNotFoundError: No module named 'missing_model'"
+FIRST_SOURCE = """#include "kf_abi.h"
+extern "C" int kf_launch(const kf_tensor *in, int32_t n_in, kf_tensor *out, int32_t n_out, void *stream) {
+  const float *x = (const float *)in[0].data;
+  float *y = (float *)out[0].data;
+  for (int64_t i = 0; i < 4096; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
+  return 0;
+}
+"""
+BEST_SOURCE = FIRST_SOURCE.replace("  for (int64_t i", "  #pragma omp simd\n  for (int64_t i")
+BROKEN_SOURCE = FIRST_SOURCE.replace("return 0;", "return 0")
+COMPILE_LOG = "kernel.cpp:6:11: error: expected ';' before '}' token"
+PROMPT = "Write a faster kf_launch for aten::relu.default on float32[4096]."
+ANSWER = "```cpp\n" + BEST_SOURCE + "```"
+
+
+def relu_card(time_share: float, eager_us: float) -> OperatorCard:
+    """A real aten card of relu on 4096 floats, keyed by the packager's own variant key."""
+    x = torch.randn(4096)
+    key = variant_key("aten::relu.default", (x,), {})
+    template, _ = encode_call((x,), {})
+    spec = TensorSpec(shape=[4096], stride=[1], dtype="float32")
+    return OperatorCard(
+        id=key.id, kind="aten", op="aten::relu.default", device="cpu", key=key.to_json(), inputs=[spec],
+        outputs=[spec], template=template, call_count=3, eager_us=eager_us, time_share=time_share,
+    )
+
+
+def _result(candidate_id: str, status: int, **fields: object) -> types_pb2.CandidateResult:
+    return types_pb2.CandidateResult(candidate_id=candidate_id, status=status, **fields)  # type: ignore[arg-type]
+
+
+def seed_llm_run(runs_dir: Path, model_spec: str) -> dict[str, str]:
+    """A finished run of ``model_spec`` by an LLM proposer; returns the ids it made."""
+    store = RunStore(runs_dir / LLM_RUN_ID)
+    config = RunConfig(model_spec=model_spec, backend="cpu", proposer=LLM_PROPOSER, budget_per_card=3, max_cards=1)
+    store.create_run(LLM_RUN_ID, config.model_dump_json(), Path(model_spec).stem)
+    card = relu_card(time_share=0.4, eager_us=10.0)
+    card_id = card.id
+    store.put_cards([CardRow(card_id, card.to_json(), 0, True, "done", "budget spent", 3, 2.0)])
+    ids = {"card": card_id, "first": "a1a1a1a1a1a1", "broken": "b2b2b2b2b2b2", "best": "c3c3c3c3c3c3"}
+    plan = [
+        (ids["first"], "", FIRST_SOURCE, "plain loop",
+         _result(ids["first"], types_pb2.PASSED, latency_us=8.0, latency_spread_us=0.4, eager_latency_us=10.0,
+                 eager_spread_us=0.5, speedup=1.25, rel_l2_error=1e-7, max_scaled_error=2e-7, audit_class="custom",
+                 compile_s=0.8, total_s=2.0, floor_us=2.0, toolchain="g++ 12.2.0", arch="cpu-x86_64")),
+        (ids["broken"], ids["first"], BROKEN_SOURCE, "drop a semicolon",
+         _result(ids["broken"], types_pb2.COMPILE_ERROR, error_message="compilation failed", log_tail=COMPILE_LOG,
+                 compile_s=0.5, total_s=0.5)),
+        (ids["best"], ids["first"], BEST_SOURCE, "vectorise the loop with omp simd",
+         _result(ids["best"], types_pb2.PASSED, latency_us=5.0, latency_spread_us=0.2, eager_latency_us=10.0,
+                 eager_spread_us=0.5, speedup=2.0, rel_l2_error=0.0, max_scaled_error=0.0, audit_class="custom",
+                 compile_s=0.9, total_s=2.1, floor_us=2.0, toolchain="g++ 12.2.0", arch="cpu-x86_64",
+                 remeasured=True, source_sha256=hashlib.sha256(BEST_SOURCE.encode()).hexdigest())),
+    ]
+    for node_id, (cid, parent, source, description, result) in enumerate(plan, 1):
+        store.add_candidate(cid, card_id, parent, node_id, LLM_PROPOSER, ("add_child", {"node": node_id}))
+        cost = types_pb2.Cost(prompt_tokens=1200, completion_tokens=300, usd=0.0125, llm_calls=1)
+        exchange = types_pb2.LlmExchange(model=LLM_PROPOSER, prompt=PROMPT, response=ANSWER, cost=cost, latency_s=3.5)
+        store.set_proposal(cid, source, description, {"unroll": node_id}, {"usd": cost.usd, "llm_calls": 1},
+                           [exchange], card_id)
+        store.put_result(result, card_id, ("tell", {"node": node_id}))
+    report = RunReport(
+        run_id=LLM_RUN_ID, model_spec=model_spec, backend="cpu", device="test cpu",
+        cards=[CardReport(card_id=card_id, op="aten::relu.default", kind="aten", time_share=0.4, status="done",
+                          reason="", eager_us=10.0, best_us=5.0, speedup=2.0, floor_us=2.0, pct_of_floor=40.0,
+                          audit_class="custom", evaluations=3, cost_usd=0.0375)],
+        end_to_end=EndToEnd(measured=True, eager_ms=1.0, cast_ms=0.8, cast_speedup=1.25, parity_ok=True,
+                            parity_max_rel_error=1e-7),
+        cast_path=None, kernels_packaged=1,
+    )
+    store.update_run(status="done", report_json=report.model_dump_json())
+    store.close()
+    return ids
+
+
+def seed_failed_run(runs_dir: Path) -> None:
+    """A run whose capture failed before any card existed."""
+    store = RunStore(runs_dir / FAILED_RUN_ID)
+    config = RunConfig(model_spec="missing_model.py", backend="cpu")
+    store.create_run(FAILED_RUN_ID, config.model_dump_json(), "missing_model")
+    store.update_run(status="failed", error=FAILED_ERROR)
+    store.close()

@@ -1,0 +1,59 @@
+"""The dashboard's client against a real forge service on loopback."""
+
+from __future__ import annotations
+
+import socket
+
+import grpc
+import pytest
+
+from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
+from servicekit.security import Security
+from tests.ui.seeding import ANSWER, COMPILE_LOG, FAILED_ERROR, FAILED_RUN_ID, LLM_PROPOSER, LLM_RUN_ID
+from ui.client import ForgeClient, ForgeError
+from ui.connection import ForgeTarget
+
+
+@pytest.fixture(scope="module")
+def client(forge_address: str) -> ForgeClient:
+    return ForgeClient(ForgeTarget(forge_address, Security()))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_runs_cards_tree_and_candidates_come_back_as_plain_data(client: ForgeClient) -> None:
+    runs = {r.run_id: r for r in client.list_runs()}
+    assert runs[LLM_RUN_ID].proposer == LLM_PROPOSER and runs[LLM_RUN_ID].best_e2e_speedup == 1.25
+    assert runs[FAILED_RUN_ID].error == FAILED_ERROR
+    (card,) = client.list_cards(LLM_RUN_ID)
+    assert card.speedup == 2.0 and card.evaluations == 3
+    tree = client.card_tree(LLM_RUN_ID, card.card_id)
+    assert tree.best_lineage() == ["c3c3c3c3c3c3", "a1a1a1a1a1a1"]
+    broken = client.candidate(LLM_RUN_ID, "b2b2b2b2b2b2")
+    assert broken.status == "COMPILE_ERROR" and broken.log_tail == COMPILE_LOG
+    assert broken.exchanges[0].response == ANSWER
+    assert "# Run " + LLM_RUN_ID in client.report_markdown(LLM_RUN_ID)
+
+
+def test_refusals_carry_the_forge_status_and_say_what_failed(client: ForgeClient) -> None:
+    with pytest.raises(ForgeError, match="NOT_FOUND: no run 'nope'") as info:
+        client.get_run("nope")
+    assert info.value.code == grpc.StatusCode.NOT_FOUND and not info.value.unavailable
+    with pytest.raises(ForgeError, match=r"has no \.cast yet"):
+        client.export_cast(LLM_RUN_ID)
+    with pytest.raises(ForgeError, match="not executing"):
+        client.cancel_run(LLM_RUN_ID)
+    with pytest.raises(ForgeError, match="INVALID_ARGUMENT"):
+        client.start_run(forge_pb2.RunConfig(model_spec="m.py", backend="tpu"))
+
+
+def test_a_forge_that_is_down_is_reported_as_unreachable() -> None:
+    address = f"127.0.0.1:{_free_port()}"
+    client = ForgeClient(ForgeTarget(address, Security()), timeout_s=2.0)
+    with pytest.raises(ForgeError, match=f"forge service at {address} is not reachable") as info:
+        client.list_runs()
+    assert info.value.unavailable

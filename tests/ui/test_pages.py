@@ -1,0 +1,115 @@
+"""One AppTest per page against a real forge service on loopback holding seeded runs."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from tests.ui.apptest import code_texts, open_page, texts
+from tests.ui.seeding import (
+    ANSWER,
+    BEST_SOURCE,
+    COMPILE_LOG,
+    FAILED_ERROR,
+    FAILED_RUN_ID,
+    LLM_PROPOSER,
+    LLM_RUN_ID,
+    PROMPT,
+)
+from ui.connection import FORGE_ENV_VAR
+from ui.tree_graph import BEST_COLOUR
+
+pytestmark = pytest.mark.usefixtures("forge_env")
+
+
+def _metrics(at: object) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}  # type: ignore[attr-defined]
+
+
+def test_runs_page_lists_every_run_with_progress_cost_and_speedup() -> None:
+    at = open_page("runs")
+    frame = at.dataframe[0].value.set_index("run")
+    assert frame.loc[LLM_RUN_ID, "proposer"] == LLM_PROPOSER and frame.loc[LLM_RUN_ID, "status"] == "done"
+    assert frame.loc[LLM_RUN_ID, "evaluations"] == "3/3" and frame.loc[LLM_RUN_ID, "cost $"] == pytest.approx(0.0375)
+    assert frame.loc[LLM_RUN_ID, "e2e speedup"] == 1.25
+    assert frame.loc[FAILED_RUN_ID, "status"] == "failed"
+    assert any(FAILED_ERROR in w for w in texts(at.warning))
+    assert at.text_input(key="new_run_model_spec") is not None
+    assert not at.error
+
+
+def test_run_page_shows_progress_cards_and_the_time_plot() -> None:
+    at = open_page("run", run=LLM_RUN_ID)
+    metrics = _metrics(at)
+    assert metrics["Evaluations"] == "3/3" and metrics["End-to-end speedup"] == "×1.25"
+    assert metrics["Cost"] == "$0.0375" and "done" in metrics["Status"]
+    row = at.dataframe[0].value.iloc[0]
+    assert (row["op"], row["eager µs"], row["best µs"], row["speedup"], row["% of floor"], row["class"]) == (
+        "aten::relu.default", 10.0, 5.0, 2.0, 40.0, "custom")
+    chart = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    assert chart["encoding"]["x"]["field"] == "time µs"
+    assert any("# Run " + LLM_RUN_ID in m for m in texts(at.markdown))
+    assert not at.error
+
+
+def test_run_page_shows_why_a_run_failed() -> None:
+    at = open_page("run", run=FAILED_RUN_ID)
+    assert any(FAILED_ERROR in e for e in texts(at.error))
+    assert any("not been captured" in i for i in texts(at.info))
+
+
+def test_card_page_draws_the_revision_tree_with_the_best_lineage() -> None:
+    at = open_page("card", run=LLM_RUN_ID)
+    dot = at.get("graphviz_chart")[0].proto.spec
+    for candidate in ("a1a1a1a1", "b2b2b2b2", "c3c3c3c3", "×2.00", "compile_error", BEST_COLOUR):
+        assert candidate in dot
+    frame = at.dataframe[0].value.set_index("candidate")
+    assert frame.loc["c3c3c3c3c3c3", "best lineage"] and not frame.loc["b2b2b2b2b2b2", "best lineage"]
+    assert at.selectbox(key="card:card").value == frame.index[0] or at.selectbox(key="card:card").value
+    assert not at.error
+
+
+def test_candidate_page_shows_source_diff_logs_and_the_llm_exchange() -> None:
+    at = open_page("candidate", run=LLM_RUN_ID, candidate="b2b2b2b2b2b2")
+    assert any("COMPILE_ERROR" in w for w in texts(at.warning))
+    codes = code_texts(at)
+    diff = next(c for c in codes if c.startswith("--- a1a1a1a1a1a1 (parent)"))
+    assert "-  return 0;" in diff and "+  return 0" in diff
+    assert COMPILE_LOG in codes and PROMPT in codes and ANSWER in codes
+    assert _metrics(at)["Cost"] == "$0.0125"
+
+
+def test_candidate_page_opens_on_the_best_candidate_with_its_timings() -> None:
+    at = open_page("candidate", run=LLM_RUN_ID)
+    assert at.selectbox(key="candidate:candidate").value == "c3c3c3c3c3c3"
+    metrics = _metrics(at)
+    assert metrics["Kernel"] == "5.00 µs (IQR 0.20)" and metrics["Eager"] == "10.00 µs (IQR 0.50)"
+    assert metrics["Rel. L2 error"] == "0.00e+00"
+    assert BEST_SOURCE.rstrip() in code_texts(at)
+    assert any("re-measured" in s for s in texts(at.success))
+
+
+def test_providers_page_compares_proposers_of_one_model() -> None:
+    at = open_page("providers")
+    assert at.selectbox(key="providers:model").value == "small_cnn"
+    frame = at.dataframe[0].value.set_index("run")
+    assert frame.loc[LLM_RUN_ID, "cost $"] == pytest.approx(0.0375) and frame.loc[LLM_RUN_ID, "LLM calls"] == 3
+
+
+def test_package_page_audits_a_cast_by_path(tmp_path: object) -> None:
+    at = open_page("package")
+    at.radio[0].set_value("A path on the dashboard's host").run()
+    at.text_input[0].input("/nonexistent/model.cast").run()
+    assert any("no such file" in e for e in texts(at.error))
+
+
+def test_every_page_shows_a_forge_that_is_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv(FORGE_ENV_VAR, f"127.0.0.1:{port}")
+    for page in ("runs", "run", "card", "candidate", "providers", "package"):
+        at = open_page(page)
+        assert any("not reachable" in e for e in texts(at.error)), page

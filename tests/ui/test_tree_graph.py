@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+import re
+
+from tests.ui import factories
+from ui.models import CardTree
+from ui.tree_graph import BEST_COLOUR, ROOT_ID, STATUS_FILL, card_tree_dot, node_label
+
+
+def _node_line(dot: str, candidate_id: str) -> str:
+    return next(line for line in dot.splitlines() if line.strip().startswith(f'"{candidate_id}" ['))
+
+
+def test_nodes_are_coloured_by_status_and_labelled_by_speedup() -> None:
+    dot = card_tree_dot(factories.tree())
+    assert STATUS_FILL["PASSED"] in _node_line(dot, "k3") and "×2.50" in _node_line(dot, "k3")
+    assert STATUS_FILL["COMPILE_ERROR"] in _node_line(dot, "k2") and "compile_error" in _node_line(dot, "k2")
+    assert STATUS_FILL["WRONG_RESULT"] in _node_line(dot, "k4")
+
+
+def test_the_best_lineage_is_highlighted_and_nothing_else() -> None:
+    dot = card_tree_dot(factories.tree("k3"))
+    highlighted = {m for m in re.findall(r'^\s+"(\w+)" \[.*' + BEST_COLOUR, dot, re.MULTILINE)}
+    assert highlighted == {"k1", "k3"}
+    assert f'"{ROOT_ID}" -> "k1" [color="{BEST_COLOUR}"' in dot
+    assert f'"k1" -> "k3" [color="{BEST_COLOUR}"' in dot
+    assert '"k1" -> "k2";' in dot and f'"{ROOT_ID}" -> "k4";' in dot
+
+
+def test_first_revisions_and_orphans_hang_from_eager() -> None:
+    tree = CardTree("c", (factories.node("a"), factories.node("b", "gone")), "")
+    dot = card_tree_dot(tree)
+    assert f'"{ROOT_ID}" -> "a";' in dot and f'"{ROOT_ID}" -> "b";' in dot
+
+
+def test_descriptions_with_quotes_cannot_break_the_graph() -> None:
+    tree = CardTree("c", (factories.node("a", description='use "restrict"\\ and {braces}'),), "a")
+    dot = card_tree_dot(tree)
+    assert r'tooltip="use \"restrict\"\\ and {braces}"' in dot
+    assert dot.count("{") - dot.count("{braces}") == dot.count("}") - dot.count("{braces}")
+
+
+def test_label_shows_status_when_not_passed() -> None:
+    assert node_label(factories.node("abcdefghijkl", status="TIMEOUT", speedup=None)) == "abcdefgh\ntimeout"
