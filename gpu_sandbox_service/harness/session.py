@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -176,6 +177,8 @@ class Session:
         sets = [self.buffers() for _ in range(n_sets)]
         for buffers, values in zip(sets, self.input_sets, strict=False):
             buffers.load(values)
+        if self.stream is not None:
+            torch.cuda.synchronize()
         eager = [self.reference.eager_call(b.inputs) for b in sets]
         stream = self.stream.cuda_stream if self.stream else None
         failures: list[int] = []
@@ -194,7 +197,8 @@ class Session:
             s = i % n_sets
             for which in order:
                 if which == 0:
-                    sets[s].poison(0)
+                    with self.on_harness_stream():
+                        sets[s].poison(0)
                     candidate_us.append(self.timer.time_us(lambda s=s: candidate(sets[s])))  # type: ignore[misc]
                 else:
                     eager_us.append(self.timer.time_us(eager[s]))
@@ -206,6 +210,10 @@ class Session:
             for s, buffers in enumerate(sets):
                 self.check_outputs(buffers, self.references[s], f"timed input set {s}")
         return Summary.of(candidate_us), Summary.of(eager_us)
+
+    def on_harness_stream(self) -> contextlib.AbstractContextManager[object]:
+        """Device work of the harness itself goes on the candidate's stream, ordered with it."""
+        return torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext()
 
     def floor_us(self) -> float | None:
         """The card's memory-bandwidth floor: bytes in and out over the measured copy bandwidth."""

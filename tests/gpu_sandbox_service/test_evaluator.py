@@ -1,0 +1,95 @@
+"""The evaluator end to end on the cpu backend, with cards built from real calls."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpu_sandbox_service.blobs import BlobStore
+from gpu_sandbox_service.cardkit import card_from_call
+from gpu_sandbox_service.evaluator import Evaluator
+from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest
+from servicekit.errors import FailedPrecondition, InvalidArgument
+from tests.gpu_sandbox_service.conftest import TEST_LIMITS, load_corpus, softmax_card
+
+SOFTMAX_OK = next(e for e in load_corpus("cpu") if e.name == "softmax_ok").source
+
+ADD = """
+#include "kf_abi.h"
+extern "C" int kf_launch(const kf_tensor *in, int32_t n_in, kf_tensor *out, int32_t n_out, void *stream) {
+  const float *a = (const float *)in[0].data, *b = (const float *)in[1].data;
+  float *y = (float *)out[0].data;
+  const int64_t rows = out[0].shape[0], cols = out[0].shape[1];
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)  /* the output is column-major like a; b is broadcast: stride 0 */
+      y[r * out[0].stride[0] + c * out[0].stride[1]] =
+          a[r * in[0].stride[0] + c * in[0].stride[1]] + 2.0f * b[r * in[1].stride[0] + c * in[1].stride[1]];
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Evaluator:
+    root = tmp_path_factory.mktemp("evaluator")
+    return Evaluator(root, "cpu", BlobStore(root / "blobs"), TEST_LIMITS)
+
+
+def run(evaluator: Evaluator, request: EvaluationRequest):  # type: ignore[no-untyped-def]
+    return asyncio.run(evaluator.evaluate(request))
+
+
+def test_passing_candidate_is_remeasured_and_ships_its_artifact(evaluator: Evaluator) -> None:
+    card = softmax_card(evaluator.blobs, rows=128, cols=512)
+    options = EvaluationOptions(fresh_input_sets=2, timing_runs=11, remeasure=True)
+    result = run(evaluator, EvaluationRequest(candidate_id="ok", card=card, source=SOFTMAX_OK, backend="cpu",
+                                              options=options))
+    assert result.status.value == "PASSED", result.error_message + result.log_tail
+    assert result.remeasured and result.artifact.startswith(b"\x7fELF")
+    assert result.latency_us and result.eager_latency_us and result.speedup
+    assert result.speedup == pytest.approx(result.eager_latency_us / result.latency_us)
+    assert result.floor_us and result.latency_us > result.floor_us * TEST_LIMITS.floor_slack
+    assert result.audit_class == "custom" and result.toolchain.startswith("g++") and result.arch.startswith("cpu")
+    again = run(evaluator, EvaluationRequest(candidate_id="ok2", card=card, source=SOFTMAX_OK, backend="cpu",
+                                             options=EvaluationOptions(fresh_input_sets=0, timing_runs=3)))
+    assert again.status.value == "PASSED" and again.compile_s == 0.0  # served from the compile cache
+
+
+def test_strided_and_broadcast_inputs_with_a_scalar_argument(evaluator: Evaluator) -> None:
+    a = torch.randn(16, 8).t().contiguous().t()  # column-major
+    b = torch.randn(8).expand(16, 8)
+    card = card_from_call("aten::add.Tensor", [a, b], {"alpha": 2}, evaluator.blobs)
+    assert card.inputs[0].stride == [1, 16] and card.inputs[1].stride == [0, 1] and card.outputs[0].stride == [1, 16]
+    result = run(evaluator, EvaluationRequest(candidate_id="add", card=card, source=ADD, backend="cpu",
+                                              options=EvaluationOptions(timing_runs=3)))
+    assert result.status.value == "PASSED", result.error_message + result.log_tail
+    wrong = ADD.replace("2.0f * b", "b")
+    result = run(evaluator, EvaluationRequest(candidate_id="add-alpha-ignored", card=card, source=wrong,
+                                              backend="cpu", options=EvaluationOptions(timing_runs=3)))
+    assert result.status.value == "WRONG_RESULT" and "tolerance" in result.error_message
+
+
+def test_compile_errors_carry_the_compiler_log(evaluator: Evaluator) -> None:
+    card = softmax_card(evaluator.blobs)
+    result = run(evaluator, EvaluationRequest(candidate_id="broken", card=card, source="int kf_launch( {",
+                                              backend="cpu"))
+    assert result.status.value == "COMPILE_ERROR" and "error" in result.log_tail
+    assert "candidate.cpp" in result.log_tail
+
+
+def test_bad_requests_raise_with_the_problem_named(evaluator: Evaluator, tmp_path: Path) -> None:
+    card = softmax_card(evaluator.blobs)
+    with pytest.raises(InvalidArgument, match="backend"):
+        run(evaluator, EvaluationRequest(candidate_id="x", card=card, source=SOFTMAX_OK, backend="cuda"))
+    with pytest.raises(InvalidArgument, match="empty"):
+        run(evaluator, EvaluationRequest(candidate_id="x", card=card, source="  ", backend="cpu"))
+    elsewhere = softmax_card(BlobStore(tmp_path), rows=3, cols=5)
+    with pytest.raises(FailedPrecondition, match="not uploaded"):
+        run(evaluator, EvaluationRequest(candidate_id="x", card=elsewhere, source=SOFTMAX_OK, backend="cpu"))
+    unknown = card.model_copy(update={"op": "aten::no_such_op.default"})
+    with pytest.raises(InvalidArgument, match="unknown operator"):
+        run(evaluator, EvaluationRequest(candidate_id="x", card=unknown, source=SOFTMAX_OK, backend="cpu",
+                                         options=EvaluationOptions(timing_runs=1)))
