@@ -4,10 +4,13 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from tests.examples_paper.paper_specs import capture_spec, example_env, meta_model, ops_of, run_spec, spec_module
 
 
-@pytest.mark.parametrize(("variant", "batch", "dtype"), [("b1_fp32", 1, torch.float32), ("b32_bf16", 2, torch.bfloat16)])
+@pytest.mark.parametrize(
+    ("variant", "batch", "dtype"), [("b1_fp32", 1, torch.float32), ("b32_bf16", 2, torch.bfloat16)]
+)
 def test_tiny_variants_classify_a_batch(variant: str, batch: int, dtype: torch.dtype) -> None:
     logits = run_spec("resnet50", variant)
     assert logits.shape == (batch, 1000)
