@@ -7,6 +7,7 @@ tensor, a tuple/list (positional arguments) or a dict (keyword arguments).
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import sys
@@ -14,6 +15,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -57,15 +59,8 @@ def _load_file(path: Path) -> LoadedModel:
     if not path.is_file():
         raise InvalidModelSpec(f"model file {path} does not exist")
     path = path.resolve()
-    name = f"kforge_model_{abs(hash(str(path))):x}"
-    module_spec = importlib.util.spec_from_file_location(name, path)
-    if module_spec is None or module_spec.loader is None:
-        raise InvalidModelSpec(f"model file {path} cannot be imported as a Python module")
-    module = importlib.util.module_from_spec(module_spec)
-    sys.path.insert(0, str(path.parent))
-    sys.modules[name] = module
     try:
-        module_spec.loader.exec_module(module)
+        module = _import_file(path)
     except Exception as exc:
         raise InvalidModelSpec(f"model file {path.name} failed to import: {describe_exception(exc)}") from exc
     get_model = _function(module, "get_model", path.name)
@@ -76,6 +71,34 @@ def _load_file(path: Path) -> LoadedModel:
     except Exception as exc:
         raise InputsError(f"{path.name}: get_inputs() raised {describe_exception(exc)}") from exc
     return _with_inputs(model, inputs, f"{path.name}: get_inputs()")
+
+
+def _import_file(path: Path) -> ModuleType:
+    """Import a model file under the name Python would give it from its package root.
+
+    ``examples/small_cnn.py`` inside the ``examples`` package becomes ``examples.small_cnn``, so
+    module cards name classes as the user's own imports do (the class name is part of a module
+    card's key). A file that cannot be imported by such a name gets a private one.
+    """
+    parts, root = [path.stem], path.parent
+    while (root / "__init__.py").is_file() and root.name.isidentifier():
+        parts.insert(0, root.name)
+        root = root.parent
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    name = ".".join(parts)
+    if all(p.isidentifier() for p in parts):
+        found = importlib.util.find_spec(name)
+        if found is not None and found.origin is not None and Path(found.origin).resolve() == path:
+            return importlib.import_module(name)
+    private = f"kforge_model_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+    module_spec = importlib.util.spec_from_file_location(private, path)
+    if module_spec is None or module_spec.loader is None:
+        raise ImportError(f"{path} is not a Python module")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[private] = module
+    module_spec.loader.exec_module(module)
+    return module
 
 
 def _load_factory(spec: str) -> LoadedModel:

@@ -1,6 +1,15 @@
 import torch
 
-from capture_service.recorder import EMPTY, FACTORY, MUTATES, RANDOM, RETURNS_NO_TENSOR, VIEW, OperatorRecorder
+from capture_service.recorder import (
+    EMPTY,
+    FACTORY,
+    IDENTITY_POOL,
+    MUTATES,
+    RANDOM,
+    RETURNS_NO_TENSOR,
+    VIEW,
+    OperatorRecorder,
+)
 from capture_service.records import SamplePolicy, VariantRecord
 
 
@@ -105,3 +114,15 @@ def test_replay_reproduces_the_captured_output() -> None:
     with torch.inference_mode():
         again = record.replay(record.samples[0].inputs)
     assert torch.allclose(again, record.samples[0].outputs[0])
+
+
+def test_identity_adaptive_pool_is_flagged_degenerate() -> None:
+    x = torch.randn(1, 2, 7, 7)
+
+    def run() -> None:
+        torch.nn.functional.adaptive_avg_pool2d(x, 7)
+        torch.nn.functional.adaptive_avg_pool2d(x, 1)
+
+    identity, real = _record(run)["aten::adaptive_avg_pool2d.default"]
+    assert identity.degenerate == IDENTITY_POOL and identity.optimisable
+    assert real.degenerate == ""
