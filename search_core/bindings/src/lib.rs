@@ -12,7 +12,19 @@ use error::{to_py, UnknownNodeError};
 
 /// A node as a plain tuple:
 /// (id, parent, depth, status, cancelled, latency_us, spread_us, visits, value, best_reward, in_flight).
-type NodeTuple = (NodeId, Option<NodeId>, u32, &'static str, bool, Option<f64>, Option<f64>, u64, Option<f64>, Option<f64>, u32);
+type NodeTuple = (
+    NodeId,
+    Option<NodeId>,
+    u32,
+    &'static str,
+    bool,
+    Option<f64>,
+    Option<f64>,
+    u64,
+    Option<f64>,
+    Option<f64>,
+    u32,
+);
 
 #[pyclass(module = "search_core._native")]
 struct NativeTree {
@@ -39,14 +51,33 @@ impl NativeTree {
         log_path: Option<PathBuf>,
         snapshot_every: u64,
     ) -> PyResult<Self> {
-        let config = SearchConfig { seed, exploration, widen_k, widen_alpha, virtual_loss, max_weight };
-        py.allow_threads(|| DurableTree::create(config, reference_latency_us, log_path.as_deref(), snapshot_every))
-            .map(|inner| Self { inner })
-            .map_err(to_py)
+        let config = SearchConfig {
+            seed,
+            exploration,
+            widen_k,
+            widen_alpha,
+            virtual_loss,
+            max_weight,
+        };
+        py.allow_threads(|| {
+            DurableTree::create(
+                config,
+                reference_latency_us,
+                log_path.as_deref(),
+                snapshot_every,
+            )
+        })
+        .map(|inner| Self { inner })
+        .map_err(to_py)
     }
 
     #[staticmethod]
-    fn restore(py: Python<'_>, data: &[u8], log_path: Option<PathBuf>, snapshot_every: u64) -> PyResult<Self> {
+    fn restore(
+        py: Python<'_>,
+        data: &[u8],
+        log_path: Option<PathBuf>,
+        snapshot_every: u64,
+    ) -> PyResult<Self> {
         py.allow_threads(|| DurableTree::restore(data, log_path.as_deref(), snapshot_every))
             .map(|inner| Self { inner })
             .map_err(to_py)
@@ -54,13 +85,22 @@ impl NativeTree {
 
     #[staticmethod]
     fn open(py: Python<'_>, log_path: PathBuf, snapshot_every: u64) -> PyResult<Self> {
-        py.allow_threads(|| DurableTree::open(&log_path, snapshot_every)).map(|inner| Self { inner }).map_err(to_py)
+        py.allow_threads(|| DurableTree::open(&log_path, snapshot_every))
+            .map(|inner| Self { inner })
+            .map_err(to_py)
     }
 
     /// (seed, exploration, widen_k, widen_alpha, virtual_loss, max_weight)
     fn config(&self) -> (u64, f64, f64, f64, f64, f64) {
         let c = self.inner.tree().config();
-        (c.seed, c.exploration, c.widen_k, c.widen_alpha, c.virtual_loss, c.max_weight)
+        (
+            c.seed,
+            c.exploration,
+            c.widen_k,
+            c.widen_alpha,
+            c.virtual_loss,
+            c.max_weight,
+        )
     }
 
     #[getter]
@@ -96,7 +136,8 @@ impl NativeTree {
     ) -> PyResult<()> {
         let node = node_id(node)?;
         let inner = &mut self.inner;
-        py.allow_threads(|| inner.tell(node, passed, latency_us, spread_us)).map_err(to_py)
+        py.allow_threads(|| inner.tell(node, passed, latency_us, spread_us))
+            .map_err(to_py)
     }
 
     fn cancel(&mut self, py: Python<'_>, node: i64) -> PyResult<()> {
@@ -123,7 +164,19 @@ impl NativeTree {
             NodeStatus::Failed | NodeStatus::Cancelled => "failed",
         };
         let cancelled = v.status == NodeStatus::Cancelled;
-        Ok((v.id, v.parent, v.depth, status, cancelled, v.latency_us, v.spread_us, v.visits, v.value, v.best_reward, v.in_flight))
+        Ok((
+            v.id,
+            v.parent,
+            v.depth,
+            status,
+            cancelled,
+            v.latency_us,
+            v.spread_us,
+            v.visits,
+            v.value,
+            v.best_reward,
+            v.in_flight,
+        ))
     }
 
     fn ancestors(&self, id: i64) -> PyResult<Vec<NodeId>> {
@@ -131,11 +184,17 @@ impl NativeTree {
     }
 
     fn best_descendant(&self, id: i64) -> PyResult<Option<NodeId>> {
-        self.inner.tree().best_descendant(node_id(id)?).map_err(to_py)
+        self.inner
+            .tree()
+            .best_descendant(node_id(id)?)
+            .map_err(to_py)
     }
 
     fn failed_siblings(&self, id: i64) -> PyResult<Vec<NodeId>> {
-        self.inner.tree().failed_siblings(node_id(id)?).map_err(to_py)
+        self.inner
+            .tree()
+            .failed_siblings(node_id(id)?)
+            .map_err(to_py)
     }
 
     fn children(&self, id: i64) -> PyResult<Vec<NodeId>> {

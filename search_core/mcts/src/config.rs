@@ -25,7 +25,14 @@ pub struct SearchConfig {
 
 impl Default for SearchConfig {
     fn default() -> Self {
-        Self { seed: 0, exploration: 0.1, widen_k: 4.0, widen_alpha: 0.3, virtual_loss: 1.0, max_weight: 1.0 }
+        Self {
+            seed: 0,
+            exploration: 0.1,
+            widen_k: 4.0,
+            widen_alpha: 0.3,
+            virtual_loss: 1.0,
+            max_weight: 1.0,
+        }
     }
 }
 
@@ -35,13 +42,40 @@ impl SearchConfig {
             if value.is_finite() && ok {
                 Ok(())
             } else {
-                Err(SearchError::InvalidArgument(format!("{name} must be {domain}, got {value}")))
+                Err(SearchError::InvalidArgument(format!(
+                    "{name} must be {domain}, got {value}"
+                )))
             }
         };
-        check("exploration", self.exploration, self.exploration >= 0.0, "a finite number >= 0")?;
-        check("widen_k", self.widen_k, self.widen_k > 0.0, "a finite number > 0")?;
-        check("widen_alpha", self.widen_alpha, (0.0..=1.0).contains(&self.widen_alpha), "in [0, 1]")?;
-        check("virtual_loss", self.virtual_loss, self.virtual_loss >= 0.0, "a finite number >= 0")?;
-        check("max_weight", self.max_weight, (0.0..=1.0).contains(&self.max_weight), "in [0, 1]")
+        check(
+            "exploration",
+            self.exploration,
+            self.exploration >= 0.0,
+            "a finite number >= 0",
+        )?;
+        check(
+            "widen_k",
+            self.widen_k,
+            self.widen_k > 0.0,
+            "a finite number > 0",
+        )?;
+        check(
+            "widen_alpha",
+            self.widen_alpha,
+            (0.0..=1.0).contains(&self.widen_alpha),
+            "in [0, 1]",
+        )?;
+        check(
+            "virtual_loss",
+            self.virtual_loss,
+            self.virtual_loss >= 0.0,
+            "a finite number >= 0",
+        )?;
+        check(
+            "max_weight",
+            self.max_weight,
+            (0.0..=1.0).contains(&self.max_weight),
+            "in [0, 1]",
+        )
     }
 }

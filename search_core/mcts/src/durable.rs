@@ -45,29 +45,51 @@ impl DurableTree {
         snapshot_every: u64,
     ) -> Result<Self, SearchError> {
         let tree = Tree::new(config.clone(), reference_latency_us)?;
-        let start = LogStart::Create { config, reference_latency_us };
+        let start = LogStart::Create {
+            config,
+            reference_latency_us,
+        };
         Self::start(tree, start, log_path, snapshot_every)
     }
 
     /// A tree rebuilt from [`Tree::snapshot`] bytes; with `log_path` it continues in a new log.
-    pub fn restore(data: &[u8], log_path: Option<&Path>, snapshot_every: u64) -> Result<Self, SearchError> {
+    pub fn restore(
+        data: &[u8],
+        log_path: Option<&Path>,
+        snapshot_every: u64,
+    ) -> Result<Self, SearchError> {
         let tree = Tree::restore(data)?;
-        let start = LogStart::Restore { snapshot: Box::new(TreeSnapshot::from(&tree)) };
+        let start = LogStart::Restore {
+            snapshot: Box::new(TreeSnapshot::from(&tree)),
+        };
         Self::start(tree, start, log_path, snapshot_every)
     }
 
-    fn start(tree: Tree, start: LogStart, log_path: Option<&Path>, snapshot_every: u64) -> Result<Self, SearchError> {
+    fn start(
+        tree: Tree,
+        start: LogStart,
+        log_path: Option<&Path>,
+        snapshot_every: u64,
+    ) -> Result<Self, SearchError> {
         check_snapshot_every(snapshot_every)?;
         let journal = match log_path {
             None => None,
             Some(path) => {
-                let header = LogHeader { format: LOG_FORMAT.to_owned(), start };
+                let header = LogHeader {
+                    format: LOG_FORMAT.to_owned(),
+                    start,
+                };
                 let journal = Journal::create(path, &header)?;
                 remove_stale_snapshot(path)?;
                 Some(journal)
             }
         };
-        Ok(Self { tree, journal, snapshot_every, since_snapshot: 0 })
+        Ok(Self {
+            tree,
+            journal,
+            snapshot_every,
+            since_snapshot: 0,
+        })
     }
 
     /// Reopens the log at `log_path`: the latest usable snapshot plus the records after it.
@@ -79,7 +101,10 @@ impl DurableTree {
             Some((tree, index)) => (tree, index),
             None => {
                 let tree = match log.header.start {
-                    LogStart::Create { config, reference_latency_us } => Tree::new(config, reference_latency_us),
+                    LogStart::Create {
+                        config,
+                        reference_latency_us,
+                    } => Tree::new(config, reference_latency_us),
                     LogStart::Restore { snapshot } => snapshot.into_tree(),
                 }
                 .map_err(|e| corrupt(format!("line 1: {e}")))?;
@@ -88,11 +113,17 @@ impl DurableTree {
         };
         let since_snapshot = (log.records.len() - replay_from) as u64;
         for (index, (record, _)) in log.records.iter().enumerate().skip(replay_from) {
-            replay(&mut tree, record).map_err(|reason| corrupt(format!("line {}: {reason}", index + 2)))?;
+            replay(&mut tree, record)
+                .map_err(|reason| corrupt(format!("line {}: {reason}", index + 2)))?;
             replay_from = index + 1;
         }
         debug_assert_eq!(replay_from, log.records.len());
-        Ok(Self { tree, journal: Some(log.journal), snapshot_every, since_snapshot })
+        Ok(Self {
+            tree,
+            journal: Some(log.journal),
+            snapshot_every,
+            since_snapshot,
+        })
     }
 
     pub fn tree(&self) -> &Tree {
@@ -106,7 +137,10 @@ impl DurableTree {
     pub fn ask(&mut self, n: usize) -> Result<Vec<NodeId>, SearchError> {
         self.check_writable()?;
         let parents = self.tree.ask(n);
-        self.record(&Record::Ask { n, parents: parents.clone() })?;
+        self.record(&Record::Ask {
+            n,
+            parents: parents.clone(),
+        })?;
         Ok(parents)
     }
 
@@ -132,7 +166,12 @@ impl DurableTree {
     ) -> Result<(), SearchError> {
         self.check_writable()?;
         self.tree.tell(node, passed, latency_us, spread_us)?;
-        self.record(&Record::Tell { node, passed, latency_us, spread_us })
+        self.record(&Record::Tell {
+            node,
+            passed,
+            latency_us,
+            spread_us,
+        })
     }
 
     pub fn cancel(&mut self, node: NodeId) -> Result<(), SearchError> {
@@ -152,7 +191,10 @@ impl DurableTree {
             name.push(".tmp");
             PathBuf::from(name)
         };
-        let contents = SnapshotFile { log_offset: journal.offset(), tree: TreeSnapshot::from(&self.tree) };
+        let contents = SnapshotFile {
+            log_offset: journal.offset(),
+            tree: TreeSnapshot::from(&self.tree),
+        };
         let data = serde_json::to_vec(&contents).expect("snapshots always serialise");
         let write = || -> std::io::Result<()> {
             let mut file = fs::File::create(&temporary)?;
@@ -170,7 +212,9 @@ impl DurableTree {
 
     /// Refuses to change the tree once its log can no longer follow it.
     fn check_writable(&self) -> Result<(), SearchError> {
-        self.journal.as_ref().map_or(Ok(()), Journal::check_writable)
+        self.journal
+            .as_ref()
+            .map_or(Ok(()), Journal::check_writable)
     }
 
     fn record(&mut self, record: &Record) -> Result<(), SearchError> {
@@ -181,7 +225,9 @@ impl DurableTree {
         self.since_snapshot += 1;
         if self.since_snapshot >= self.snapshot_every {
             self.checkpoint().map_err(|e| {
-                SearchError::InvalidState(format!("the operation was logged, but the periodic snapshot failed: {e}"))
+                SearchError::InvalidState(format!(
+                    "the operation was logged, but the periodic snapshot failed: {e}"
+                ))
             })?;
         }
         Ok(())
@@ -190,7 +236,9 @@ impl DurableTree {
 
 fn check_snapshot_every(snapshot_every: u64) -> Result<(), SearchError> {
     if snapshot_every == 0 {
-        return Err(SearchError::InvalidArgument("snapshot_every must be at least 1".into()));
+        return Err(SearchError::InvalidArgument(
+            "snapshot_every must be at least 1".into(),
+        ));
     }
     Ok(())
 }
@@ -198,7 +246,9 @@ fn check_snapshot_every(snapshot_every: u64) -> Result<(), SearchError> {
 fn remove_stale_snapshot(log_path: &Path) -> Result<(), SearchError> {
     let path = snapshot_path(log_path);
     match fs::remove_file(&path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(SearchError::io(&path, "remove the old snapshot", e)),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(SearchError::io(&path, "remove the old snapshot", e))
+        }
         _ => Ok(()),
     }
 }
@@ -208,7 +258,10 @@ fn remove_stale_snapshot(log_path: &Path) -> Result<(), SearchError> {
 fn read_snapshot(log_path: &Path, records: &[(Record, u64)]) -> Option<(Tree, usize)> {
     let data = fs::read(snapshot_path(log_path)).ok()?;
     let contents: SnapshotFile = serde_json::from_slice(&data).ok()?;
-    let index = records.iter().position(|&(_, end)| end == contents.log_offset)? + 1;
+    let index = records
+        .iter()
+        .position(|&(_, end)| end == contents.log_offset)?
+        + 1;
     Some((contents.tree.into_tree().ok()?, index))
 }
 
@@ -218,18 +271,28 @@ fn replay(tree: &mut Tree, record: &Record) -> Result<(), String> {
         Record::Ask { n, parents } => {
             let again = tree.ask(*n);
             if &again != parents {
-                return Err(format!("ask({n}) chose {again:?} on replay, but the log has {parents:?}"));
+                return Err(format!(
+                    "ask({n}) chose {again:?} on replay, but the log has {parents:?}"
+                ));
             }
         }
         Record::Release { parent } => tree.release(*parent).map_err(|e| e.to_string())?,
         Record::AddChild { parent, child } => {
             let again = tree.add_child(*parent).map_err(|e| e.to_string())?;
             if again != *child {
-                return Err(format!("add_child({parent}) made node {again} on replay, but the log has {child}"));
+                return Err(format!(
+                    "add_child({parent}) made node {again} on replay, but the log has {child}"
+                ));
             }
         }
-        Record::Tell { node, passed, latency_us, spread_us } => {
-            tree.tell(*node, *passed, *latency_us, *spread_us).map_err(|e| e.to_string())?;
+        Record::Tell {
+            node,
+            passed,
+            latency_us,
+            spread_us,
+        } => {
+            tree.tell(*node, *passed, *latency_us, *spread_us)
+                .map_err(|e| e.to_string())?;
         }
         Record::Cancel { node } => tree.cancel(*node).map_err(|e| e.to_string())?,
     }

@@ -21,8 +21,13 @@ pub(crate) const LOG_FORMAT: &str = "kf-mcts-log/1";
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum LogStart {
-    Create { config: SearchConfig, reference_latency_us: f64 },
-    Restore { snapshot: Box<TreeSnapshot> },
+    Create {
+        config: SearchConfig,
+        reference_latency_us: f64,
+    },
+    Restore {
+        snapshot: Box<TreeSnapshot>,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -35,11 +40,26 @@ pub(crate) struct LogHeader {
 #[derive(Serialize, Deserialize, Debug, PartialEq)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub(crate) enum Record {
-    Ask { n: usize, parents: Vec<NodeId> },
-    Release { parent: NodeId },
-    AddChild { parent: NodeId, child: NodeId },
-    Tell { node: NodeId, passed: bool, latency_us: Option<f64>, spread_us: Option<f64> },
-    Cancel { node: NodeId },
+    Ask {
+        n: usize,
+        parents: Vec<NodeId>,
+    },
+    Release {
+        parent: NodeId,
+    },
+    AddChild {
+        parent: NodeId,
+        child: NodeId,
+    },
+    Tell {
+        node: NodeId,
+        passed: bool,
+        latency_us: Option<f64>,
+        spread_us: Option<f64>,
+    },
+    Cancel {
+        node: NodeId,
+    },
 }
 
 impl Record {
@@ -73,8 +93,16 @@ impl Journal {
             .append(true)
             .open(path)
             .map_err(|e| SearchError::io(path, "create the search log", e))?;
-        let mut journal = Self { file, path: path.to_path_buf(), offset: 0, broken: false };
-        journal.write_line(&serde_json::to_vec(header).expect("headers always serialise"), true)?;
+        let mut journal = Self {
+            file,
+            path: path.to_path_buf(),
+            offset: 0,
+            broken: false,
+        };
+        journal.write_line(
+            &serde_json::to_vec(header).expect("headers always serialise"),
+            true,
+        )?;
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             sync_dir(parent);
         }
@@ -89,29 +117,54 @@ impl Journal {
             .open(path)
             .map_err(|e| SearchError::io(path, "open the search log", e))?;
         let mut data = Vec::new();
-        file.read_to_end(&mut data).map_err(|e| SearchError::io(path, "read the search log", e))?;
+        file.read_to_end(&mut data)
+            .map_err(|e| SearchError::io(path, "read the search log", e))?;
         let complete = data.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
         if complete < data.len() {
-            file.set_len(complete as u64).map_err(|e| SearchError::io(path, "truncate the search log", e))?;
-            file.sync_all().map_err(|e| SearchError::io(path, "sync the search log", e))?;
+            file.set_len(complete as u64)
+                .map_err(|e| SearchError::io(path, "truncate the search log", e))?;
+            file.sync_all()
+                .map_err(|e| SearchError::io(path, "sync the search log", e))?;
         }
-        file.seek(SeekFrom::End(0)).map_err(|e| SearchError::io(path, "seek in the search log", e))?;
+        file.seek(SeekFrom::End(0))
+            .map_err(|e| SearchError::io(path, "seek in the search log", e))?;
         let mut lines = data[..complete].split_inclusive(|&b| b == b'\n');
-        let corrupt = |line: usize, reason: String| SearchError::corrupt(Some(path), format!("line {line}: {reason}"));
-        let header_line = lines.next().ok_or_else(|| corrupt(1, "the log has no header".into()))?;
-        let header: LogHeader = serde_json::from_slice(header_line).map_err(|e| corrupt(1, e.to_string()))?;
+        let corrupt = |line: usize, reason: String| {
+            SearchError::corrupt(Some(path), format!("line {line}: {reason}"))
+        };
+        let header_line = lines
+            .next()
+            .ok_or_else(|| corrupt(1, "the log has no header".into()))?;
+        let header: LogHeader =
+            serde_json::from_slice(header_line).map_err(|e| corrupt(1, e.to_string()))?;
         if header.format != LOG_FORMAT {
-            return Err(corrupt(1, format!("format {:?} is not the supported {LOG_FORMAT:?}", header.format)));
+            return Err(corrupt(
+                1,
+                format!(
+                    "format {:?} is not the supported {LOG_FORMAT:?}",
+                    header.format
+                ),
+            ));
         }
         let mut offset = header_line.len() as u64;
         let mut records = Vec::new();
         for (index, line) in lines.enumerate() {
-            let record: Record = serde_json::from_slice(line).map_err(|e| corrupt(index + 2, e.to_string()))?;
+            let record: Record =
+                serde_json::from_slice(line).map_err(|e| corrupt(index + 2, e.to_string()))?;
             offset += line.len() as u64;
             records.push((record, offset));
         }
-        let journal = Self { file, path: path.to_path_buf(), offset, broken: false };
-        Ok(ReadLog { header, records, journal })
+        let journal = Self {
+            file,
+            path: path.to_path_buf(),
+            offset,
+            broken: false,
+        };
+        Ok(ReadLog {
+            header,
+            records,
+            journal,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -142,7 +195,13 @@ impl Journal {
         let mut buffer = Vec::with_capacity(line.len() + 1);
         buffer.extend_from_slice(line);
         buffer.push(b'\n');
-        let written = self.file.write_all(&buffer).and_then(|()| if sync { self.file.sync_data() } else { Ok(()) });
+        let written = self.file.write_all(&buffer).and_then(|()| {
+            if sync {
+                self.file.sync_data()
+            } else {
+                Ok(())
+            }
+        });
         if let Err(e) = written {
             self.broken = true;
             return Err(SearchError::io(&self.path, "append to the search log", e));

@@ -67,9 +67,13 @@ impl From<&Tree> for TreeSnapshot {
 impl TreeSnapshot {
     /// Rebuilds the tree, checking the structure so a damaged snapshot fails here, not later.
     pub(crate) fn into_tree(self) -> Result<Tree, SearchError> {
-        let bad = |reason: String| SearchError::corrupt(None, format!("invalid snapshot: {reason}"));
+        let bad =
+            |reason: String| SearchError::corrupt(None, format!("invalid snapshot: {reason}"));
         if self.format != FORMAT {
-            return Err(bad(format!("format {} is not the supported {FORMAT}", self.format)));
+            return Err(bad(format!(
+                "format {} is not the supported {FORMAT}",
+                self.format
+            )));
         }
         self.config.validate().map_err(|e| bad(e.to_string()))?;
         let c = self.nodes;
@@ -101,7 +105,9 @@ impl TreeSnapshot {
                 Some(p) if (p as usize) < id && status != NodeStatus::Root => {
                     let parent_node = &mut nodes[p as usize];
                     if !parent_node.status.is_expandable() {
-                        return Err(bad(format!("node {id} has parent {p}, which cannot have children")));
+                        return Err(bad(format!(
+                            "node {id} has parent {p}, which cannot have children"
+                        )));
                     }
                     parent_node.children.push(id as NodeId);
                     if status != NodeStatus::Cancelled {
@@ -138,7 +144,8 @@ impl TreeSnapshot {
 impl Tree {
     /// The whole tree as JSON bytes (deterministic: equal trees give equal bytes).
     pub fn snapshot(&self) -> Vec<u8> {
-        serde_json::to_vec(&TreeSnapshot::from(self)).expect("a tree of plain numbers always serialises")
+        serde_json::to_vec(&TreeSnapshot::from(self))
+            .expect("a tree of plain numbers always serialises")
     }
 
     /// Rebuilds a tree from [`Tree::snapshot`] bytes.

@@ -33,7 +33,15 @@ impl Tree {
         root.passed = 1;
         root.best_reward = Some(0.0);
         let rng = SplitMix64::new(config.seed);
-        Ok(Self { config, reference_latency_us, rng, nodes: vec![root], reward_min: 0.0, reward_max: 0.0, best: None })
+        Ok(Self {
+            config,
+            reference_latency_us,
+            rng,
+            nodes: vec![root],
+            reward_min: 0.0,
+            reward_max: 0.0,
+            best: None,
+        })
     }
 
     pub fn config(&self) -> &SearchConfig {
@@ -69,7 +77,9 @@ impl Tree {
     pub fn release(&mut self, parent: NodeId) -> Result<(), SearchError> {
         let node = self.node_ref(parent)?;
         if node.reserved == 0 {
-            return Err(SearchError::InvalidState(format!("node {parent} has no parent pick from ask to release")));
+            return Err(SearchError::InvalidState(format!(
+                "node {parent} has no parent pick from ask to release"
+            )));
         }
         self.nodes[parent as usize].reserved -= 1;
         self.add_in_flight(parent, -1);
@@ -88,8 +98,9 @@ impl Tree {
         }
         let depth = node.depth + 1;
         let reserved = node.reserved > 0;
-        let child = NodeId::try_from(self.nodes.len())
-            .map_err(|_| SearchError::InvalidState("the tree holds the maximum number of nodes".into()))?;
+        let child = NodeId::try_from(self.nodes.len()).map_err(|_| {
+            SearchError::InvalidState("the tree holds the maximum number of nodes".into())
+        })?;
         let parent_node = &mut self.nodes[parent as usize];
         if reserved {
             parent_node.reserved -= 1;
@@ -117,7 +128,9 @@ impl Tree {
         self.pending(id, "told")?;
         let latency = if passed {
             let Some(latency) = latency_us else {
-                return Err(SearchError::InvalidArgument(format!("node {id} passed, so it needs a latency_us")));
+                return Err(SearchError::InvalidArgument(format!(
+                    "node {id} passed, so it needs a latency_us"
+                )));
             };
             check_latency("latency_us", latency)?;
             Some(latency)
@@ -131,12 +144,18 @@ impl Tree {
         };
         if let Some(spread) = spread_us {
             if !(spread.is_finite() && spread >= 0.0) {
-                return Err(SearchError::InvalidArgument(format!("spread_us must be finite and >= 0, got {spread}")));
+                return Err(SearchError::InvalidArgument(format!(
+                    "spread_us must be finite and >= 0, got {spread}"
+                )));
             }
         }
         self.add_in_flight(id, -1);
         let node = &mut self.nodes[id as usize];
-        node.status = if passed { NodeStatus::Passed } else { NodeStatus::Failed };
+        node.status = if passed {
+            NodeStatus::Passed
+        } else {
+            NodeStatus::Failed
+        };
         node.latency_us = latency;
         node.spread_us = spread_us;
         self.backpropagate(id, latency);
@@ -201,7 +220,13 @@ impl Tree {
         Ok(siblings
             .iter()
             .copied()
-            .filter(|&s| s != id && matches!(self.nodes[s as usize].status, NodeStatus::Failed | NodeStatus::Cancelled))
+            .filter(|&s| {
+                s != id
+                    && matches!(
+                        self.nodes[s as usize].status,
+                        NodeStatus::Failed | NodeStatus::Cancelled
+                    )
+            })
             .collect())
     }
 
@@ -239,8 +264,13 @@ impl Tree {
                 let own = self.reward(node.latency_us.unwrap_or(self.reference_latency_us));
                 let made = f64::from(node.expansions + 1);
                 let made_effective = made + vl * f64::from(node.reserved);
-                let own_part = if range > 0.0 { (own - self.reward_min) / range } else { 0.0 };
-                best_score = own_part * made / made_effective + c * (log_parent / made_effective).sqrt();
+                let own_part = if range > 0.0 {
+                    (own - self.reward_min) / range
+                } else {
+                    0.0
+                };
+                best_score =
+                    own_part * made / made_effective + c * (log_parent / made_effective).sqrt();
                 ties.push(current);
             }
             for &child_id in &node.children {
@@ -259,7 +289,8 @@ impl Tree {
                 } else {
                     (0.0, 0.0)
                 };
-                let q = ((1.0 - lambda) * mean_part + lambda * best_part * visits) / child_effective;
+                let q =
+                    ((1.0 - lambda) * mean_part + lambda * best_part * visits) / child_effective;
                 let score = q + c * (log_parent / child_effective).sqrt();
                 if score > best_score {
                     best_score = score;
@@ -288,7 +319,9 @@ impl Tree {
             self.reward_max = self.reward_max.max(r);
             let is_better = |best: Option<NodeId>, nodes: &[Node]| match best {
                 None => true,
-                Some(b) => nodes[b as usize].latency_us.is_some_and(|bl| latency.is_some_and(|l| l < bl)),
+                Some(b) => nodes[b as usize]
+                    .latency_us
+                    .is_some_and(|bl| latency.is_some_and(|l| l < bl)),
             };
             if is_better(self.best, &self.nodes) {
                 self.best = Some(id);
@@ -336,7 +369,9 @@ impl Tree {
     }
 
     pub(crate) fn node_ref(&self, id: NodeId) -> Result<&Node, SearchError> {
-        self.nodes.get(id as usize).ok_or(SearchError::UnknownNode(u64::from(id)))
+        self.nodes
+            .get(id as usize)
+            .ok_or(SearchError::UnknownNode(u64::from(id)))
     }
 }
 
@@ -354,6 +389,8 @@ fn check_latency(name: &str, value: f64) -> Result<(), SearchError> {
     if value.is_finite() && value > 0.0 {
         Ok(())
     } else {
-        Err(SearchError::InvalidArgument(format!("{name} must be a finite number > 0, got {value}")))
+        Err(SearchError::InvalidArgument(format!(
+            "{name} must be a finite number > 0, got {value}"
+        )))
     }
 }
