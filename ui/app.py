@@ -7,14 +7,14 @@ import streamlit as st
 
 from ui import state
 
-st.set_page_config(page_title="Kernel Forge", page_icon="🔥", layout="wide")
+st.set_page_config(page_title="Kernel Forge", page_icon=":material/bolt:", layout="wide")
 navigation = st.navigation([
-    st.Page("pages/runs.py", title="Runs", icon="📋", default=True),
-    st.Page("pages/run.py", title="Run", icon="📈"),
-    st.Page("pages/card.py", title="Card", icon="🌳"),
-    st.Page("pages/candidate.py", title="Candidate", icon="🧪"),
-    st.Page("pages/providers.py", title="Providers", icon="⚖️"),
-    st.Page("pages/package.py", title="Package", icon="📦"),
+    st.Page("pages/runs.py", title="Runs", icon=":material/list:", default=True),
+    st.Page("pages/run.py", title="Run", icon=":material/monitoring:"),
+    st.Page("pages/card.py", title="Card", icon=":material/account_tree:"),
+    st.Page("pages/candidate.py", title="Candidate", icon=":material/science:"),
+    st.Page("pages/providers.py", title="Providers", icon=":material/balance:"),
+    st.Page("pages/package.py", title="Package", icon=":material/inventory_2:"),
 ])
 st.sidebar.caption(f"forge service: `{state.forge_address()}`")
 navigation.run()

@@ -39,6 +39,7 @@ def streamlit_command(port: int, host: str) -> list[str]:
     return [
         sys.executable, "-m", "streamlit", "run", str(APP_PATH), "--server.port", str(port),
         "--server.address", host, "--server.headless", "true", "--browser.gatherUsageStats", "false",
+        "--client.toolbarMode", "minimal",
     ]
 
 

@@ -44,7 +44,7 @@ def test_run_page_shows_progress_cards_and_the_time_plot() -> None:
     at = open_page("run", run=LLM_RUN_ID)
     metrics = _metrics(at)
     assert metrics["Evaluations"] == "3/3" and metrics["End-to-end speedup"] == "×1.25"
-    assert metrics["Cost"] == "$0.0375" and "done" in metrics["Status"]
+    assert metrics["Cost"] == "$0.0375" and metrics["Status"] == "done"
     row = at.dataframe[0].value.iloc[0]
     assert (row["op"], row["eager µs"], row["best µs"], row["speedup"], row["% of floor"], row["class"]) == (
         "aten::relu.default", 10.0, 5.0, 2.0, 40.0, "custom")

@@ -31,8 +31,8 @@ def render_verdict(cand: CandidateDetail) -> None:
     cols[0].metric("Kernel", us_text(cand.latency_us, cand.latency_spread_us), help="median; IQR = spread")
     cols[1].metric("Eager", us_text(cand.eager_latency_us, cand.eager_spread_us))
     cols[2].metric("Speedup", speedup_text(cand.speedup))
-    floor = f"{100 * cand.floor_us / cand.latency_us:.0f}% of floor" if cand.floor_us and cand.latency_us else "—"
-    cols[3].metric("Bandwidth floor", us_text(cand.floor_us), floor, delta_color="off")
+    floor = f"{100 * cand.floor_us / cand.latency_us:.0f}% of floor" if cand.floor_us and cand.latency_us else None
+    cols[3].metric("Bandwidth floor", us_text(cand.floor_us), floor, delta_color="off", delta_arrow="off")
     cols = st.columns(4)
     cols[0].metric("Rel. L2 error", f"{cand.rel_l2_error:.2e}" if cand.rel_l2_error is not None else "—")
     cols[1].metric("Max scaled error", f"{cand.max_scaled_error:.2e}" if cand.max_scaled_error is not None else "—")

@@ -7,7 +7,8 @@ import streamlit as st
 from ui.models import CardSummary, RunSummary
 
 STATUS_ICONS = {
-    "pending": "⏳", "running": "🔄", "done": "✅", "failed": "❌", "cancelled": "⏹️",
+    "pending": ":material/schedule:", "running": ":material/autorenew:", "done": ":material/check_circle:",
+    "failed": ":material/error:", "cancelled": ":material/cancel:",
 }
 
 
@@ -25,8 +26,9 @@ def usd_text(value: float) -> str:
     return f"${value:.4f}" if value else "$0"
 
 
-def status_text(status: str) -> str:
-    return f"{STATUS_ICONS.get(status, '•')} {status}"
+def status_icon(status: str) -> str | None:
+    """A Material icon for a run status, for ``icon=`` parameters."""
+    return STATUS_ICONS.get(status)
 
 
 SPEEDUP_COLUMN = st.column_config.NumberColumn(format="×%.2f")

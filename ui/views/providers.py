@@ -22,7 +22,7 @@ def spend_chart(frame: pd.DataFrame, spend: str) -> alt.Chart:
         .mark_circle(size=120)
         .encode(
             x=alt.X(f"{spend}:Q", title=spend),
-            y=alt.Y(f"{y}:Q", title=y, scale=alt.Scale(zero=False)),
+            y=alt.Y(f"{y}:Q", title=y, scale=alt.Scale(zero=False), axis=alt.Axis(format=".2f")),
             color=alt.Color("proposer:N"),
             tooltip=["proposer", "run", alt.Tooltip(f"{y}:Q", format=".2f"), spend],
         )

@@ -16,7 +16,7 @@ from ui.views.formatting import (
     US_COLUMN,
     USD_COLUMN,
     speedup_text,
-    status_text,
+    status_icon,
     usd_text,
 )
 
@@ -25,7 +25,7 @@ def render_progress(run: RunSummary) -> None:
     """Status, evaluations against budget, cards done, cost and the end-to-end speedup."""
     st.caption(f"{run.model} · {run.backend} · proposer {run.proposer} · {run.run_dir}")
     cols = st.columns(5)
-    cols[0].metric("Status", status_text(run.status))
+    cols[0].metric("Status", run.status, icon=status_icon(run.status))
     cols[1].metric("Evaluations", f"{run.evaluations_done}/{run.evaluations_budget}")
     cols[2].metric("Cards done", f"{run.cards_done}/{run.cards_total}")
     budget = f" of ${run.budget_usd:.2f}" if run.budget_usd is not None else ""
@@ -66,7 +66,7 @@ def time_chart(cards: Sequence[CardSummary]) -> alt.Chart | None:
         alt.Chart(frame)
         .mark_bar()
         .encode(
-            y=alt.Y("card:N", sort=None, title=None),
+            y=alt.Y("card:N", sort=None, title=None, axis=alt.Axis(labelLimit=320)),
             yOffset="phase:N",
             x=alt.X("time µs:Q", title="µs per model call"),
             color=alt.Color("phase:N", title=None, scale=alt.Scale(range=["#adb5bd", "#2f9e44"])),

@@ -9,7 +9,7 @@ import streamlit as st
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from ui.models import RunSummary
 from ui.tables import runs_frame
-from ui.views.formatting import SPEEDUP_COLUMN, USD_COLUMN, status_text
+from ui.views.formatting import SPEEDUP_COLUMN, USD_COLUMN, status_icon
 
 BACKENDS = ("cpu", "cuda", "auto")
 
@@ -39,8 +39,8 @@ def render_open_run(runs: Sequence[RunSummary]) -> None:
         return
     st.subheader("Open a run")
     for r in runs[:20]:
-        st.page_link("pages/run.py", label=f"{r.run_id} · {r.model} · {r.proposer} · {status_text(r.status)}",
-                     query_params={"run": r.run_id})
+        st.page_link("pages/run.py", label=f"{r.run_id} · {r.model} · {r.proposer} · {r.status}",
+                     icon=status_icon(r.status), query_params={"run": r.run_id})
 
 
 def start_run_form() -> forge_pb2.RunConfig | None:

@@ -1,0 +1,103 @@
+"""Every page in headless Chromium against the dashboard served by Streamlit: no exception, no
+error alert, and a screenshot of each (``KFORGE_UI_SCREENSHOTS=docs/screenshots`` keeps them)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, sync_playwright
+
+from servicekit.security import Security
+from tests.ui.seeding import LLM_RUN_ID
+from ui.cli import streamlit_command
+from ui.connection import ForgeTarget
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+START_TIMEOUT_S = 60.0
+PAGE_TIMEOUT_MS = 30_000
+ERROR_SELECTORS = ('[data-testid="stException"]', '[data-testid="stAlertContentError"]')
+# (screenshot name, URL path and query, title the page shows, an element that shows it finished)
+PAGES = [
+    ("runs", "", "Runs", '[data-testid="stDataFrame"]'),
+    ("run", f"run?run={LLM_RUN_ID}", "Run", '[data-testid="stVegaLiteChart"]'),
+    ("card", f"card?run={LLM_RUN_ID}", "Card", '[data-testid="stGraphVizChart"] svg'),
+    ("candidate", f"candidate?run={LLM_RUN_ID}&candidate=b2b2b2b2b2b2", "Candidate", '[data-testid="stCode"]'),
+    ("providers", "providers", "Providers", '[data-testid="stDataFrame"]'),
+    ("package", "package", "Package", '[data-testid="stRadio"]'),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def dashboard_url(forge_address: str) -> Iterator[str]:
+    port = _free_port()
+    env = {**os.environ, **ForgeTarget(forge_address, Security()).to_environ()}
+    proc = subprocess.Popen(streamlit_command(port, "127.0.0.1"), env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    try:
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                    if response.read() == b"ok":
+                        break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"streamlit did not start: {proc.stderr.read().decode() if proc.stderr else ''}"
+                                       ) from None
+                time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def browser_page() -> Iterator[Page]:
+    assert CHROMIUM.is_file(), "Debian's chromium is missing: scripts/setup.sh installs it"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        yield page
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    wanted = os.environ.get("KFORGE_UI_SCREENSHOTS")
+    folder = Path(wanted) if wanted else tmp_path_factory.mktemp("screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.mark.parametrize(("name", "path", "title", "ready"), PAGES, ids=[p[0] for p in PAGES])
+def test_page_loads_without_errors(browser_page: Page, dashboard_url: str, screenshot_dir: Path,
+                                   name: str, path: str, title: str, ready: str) -> None:
+    page = browser_page
+    page.goto(f"{dashboard_url}/{path}", timeout=PAGE_TIMEOUT_MS)
+    page.get_by_role("heading", name=title, exact=True).wait_for(timeout=PAGE_TIMEOUT_MS)
+    page.locator(ready).first.wait_for(timeout=PAGE_TIMEOUT_MS)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+                           timeout=PAGE_TIMEOUT_MS)
+    page.wait_for_timeout(800)  # let charts finish drawing before the screenshot
+    for selector in ERROR_SELECTORS:
+        found = page.locator(selector)
+        assert found.count() == 0, f"{name}: {found.first.inner_text()}"
+    shot = screenshot_dir / f"{name}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
