@@ -1,0 +1,250 @@
+"""The .cast runtime on a real GPU: guard overhead per call, hits, fallbacks, eager vs cast latency.
+
+``run(out_dir)`` compiles a relu and a softmax kernel for the current GPU with nvcc, times them
+and eager on the device (CUDA events), and records what the builder decides with the guard's
+cost charged ("packaged" / "fallbacks"). It then exercises the runtime whatever that verdict,
+with a cast of the same kernels whose latencies are stand-ins: guard overhead per call, hits,
+fallbacks, and the model end to end, eager and with the cast, in one process. Needs only torch,
+nvcc and this repository's ``packager``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import pathlib
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+# Run as a script, this file's folder comes first on sys.path and its name would hide the package.
+sys.path[:] = [p for p in sys.path if pathlib.Path(p or ".").resolve() != pathlib.Path(__file__).resolve().parent]
+sys.path.insert(0, str(REPO))
+
+from packager import Cast, load_cast  # noqa: E402
+from packager.format import KernelEntry, ModelIdentity, build_cast  # noqa: E402
+from packager.guard_cost import median_us  # noqa: E402
+from packager.variant import dtype_name, encode_call, variant_key  # noqa: E402
+
+ROWS, COLS = 256, 1024
+
+RELU_CU = r"""
+#include "kf_abi.h"
+#include <cuda_runtime.h>
+__global__ void relu_kernel(const float *x, float *y, int64_t n) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+extern "C" int kf_launch(const kf_tensor *in, int32_t n_in, kf_tensor *out, int32_t n_out, void *stream) {
+  if (n_in != 1 || n_out != 1 || in[0].dtype != KF_F32) return 2;
+  int64_t n = 1;
+  for (int d = 0; d < in[0].ndim; ++d) n *= in[0].shape[d];
+  relu_kernel<<<(unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)stream>>>((const float *)in[0].data,
+                                                                            (float *)out[0].data, n);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+"""
+
+SOFTMAX_CU = r"""
+#include "kf_abi.h"
+#include <cuda_runtime.h>
+#include <math.h>
+__global__ void softmax_rows(const float *x, float *y, int64_t cols) {
+  __shared__ float red[256];
+  const float *xr = x + blockIdx.x * cols; float *yr = y + blockIdx.x * cols;
+  float m = -INFINITY;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, xr[c]);
+  red[threadIdx.x] = m; __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
+    __syncthreads();
+  }
+  m = red[0]; __syncthreads();
+  float sum = 0.f;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += __expf(xr[c] - m);
+  red[threadIdx.x] = sum; __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+    __syncthreads();
+  }
+  float inv = 1.f / red[0];
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = __expf(xr[c] - m) * inv;
+}
+extern "C" int kf_launch(const kf_tensor *in, int32_t n_in, kf_tensor *out, int32_t n_out, void *stream) {
+  if (n_in != 1 || n_out != 1 || in[0].dtype != KF_F32 || in[0].ndim != 2) return 2;
+  softmax_rows<<<(unsigned)in[0].shape[0], 256, 0, (cudaStream_t)stream>>>((const float *)in[0].data,
+                                                                          (float *)out[0].data, in[0].shape[1]);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+"""
+
+
+class Net(torch.nn.Module):
+    """Linear layers (eager) around relu and softmax calls the cast covers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(COLS, COLS) for _ in range(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = torch.softmax(torch.relu(layer(x)), dim=-1)
+        return x
+
+
+def _spec(t: torch.Tensor) -> dict[str, object]:
+    return {"shape": list(t.shape), "stride": list(t.stride()), "dtype": dtype_name(t.dtype),
+            "storage_offset": t.storage_offset(), "aligned16": t.data_ptr() % 16 == 0}
+
+
+def _card(op: str, args: list[object], result: torch.Tensor) -> dict[str, object]:
+    key = variant_key(op, args, {})
+    template, tensors = encode_call(args, {})
+    return {"id": key.id, "kind": "aten", "op": op, "device": "cuda", "key": key.to_json(),
+            "inputs": [_spec(t) for t in tensors], "outputs": [_spec(result)], "template": template}
+
+
+def _gpu_us(fn: Callable[[], object], repeats: int = 200) -> float:
+    """Median per-call wall time with the device synchronised (launch overhead included)."""
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - start) * 1e6)
+    return statistics.median(samples)
+
+
+def _device_us(fn: Callable[[], object], repeats: int = 200) -> float:
+    """Median device time of one call between CUDA events on the current stream (as the sandbox times)."""
+    for _ in range(20):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1e3)
+    return statistics.median(samples)
+
+
+def _stand_in(entry: KernelEntry) -> KernelEntry:
+    """The entry with a stand-in kernel latency that always passes the builder (runtime exercise only)."""
+    return dataclasses.replace(entry, latency_us=entry.eager_latency_us / 1e3, speedup=1e3)
+
+
+def _call(op: str, x: torch.Tensor) -> torch.Tensor:
+    return torch.relu(x) if "relu" in op else torch.softmax(x, -1)
+
+
+def _compile(source: str, name: str, arch: str, work: pathlib.Path) -> tuple[bytes, str]:
+    src = work / f"{name}.cu"
+    src.write_text(source)
+    flags = f"-O3 -shared -Xcompiler -fPIC -arch={arch}"
+    lib = work / f"{name}.so"
+    subprocess.run([shutil.which("nvcc") or "nvcc", *flags.split(), "-I", str(REPO / "gpu_sandbox_service/include"),
+                    str(src), "-o", str(lib)], check=True)
+    return lib.read_bytes(), flags
+
+
+def _match_us(cast: Cast, x: torch.Tensor) -> float | None:
+    """The guard's matching alone, on a hit of the softmax card."""
+    kernel = next((k for k in cast.kernels.values() if "softmax" in k.record.op), None)
+    if kernel is None:
+        return None
+    return round(median_us(lambda: kernel.matcher.miss_reason([x, -1, False], {}, [])), 3)
+
+
+def run(out_dir: pathlib.Path) -> dict:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not torch.cuda.is_available():
+        raise RuntimeError("bench/gpu/packager.py needs a CUDA device")
+    major, minor = torch.cuda.get_device_capability()
+    arch = f"sm_{major}{minor}"
+    work = out_dir / "work"
+    work.mkdir(exist_ok=True)
+    x = torch.randn(ROWS, COLS, device="cuda")
+    toolchain = subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    entries = []
+    cases: list[tuple[str, str, str, list[object], Callable[[], torch.Tensor]]] = [
+        ("relu", RELU_CU, "aten::relu.default", [x], lambda: torch.relu(x)),
+        ("softmax", SOFTMAX_CU, "aten::_softmax.default", [x, -1, False], lambda: torch.softmax(x, -1)),
+    ]
+    for name, source, op, args, eager in cases:
+        artifact, flags = _compile(source, name, arch, work)
+        card = _card(op, args, eager())
+        entries.append(KernelEntry(
+            card_id=str(card["id"]), kind="aten", op=op, card_json=json.dumps(card), backend="cuda", arch=arch,
+            audit_class="custom", source=source, artifact=artifact,
+            eager_latency_us=_device_us(eager), eager_spread_us=None, latency_us=0.0, latency_spread_us=None,
+            speedup=0.0, rel_l2_error=None, max_scaled_error=None,
+            source_sha256=hashlib.sha256(source.encode()).hexdigest(), compiler_flags=flags,
+            toolchain=toolchain, candidate_id=f"bench-{name}",
+        ))
+    # Kernel device time through the runtime's own launcher, read from a probe cast.
+    probe_path = work / "probe.cast"
+    timed, launchers = [], {}
+    for e in entries:
+        build_cast(probe_path, ModelIdentity("bench", "probe", "probe"), [_stand_in(e)], [])
+        kernel = next(iter(load_cast(probe_path).kernels.values()))
+        launchers[e.card_id] = kernel
+        kernel_us = _device_us(lambda k=kernel: k.try_launch([x]))
+        timed.append(dataclasses.replace(e, latency_us=kernel_us, speedup=e.eager_latency_us / kernel_us))
+    # The builder's verdict on the measured numbers (guard cost included).
+    manifest = build_cast(out_dir / "bench.cast", ModelIdentity("bench/gpu/packager.py:Net", "Net", "bench"), timed, [])
+    # The runtime exercised whatever that verdict: a cast of the same kernels with stand-in latencies.
+    build_cast(work / "exercise.cast", ModelIdentity("bench", "exercise", "exercise"),
+               [_stand_in(e) for e in timed], [])
+    cast = load_cast(work / "exercise.cast")
+    net = Net().cuda().eval()
+    other = torch.randn(ROWS // 2, COLS, device="cuda")
+    with torch.inference_mode():
+        want = net(x)
+        eager_us = _gpu_us(lambda: net(x), repeats=100)
+        op_eager = {e.op: _gpu_us(lambda e=e: _call(e.op, x)) for e in entries}
+        kernel_wall = {e.op: _gpu_us(lambda e=e: launchers[e.card_id].try_launch([x])) for e in entries}
+        miss_eager_us = _gpu_us(lambda: net(other), repeats=100)
+        cast.apply()
+        got = net(x)
+        cast.reset_stats()
+        cast_us = _gpu_us(lambda: net(x), repeats=100)
+        miss_cast_us = _gpu_us(lambda: net(other), repeats=100)
+        op_cast = {e.op: _gpu_us(lambda e=e: _call(e.op, x)) for e in entries}
+        stats = cast.stats()
+        cast.remove()
+    result = {
+        "device": torch.cuda.get_device_name(), "arch": arch, "torch": torch.__version__,
+        "measured": [{"op": e.op, "eager_device_us": round(e.eager_latency_us, 2),
+                      "kernel_device_us": round(e.latency_us, 2)} for e in timed],
+        "packaged": [{"card_id": k.card_id, "op": k.op, "guard_cost_us": k.guard_cost_us,
+                      "effective_speedup": k.effective_speedup} for k in manifest.kernels],
+        "fallbacks": [f.reason for f in manifest.fallbacks],
+        "exercise_skipped": [s.reason for s in cast.skipped],
+        "guard_match_us": _match_us(cast, x),
+        "per_op_wall_us": {op: {"eager": round(op_eager[op], 2), "kernel_direct": round(kernel_wall[op], 2),
+                                "cast_hit": round(op_cast[op], 2),
+                                "guard_overhead": round(op_cast[op] - kernel_wall[op], 2)} for op in op_eager},
+        "model_eager_us": round(eager_us, 1), "model_cast_us": round(cast_us, 1),
+        "model_speedup": round(eager_us / cast_us, 3),
+        "model_miss_eager_us": round(miss_eager_us, 1), "model_miss_cast_us": round(miss_cast_us, 1),
+        "max_abs_error": float((got - want).abs().max()),
+        "stats": stats,
+    }
+    (out_dir / "packager.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "bench/results/gpu_packager")), indent=1))

@@ -1,0 +1,126 @@
+"""Per-call cost of the .cast runtime's guard on the CPU: prints a table and writes JSON.
+
+Builds a cast with a relu and a softmax kernel (compiled with g++ for one (64, 256) float32
+layout), then measures per call: eager, a guarded hit (kernel included), a guarded miss
+(guard, then the original kernel), the matcher alone, and the guard cost the builder charges.
+
+    .venv/bin/python bench/guard_overhead.py [--out bench/results/guard_overhead.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import subprocess
+import tempfile
+from pathlib import Path
+
+import torch
+
+from packager import load_cast
+from packager.format import KernelEntry, ModelIdentity, build_cast
+from packager.guard_cost import dispatch_entry_us, guard_cost_us, median_us
+from packager.runtime import host_cpu_arch
+from packager.variant import dtype_name, encode_call, variant_key
+
+REPO = Path(__file__).resolve().parents[1]
+SHAPE = (64, 256)
+_HEAD = '#include "kf_abi.h"\n#include <math.h>\n'
+_SIGNATURE = 'extern "C" int kf_launch(const kf_tensor *in, int32_t n_in, kf_tensor *out, int32_t n_out, void *s)'
+RELU = _HEAD + _SIGNATURE + """ {
+  int64_t n = in[0].shape[0] * in[0].shape[1];
+  const float *x = (const float *)in[0].data; float *y = (float *)out[0].data;
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
+  return 0;
+}
+"""
+SOFTMAX = _HEAD + _SIGNATURE + """ {
+  int64_t rows = in[0].shape[0], cols = in[0].shape[1];
+  const float *x = (const float *)in[0].data; float *y = (float *)out[0].data;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * cols; float *yr = y + r * cols; float m = xr[0], s = 0.f;
+    for (int64_t c = 1; c < cols; ++c) m = fmaxf(m, xr[c]);
+    for (int64_t c = 0; c < cols; ++c) { yr[c] = expf(xr[c] - m); s += yr[c]; }
+    for (int64_t c = 0; c < cols; ++c) yr[c] /= s;
+  }
+  return 0;
+}
+"""
+
+
+def _card(op: str, args: list[object], result: torch.Tensor) -> dict[str, object]:
+    def spec(t: torch.Tensor) -> dict[str, object]:
+        return {"shape": list(t.shape), "stride": list(t.stride()), "dtype": dtype_name(t.dtype),
+                "storage_offset": t.storage_offset(), "aligned16": t.data_ptr() % 16 == 0}
+
+    key = variant_key(op, args, {})
+    template, tensors = encode_call(args, {})
+    return {"id": key.id, "kind": "aten", "op": op, "device": "cpu", "key": key.to_json(),
+            "inputs": [spec(t) for t in tensors], "outputs": [spec(result)], "template": template}
+
+
+def _entry(card: dict[str, object], source: str, work: Path) -> KernelEntry:
+    src, lib = work / f"{card['id']}.cpp", work / f"{card['id']}.so"
+    src.write_text(source)
+    flags = "-O3 -shared -fPIC"
+    subprocess.run(["g++", *flags.split(), "-I", str(REPO / "gpu_sandbox_service/include"), str(src), "-o", str(lib)],
+                   check=True)
+    return KernelEntry(
+        card_id=str(card["id"]), kind="aten", op=str(card["op"]), card_json=json.dumps(card), backend="cpu",
+        arch=host_cpu_arch(), audit_class="custom", source=source, artifact=lib.read_bytes(),
+        eager_latency_us=1e6, eager_spread_us=None, latency_us=1.0, latency_spread_us=None, speedup=1e6,
+        rel_l2_error=None, max_scaled_error=None, source_sha256=hashlib.sha256(source.encode()).hexdigest(),
+        compiler_flags=flags, toolchain="g++", candidate_id="bench",
+    )
+
+
+def measure() -> dict[str, object]:
+    x = torch.randn(*SHAPE)
+    miss = torch.randn(SHAPE[0] // 2, SHAPE[1])
+    calls = {
+        "relu": ("aten::relu.default", [x], lambda t: torch.relu(t), RELU),
+        "softmax": ("aten::_softmax.default", [x, -1, False], lambda t: torch.softmax(t, -1), SOFTMAX),
+    }
+    rows: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp, torch.inference_mode():
+        work = Path(tmp)
+        cards = {name: _card(op, args, fn(x)) for name, (op, args, fn, _) in calls.items()}
+        entries = [_entry(cards[name], source, work) for name, (*_, source) in calls.items()]
+        build_cast(work / "bench.cast", ModelIdentity("bench", "bench", "bench"), entries, [])
+        cast = load_cast(work / "bench.cast")
+        for name, (_, args, fn, _) in calls.items():
+            kernel = cast.kernels[str(cards[name]["id"])]
+            row = {"eager_us": median_us(lambda fn=fn: fn(x)), "eager_miss_shape_us": median_us(lambda fn=fn: fn(miss))}
+            row["match_us"] = median_us(lambda k=kernel, a=args: k.matcher.miss_reason(a, {}, []))
+            row["kernel_direct_us"] = median_us(lambda k=kernel: k.try_launch([x]))
+            cast.apply()
+            row["cast_hit_us"] = median_us(lambda fn=fn: fn(x))
+            row["cast_miss_us"] = median_us(lambda fn=fn: fn(miss))
+            cast.remove()
+            row["guard_cost_charged_us"] = guard_cost_us(cards[name])
+            row["miss_overhead_us"] = row["cast_miss_us"] - row["eager_miss_shape_us"]
+            rows[name] = {k: round(v, 3) for k, v in row.items()}
+    return {"machine": platform.machine(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "shape": list(SHAPE), "dispatch_entry_us": round(dispatch_entry_us(), 3), "ops": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=REPO / "bench/results/guard_overhead.json")
+    args = parser.parse_args()
+    torch.set_num_threads(1)  # shared CI machines: intra-op threads make timings swing by 100x
+    result = measure()
+    columns = list(next(iter(result["ops"].values())))  # type: ignore[union-attr]
+    print(f"{'op':<9}" + "".join(f"{c:>22}" for c in columns))
+    for name, row in result["ops"].items():  # type: ignore[union-attr]
+        print(f"{name:<9}" + "".join(f"{row[c]:>22.2f}" for c in columns))
+    print(f"dispatcher -> Python kernel entry: {result['dispatch_entry_us']} us")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
