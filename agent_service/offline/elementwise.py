@@ -31,6 +31,37 @@ class Operand:
 
 
 @dataclass(frozen=True)
+class ChannelStats:
+    """Batch norm's saved statistics outputs: ``save_mean = mean``, ``save_invstd = 1/sqrt(var + eps)``."""
+
+    mean: int  # input index
+    var: int  # input index
+    save_mean: int  # output index
+    save_invstd: int  # output index
+    channels: int
+    eps: float
+
+    def params(self, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], backend: str) -> tuple[str, str]:
+        restrict = "__restrict__" if backend == "cuda" else "__restrict"
+        names = [("m", inputs[self.mean], f"inputs[{self.mean}]", True),
+                 ("v", inputs[self.var], f"inputs[{self.var}]", True),
+                 ("sm", outputs[self.save_mean], f"outputs[{self.save_mean}]", False),
+                 ("si", outputs[self.save_invstd], f"outputs[{self.save_invstd}]", False)]
+        params, args = [], []
+        for name, spec, ref, const in names:
+            t = cxx.element_type(spec.dtype, backend)
+            params.append(f"{'const ' if const else ''}{t} *{restrict} {name}")
+            args.append(f"({'const ' if const else ''}{t} *){ref}.data")
+        return ", ".join(params), ", ".join(args)
+
+    def body(self, backend: str, outputs: Sequence[TensorSpec]) -> str:
+        tm = cxx.element_type(outputs[self.save_mean].dtype, backend)
+        ti = cxx.element_type(outputs[self.save_invstd].dtype, backend)
+        return (f"sm[c] = kf_from_f32<{tm}>(kf_to_f32(m[c])); "
+                f"si[c] = kf_from_f32<{ti}>(1.0f / sqrtf(kf_to_f32(v[c]) + {cxx.cfloat(self.eps)}));")
+
+
+@dataclass(frozen=True)
 class ElementwisePlan:
     """``out = expression(x0, x1, ...)`` elementwise, in fp32.
 
@@ -45,6 +76,7 @@ class ElementwisePlan:
     operands: tuple[Operand, ...]
     expression: str
     uses_math: bool = False
+    channel_stats: ChannelStats | None = None
 
     def _layout(self) -> tuple[list[int], list[int], list[list[int]]]:
         out = self.outputs[0]
@@ -106,7 +138,7 @@ class ElementwisePlan:
 
 def _offsets(shape: Sequence[int], names_strides: Sequence[tuple[str, Sequence[int]]], linear: str, indent: str) -> str:
     """C statements: the element offset of each named tensor for logical index ``linear`` (outer dims)."""
-    lines = [f"{indent}int64_t rem = {linear};"]
+    lines = [f"{indent}int64_t rem = {linear}; (void)rem;"] if len(shape) else []
     for name, _ in names_strides:
         lines.append(f"{indent}int64_t {name} = 0;")
     for d in range(len(shape) - 1, -1, -1):
@@ -178,14 +210,48 @@ static void kf_elementwise({params}) {{
   }}
 }}
 
+{_cpu_stats_fn(plan)}
 extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
                          void *stream) {{
   (void)stream;
 {cxx.guard(plan.inputs, plan.outputs)}
   kf_elementwise({args});
-  return 0;
+{_cpu_stats_call(plan)}  return 0;
 }}
 """
+
+
+def _cpu_stats_fn(plan: ElementwisePlan) -> str:
+    stats = plan.channel_stats
+    if stats is None:
+        return ""
+    params, _ = stats.params(plan.inputs, plan.outputs, "cpu")
+    return (f"static void kf_channel_stats({params}) {{\n"
+            f"  for (int64_t c = 0; c < {stats.channels}LL; ++c) {{ {stats.body('cpu', plan.outputs)} }}\n}}\n")
+
+
+def _cpu_stats_call(plan: ElementwisePlan) -> str:
+    stats = plan.channel_stats
+    return "" if stats is None else f"  kf_channel_stats({stats.params(plan.inputs, plan.outputs, 'cpu')[1]});\n"
+
+
+def _cuda_stats_fn(plan: ElementwisePlan) -> str:
+    stats = plan.channel_stats
+    if stats is None:
+        return ""
+    params, _ = stats.params(plan.inputs, plan.outputs, "cuda")
+    return (f"__global__ void kf_channel_stats({params}) {{\n"
+            f"  const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
+            f"  if (c < {stats.channels}LL) {{ {stats.body('cuda', plan.outputs)} }}\n}}\n")
+
+
+def _cuda_stats_call(plan: ElementwisePlan) -> str:
+    stats = plan.channel_stats
+    if stats is None:
+        return ""
+    args = stats.params(plan.inputs, plan.outputs, "cuda")[1]
+    blocks = cxx.ceil_div(stats.channels, 256)
+    return f"  kf_channel_stats<<<{blocks}, 256, 0, (cudaStream_t)stream>>>({args});\n"
 
 
 def _render_cuda(plan: ElementwisePlan, knobs: Knobs, device: DeviceDescription) -> str:
@@ -247,10 +313,11 @@ __global__ void __launch_bounds__({block}) kf_elementwise({params}) {{
   }}
 }}
 
+{_cuda_stats_fn(plan)}
 extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
                          void *stream) {{
 {cxx.guard(plan.inputs, plan.outputs, aligned)}
   kf_elementwise<<<{max(grid, 1)}, {block}, 0, (cudaStream_t)stream>>>({args});
-{cxx.cuda_launch_epilogue()}
+{_cuda_stats_call(plan)}{cxx.cuda_launch_epilogue()}
 }}
 """

@@ -11,7 +11,7 @@ from typing import Any
 
 from agent_service.offline.call import TensorArg, UnsupportedCard
 from agent_service.offline.cxx import cfloat
-from agent_service.offline.elementwise import ElementwisePlan, Operand
+from agent_service.offline.elementwise import ChannelStats, ElementwisePlan, Operand
 from capture_service.cards import OperatorCard
 
 
@@ -139,9 +139,6 @@ def batch_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Elem
     if call.get("training"):
         raise UnsupportedCard("batch norm in training mode updates running statistics; not templated")
     x = _self_tensor(call, "input")
-    extra = card.outputs[1:]
-    if any(spec.numel for spec in extra):
-        raise UnsupportedCard(f"{card.op}: non-empty saved statistics outputs are not templated")
     mean, var = call.get("running_mean"), call.get("running_var")
     if not isinstance(mean, TensorArg) or not isinstance(var, TensorArg):
         raise UnsupportedCard("batch norm without running statistics normalises by batch statistics")
@@ -149,6 +146,15 @@ def batch_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Elem
         raise UnsupportedCard("batch norm input has no channel dim")
     channels = x.spec.shape[1]
     eps = _num(call["eps"], "eps")
+    stats = None
+    saved = [i for i, spec in enumerate(card.outputs[1:3], start=1) if spec.numel]
+    if any(spec.numel for spec in card.outputs[3:]):
+        raise UnsupportedCard(f"{card.op}: a non-empty reserve output is not templated")
+    if saved:
+        # cuda's inference kernels return the running mean and 1/sqrt(running_var + eps) as saved stats
+        if saved != [1, 2] or any(card.outputs[i].shape != [channels] for i in saved):
+            raise UnsupportedCard(f"{card.op}: saved statistics of unexpected shape")
+        stats = ChannelStats(mean.index, var.index, 1, 2, channels, eps)
 
     def per_channel(t: TensorArg) -> Operand:
         if t.spec.shape != [channels]:
@@ -170,5 +176,5 @@ def batch_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Elem
         family="batch_norm_inference",
         summary=f"{card.op} over {x.spec.shape} {x.spec.dtype}",
         inputs=tuple(card.inputs), outputs=tuple(card.outputs),
-        operands=tuple(operands), expression=expr,
+        operands=tuple(operands), expression=expr, channel_stats=stats,
     )

@@ -55,11 +55,24 @@ struct kf_online_op { __device__ __forceinline__ kf_stat operator()(kf_stat x, k
   if (m == -INFINITY) { kf_stat r = {m, 0.0f, 0.0f}; return r; }
   kf_stat r = {m, x.b * __expf(x.a - m) + y.b * __expf(y.a - m), 0.0f}; return r; } };
 
+/* Columns mode: the NT warps of a block split 32 adjacent rows; lane l of every warp holds row l. */
+template <int NT, typename Op>
+__device__ __forceinline__ kf_stat kf_column_reduce(kf_stat v, Op op, kf_stat *smem) {
+  __syncthreads();
+  smem[threadIdx.x] = v;
+  __syncthreads();
+  kf_stat r = smem[threadIdx.x & 31];
+#pragma unroll
+  for (int w = 1; w < NT; ++w) r = op(r, smem[w * 32 + (threadIdx.x & 31)]);
+  return r;
+}
+
 /* Reduce over the NT threads sharing a row: NT == 1, one warp, or the whole block. */
 template <int NT, bool TREE, typename Op>
 __device__ __forceinline__ kf_stat kf_group_reduce(kf_stat v, Op op, kf_stat *smem) {
-  if (NT == 1) return v;
-  if (TREE && NT > 32) {
+  if constexpr (NT == 1) {
+    return v;
+  } else if constexpr (TREE && NT > 32) {
     __syncthreads();
     smem[threadIdx.x] = v;
     __syncthreads();
@@ -69,17 +82,21 @@ __device__ __forceinline__ kf_stat kf_group_reduce(kf_stat v, Op op, kf_stat *sm
       __syncthreads();
     }
     return smem[0];
+  } else {
+#pragma unroll
+    for (int m = 16; m > 0; m >>= 1) v = op(v, kf_shfl(v, m));
+    if constexpr (NT <= 32) {
+      return v;
+    } else {
+      __syncthreads();
+      if ((threadIdx.x & 31) == 0) smem[threadIdx.x >> 5] = v;
+      __syncthreads();
+      kf_stat r = smem[0];
+#pragma unroll
+      for (int w = 1; w < NT / 32; ++w) r = op(r, smem[w]);
+      return r;
+    }
   }
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) v = op(v, kf_shfl(v, m));
-  if (NT <= 32) return v;
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) smem[threadIdx.x >> 5] = v;
-  __syncthreads();
-  kf_stat r = smem[0];
-#pragma unroll
-  for (int w = 1; w < NT / 32; ++w) r = op(r, smem[w]);
-  return r;
 }
 """
 
@@ -147,6 +164,12 @@ class RowPlan:
             return ("two_pass", "one_pass")
         return ("one_pass",)
 
+    def _rereads_row(self, stats: str | None = None) -> bool:
+        """Whether the kernel walks the row more than once (so caching it in registers pays)."""
+        two_pass = self.kind in ("softmax", "log_softmax", "layer_norm", "group_norm") and stats != "online" \
+            and stats != "one_pass"
+        return self.y is not None or two_pass
+
     def _max_vector(self) -> int:
         specs = [self.inputs[self.x]]
         if self.y is not None:
@@ -171,7 +194,7 @@ class RowPlan:
             })
         vec = self._max_vector()
         if self.inner != 1:
-            modes: tuple[str, ...] = ("thread",)
+            modes: tuple[str, ...] = ("columns", "thread")
         elif self.length <= 1024:
             modes = ("warp", "block") + (("thread",) if self.length <= 64 else ())
         else:
@@ -181,7 +204,7 @@ class RowPlan:
             "threads_per_block": (256, 128, 512, 1024) if modes[0] != "warp" else (256, 128, 512),
             "vector": (vec, 1) if vec > 1 else (1,),
             "stats": self._stats_choices(),
-            "cache_row": (True, False),
+            "cache_row": (True, False) if self._rereads_row() else (False,),
             "reduce": ("shuffle", "smem_tree"),
         })
 
@@ -378,10 +401,10 @@ class _CudaShape:
 
 def _cuda_shape(plan: RowPlan, knobs: Knobs) -> _CudaShape:
     block = int(knobs["threads_per_block"])
-    nt = {"thread": 1, "warp": 32, "block": block}[knobs["mode"]]
+    nt = {"thread": 1, "warp": 32, "block": block, "columns": block // 32}[knobs["mode"]]
     vec = int(knobs["vector"]) if plan.inner == 1 else 1
     items = cxx.ceil_div(plan.length, nt * vec)
-    cache = bool(knobs["cache_row"]) and items * vec <= MAX_CACHED_FLOATS
+    cache = bool(knobs["cache_row"]) and items * vec <= MAX_CACHED_FLOATS and plan._rereads_row(knobs["stats"])
     return _CudaShape(nt, block, vec, items, cache)
 
 
@@ -403,7 +426,7 @@ def _cuda_foreach(plan: RowPlan, shape: _CudaShape, body: str, source: str, befo
     return f"""{unroll}
     for (int it = 0; it < {shape.items}; ++it) {{
       const int64_t j0 = ((int64_t)it * {shape.nt} + t) * {vec};
-      if (j0 < {plan.length}LL) {{
+      if (live && j0 < {plan.length}LL) {{
 {load}{before}#pragma unroll
         for (int k = 0; k < {vec}; ++k) {{
           const int64_t j = j0 + k; (void)j;
@@ -424,10 +447,13 @@ def _render_cuda(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
     first = "fill" if shape.cache else "global"
     later = "cache" if shape.cache else "global"
 
+    columns = knobs["mode"] == "columns"
+    reducer = f"kf_column_reduce<{nt}>" if columns else f"kf_group_reduce<{nt}, {tree}>"
+
     def reduce_pass(init: str, update: str, op: str, finish: str, source: str) -> str:
         loop = _cuda_foreach(plan, shape, update, source)
         return (f"    {{ kf_stat s = {init};\n{loop}"
-                f"    s = kf_group_reduce<{nt}, {tree}>(s, {op}(), smem);\n    {finish} }}\n")
+                f"    s = {reducer}(s, {op}(), smem);\n    {finish} }}\n")
 
     zero = "{0.0f, 0.0f, 0.0f}"
     decl = ""
@@ -486,11 +512,22 @@ def _render_cuda(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
             t = cxx.element_type(plan.outputs[plan.row_outputs[name]].dtype, "cuda")
             row_writes += f"      r_{name}[row] = kf_from_f32<{t}>({value});\n"
     if row_writes:
-        row_writes = f"    if (t == 0) {{\n{row_writes}    }}\n"
+        row_writes = f"    if (t == 0 && live) {{\n{row_writes}    }}\n"
     params, args = plan._params("cuda")
-    gpb = shape.block // nt
+    gpb = 32 if columns else shape.block // nt
     grid = max(1, min(cxx.ceil_div(plan.rows, gpb), cuda_grid_limit(device, shape.block)))
-    smem = shape.block if tree == "true" and nt > 32 else 32
+    smem = shape.block if (tree == "true" and nt > 32) or columns else 32
+    if columns:
+        # 32 adjacent rows per block (adjacent in memory when inner > 1), nt threads split each row;
+        # every thread runs the same number of iterations because the block synchronises.
+        row_loop = (f"  const int t = threadIdx.x / 32;\n"
+                    f"  for (int64_t row0 = (int64_t)blockIdx.x * 32; row0 < {plan.rows}LL;\n"
+                    "       row0 += (int64_t)gridDim.x * 32) {\n"
+                    f"    const int64_t row = row0 + threadIdx.x % 32;\n    const bool live = row < {plan.rows}LL;\n")
+    else:
+        row_loop = (f"  const int t = threadIdx.x % {nt};\n"
+                    f"  for (int64_t row = (int64_t)blockIdx.x * {gpb} + threadIdx.x / {nt}; row < {plan.rows}LL;\n"
+                    f"       row += (int64_t)gridDim.x * {gpb}) {{\n    const bool live = true;\n")
     aligned = []
     if shape.vec > 1:
         aligned = [f"inputs[{plan.x}].data"] + ([f"outputs[{plan.y}].data"] if plan.y is not None else [])
@@ -502,10 +539,7 @@ def _render_cuda(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
 /* {plan.summary}; {knobs} */
 __global__ void __launch_bounds__({shape.block}) kf_rows({params}) {{
   __shared__ kf_stat smem[{smem}];
-  const int t = threadIdx.x % {nt};
-  for (int64_t row = (int64_t)blockIdx.x * {gpb} + threadIdx.x / {nt}; row < {plan.rows}LL;
-       row += (int64_t)gridDim.x * {gpb}) {{
-    const int64_t base = (row / {plan.inner}LL) * {plan.length * plan.inner}LL + row % {plan.inner}LL;
+{row_loop}    const int64_t base = (row / {plan.inner}LL) * {plan.length * plan.inner}LL + row % {plan.inner}LL;
 {cache_decl}    {decl}
 {stats}{write}{row_writes}  }}
 }}

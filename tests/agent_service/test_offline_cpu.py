@@ -197,3 +197,20 @@ def test_module_family_compiles_and_matches_eager(case: tuple[Any, ...], build_d
             return [module(*inputs[: len(args)])]
 
     _verify(card, call, inputs_for, family, build_dir)
+
+
+def test_batch_norm_writes_saved_statistics_when_the_card_has_them(build_dir: Path) -> None:
+    """CUDA's inference batch norm returns running mean and 1/sqrt(var + eps) as saved statistics."""
+    x, w, b, mean, var = r(2, 4, 3, 3), r(4), r(4), r(4), r(4).abs() + 0.5
+    card, _ = aten_card(aten._native_batch_norm_legit_no_training.default, [x, w, b, mean, var, 0.1, 1e-5])
+    stats_spec = card.outputs[0].model_copy(update={"shape": [4], "stride": [1]})
+    card = card.model_copy(update={"outputs": [card.outputs[0], stats_spec, stats_spec]})
+    proposal = propose_offline(ProposalRequest(card=card, device=CPU))
+    assert proposal.has_proposal, proposal.no_proposal_reason
+    lib = compile_cpu(proposal.source, build_dir)
+    outputs = [torch.full_like(x, float("nan")), torch.full((4,), float("nan")), torch.full((4,), float("nan"))]
+    assert run_kernel(lib, [x, w, b, mean, var], outputs) == 0
+    expected = torch.nn.functional.batch_norm(x, mean, var, w, b, training=False, eps=1e-5)
+    torch.testing.assert_close(outputs[0], expected)
+    torch.testing.assert_close(outputs[1], mean)
+    torch.testing.assert_close(outputs[2], 1 / torch.sqrt(var + 1e-5))

@@ -1,0 +1,142 @@
+"""Every cuda template path compiles with nvcc for sm_90 (compile only: there is no GPU here).
+
+Each family is rendered at its default knobs and at the knob values that change the kernel's
+structure (row per thread/warp/block, vectors on/off, cached row, one/two-pass statistics,
+shared-memory tree), so every code path the search can reach is compiled at least once.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from agent_service.models import DeviceDescription
+from agent_service.offline.catalog import plan_for_card
+from agent_service.offline.cxx import CUDA_PRELUDE
+from capture_service.cards import OperatorCard
+from tests.agent_service.agent_cards import INCLUDE, aten_card, module_card
+from tests.agent_service.agent_modules import GeluAndMul, GroupNormSiLU, Qwen3_5MoeRMSNormGated, SiluAndMul
+
+aten = torch.ops.aten
+bf16, f16 = torch.bfloat16, torch.float16
+H200 = DeviceDescription(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132, l2_bytes=60 << 20)
+NVCC = shutil.which("nvcc")
+
+
+def _on_cuda(card: OperatorCard) -> OperatorCard:
+    tensors = [{**t, "device": "cuda"} for t in card.key["tensors"]]
+    return card.model_copy(update={"device": "cuda", "key": {**card.key, "tensors": tensors}})
+
+
+def r(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(*shape).to(dtype)
+
+
+def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
+    """(name, card, knob overrides) covering every family and structural knob."""
+    cl = torch.channels_last
+    aten_cases: list[tuple[str, Any, list[Any], dict[str, Any], list[dict[str, Any]]]] = [
+        ("gelu_bf16", aten.gelu.default, [r(64, 1024, dtype=bf16)], {}, [{}, {"vector": 1, "fast_math": False}]),
+        ("silu_f16_odd", aten.silu.default, [r(7, 9, dtype=f16)], {}, [{}]),
+        ("add_broadcast_bf16", aten.add.Tensor, [r(8, 256, dtype=bf16), r(256, dtype=bf16)], {"alpha": 2},
+         [{}, {"unroll": 4, "threads_per_block": 1024}]),
+        ("mul_channels_last", aten.mul.Tensor, [r(2, 64, 8, 8).contiguous(memory_format=cl), r(1, 64, 1, 1)], {},
+         [{}]),
+        ("div_strided", aten.div.Tensor, [r(16, 32)[:, ::2], 3.0], {}, [{}]),
+        ("sum_inner", aten.sum.dim_IntList, [r(64, 32, 16), [1]], {}, [{}, {"mode": "thread"}]),
+        ("softmax_inner_columns", aten._softmax.default, [r(4, 64, 100), 1, False], {},
+         [{}, {"threads_per_block": 1024, "cache_row": False}]),
+        ("amax_rows_bf16", aten.amax.default, [r(128, 4096, dtype=bf16), [-1]], {},
+         [{}, {"mode": "warp"}, {"reduce": "smem_tree", "threads_per_block": 512}]),
+        ("softmax_bf16", aten._softmax.default, [r(256, 1024, dtype=bf16), -1, False], {},
+         [{}, {"stats": "online"}, {"mode": "block", "cache_row": False}, {"mode": "block", "reduce": "smem_tree"}]),
+        ("softmax_small_rows", aten._softmax.default, [r(512, 48), -1, False], {}, [{"mode": "thread"}]),
+        ("log_softmax_long_f16", aten._log_softmax.default, [r(8, 32000, dtype=f16), -1, False], {},
+         [{}, {"cache_row": False, "stats": "online"}]),
+        ("layer_norm_bf16", aten.native_layer_norm.default,
+         [r(512, 768, dtype=bf16), [768], r(768, dtype=bf16), r(768, dtype=bf16), 1e-5], {},
+         [{}, {"stats": "one_pass"}, {"mode": "block", "vector": 1}]),
+        ("rms_norm_bf16", aten.rms_norm.default, [r(512, 2048, dtype=bf16), [2048], r(2048, dtype=bf16), 1e-6], {},
+         [{}, {"mode": "warp", "cache_row": False}]),
+        ("group_norm_bf16", aten.native_group_norm.default,
+         [r(2, 128, 32, 32, dtype=bf16), r(128, dtype=bf16), r(128, dtype=bf16), 2, 128, 1024, 32, 1e-6], {},
+         [{}, {"stats": "one_pass"}]),
+        ("batch_norm_bf16", aten._native_batch_norm_legit_no_training.default,
+         [r(32, 64, 28, 28, dtype=bf16), r(64, dtype=bf16), r(64, dtype=bf16), r(64, dtype=bf16),
+          r(64, dtype=bf16).abs(), 0.1, 1e-5], {}, [{}]),
+        ("batch_norm_saved_stats", aten._native_batch_norm_legit_no_training.default,
+         [r(8, 16, 4, 4), r(16), r(16), r(16), r(16).abs(), 0.1, 1e-5], {}, [{}]),
+        ("global_pool", aten.adaptive_avg_pool2d.default, [r(32, 2048, 7, 7, dtype=bf16), [1, 1]], {}, [{}]),
+    ]
+    cards = []
+    for name, op, args, kwargs, knob_sets in aten_cases:
+        card, _ = aten_card(op, args, kwargs)
+        if name == "batch_norm_saved_stats":  # the shape cuda's kernel returns them in
+            stats = card.outputs[0].model_copy(update={"shape": [16], "stride": [1]})
+            card = card.model_copy(update={"outputs": [card.outputs[0], stats, stats]})
+        cards.append((name, _on_cuda(card), knob_sets))
+    modules = [
+        ("rms_gated", Qwen3_5MoeRMSNormGated(256).to(bf16), [r(16, 256, dtype=bf16)] * 2,
+         {"variance_epsilon": 1e-6}),
+        ("silu_and_mul", SiluAndMul(), [r(16, 2048, dtype=bf16)], {}),
+        ("gelu_and_mul", GeluAndMul(), [r(16, 512), r(16, 512)], {}),
+        ("group_norm_silu", GroupNormSiLU(8, 32), [r(2, 32, 16, 16)], {"eps": 1e-5, "num_groups": 8}),
+    ]
+    for name, module, args, attributes in modules:
+        card, _ = module_card(module, args, attributes)
+        cards.append((name, _on_cuda(card), [{}]))
+    return cards
+
+
+def _bundle(sources: dict[str, str]) -> str:
+    """One translation unit holding every kernel, each in its own namespace (one nvcc start for all)."""
+    parts = [CUDA_PRELUDE]
+    for name, source in sources.items():
+        assert source.startswith(CUDA_PRELUDE)
+        body = source[len(CUDA_PRELUDE):].replace('extern "C" int kf_launch', "int kf_launch")
+        parts.append("#undef KF_EXP\n#undef KF_TANH\n#undef KF_ERF\n#undef KF_LOG\n"
+                     f"namespace {name} {{\n{body}\n}}\n")
+    return "\n".join(parts)
+
+
+def _nvcc(source: str, path: Path) -> tuple[int, str]:
+    path.write_text(source)
+    proc = subprocess.run([str(NVCC), "-arch=sm_90", "-O3", "-c", "-Xcompiler", "-fPIC", "-I", str(INCLUDE),
+                           "-o", str(path.with_suffix(".o")), str(path)], capture_output=True, text=True)
+    return proc.returncode, proc.stderr
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_one_kernel_compiles_alone_as_the_sandbox_builds_it(tmp_path: Path) -> None:
+    _, card, _ = _cards()[0]
+    plan = plan_for_card(card, "cuda")
+    rc, err = _nvcc(plan.render("cuda", plan.knob_space("cuda", H200).default(), H200), tmp_path / "alone.cu")
+    assert rc == 0 and "warning" not in err, err
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_every_cuda_variant_compiles_for_sm90(tmp_path: Path) -> None:
+    sources: dict[str, str] = {}
+    for name, card, knob_sets in _cards():
+        plan = plan_for_card(card, "cuda")
+        space = plan.knob_space("cuda", H200)
+        for i, overrides in enumerate(knob_sets):
+            unknown = set(overrides) - set(space.choices)
+            assert not unknown, f"{name}: knobs {unknown} not in the space"
+            knobs = {**space.default(), **overrides}
+            source = plan.render("cuda", knobs, H200)
+            assert "__global__" in source and 'extern "C" int kf_launch' in source
+            sources[f"{name}_{i}"] = source
+    names = list(sources)
+    halves = [{n: sources[n] for n in names[::2]}, {n: sources[n] for n in names[1::2]}]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda ih: _nvcc(_bundle(ih[1]), tmp_path / f"bundle{ih[0]}.cu"), enumerate(halves)))
+    for rc, err in results:
+        assert rc == 0, err[-4000:]
+        assert "warning" not in err, err[-4000:]
