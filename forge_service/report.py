@@ -135,15 +135,15 @@ def card_reports(store: RunStore) -> list[CardReport]:
     return reports
 
 
-def write_cast(store: RunStore, min_speedup: float | None, path: Path) -> Path:
-    """Build the run's .cast at ``path`` from its best kernels."""
+def write_cast(store: RunStore, min_speedup: float | None, path: Path) -> int:
+    """Build the run's .cast at ``path`` from its best kernels; returns how many it holds."""
     from packager.format import build_cast
 
     model, kernels, fallbacks = package_inputs(store.run_dir)
     config = RunConfig.model_validate_json(store.run_row()["config_json"])
-    build_cast(path, model, kernels, fallbacks,
-               min_speedup=config.min_speedup if min_speedup is None else min_speedup)
-    return path
+    manifest = build_cast(path, model, kernels, fallbacks,
+                          min_speedup=config.min_speedup if min_speedup is None else min_speedup)
+    return len(manifest.kernels)
 
 
 def measure_end_to_end(config: RunConfig, cast_path: Path, backend: str) -> EndToEnd:
@@ -167,10 +167,7 @@ def build_report(store: RunStore, config: RunConfig) -> RunReport:
     cast_path = store.run_dir / "model.cast"
     kernels_packaged = 0
     try:
-        write_cast(store, None, cast_path)
-        from packager.format import read_manifest
-
-        kernels_packaged = len(read_manifest(cast_path).kernels)
+        kernels_packaged = write_cast(store, None, cast_path)
         e2e = measure_end_to_end(config, cast_path, device.get("backend", "cpu"))
     except Exception as exc:  # a report is still written when packaging fails
         log.exception("packaging failed")

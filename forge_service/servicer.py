@@ -169,7 +169,8 @@ class ForgeServicer(forge_grpc.ForgeServiceServicer):
         store = self.manager.store(request.run_id)
         path = Path(store.run_dir) / CAST_FILE
         if request.HasField("min_speedup"):
-            path = write_cast(store, request.min_speedup, path.with_name(f"model-min{request.min_speedup:g}.cast"))
+            path = path.with_name(f"model-min{request.min_speedup:g}.cast")
+            write_cast(store, request.min_speedup, path)
         if not path.is_file():
             raise FailedPrecondition(f"run {request.run_id} has no .cast yet")
         data = path.read_bytes()
