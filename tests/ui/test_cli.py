@@ -1,0 +1,88 @@
+"""``kforge ui``: the parser, bad options, and a real dashboard process against a real forge."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from forge_service.cli import build_parser, main
+from servicekit.errors import Unavailable
+from ui.client import ForgeClient
+from ui.connection import ForgeTarget
+from ui.local_forge import BackgroundForge, background_forge
+
+KFORGE = Path(sys.executable).with_name("kforge")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_kforge_has_a_ui_command_with_its_options() -> None:
+    args = build_parser().parse_args(["ui", "--forge", "127.0.0.1:5", "--port", "9000", "--runs-dir", "r"])
+    assert (args.forge, args.port, args.runs_dir, args.host) == ("127.0.0.1:5", 9000, Path("r"), "127.0.0.1")
+
+
+def test_a_bad_port_is_refused_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ui", "--forge", "127.0.0.1:5", "--port", "70000"]) == 2
+    assert "--port must be 1..65535" in capsys.readouterr().err
+
+
+def test_a_plain_text_forge_on_another_machine_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ui", "--forge", "10.1.2.3:50050", "--port", str(_free_port())]) == 2
+
+
+def test_kforge_ui_serves_the_dashboard_for_a_given_forge(forge_address: str) -> None:
+    port = _free_port()
+    proc = subprocess.Popen([str(KFORGE), "ui", "--forge", forge_address, "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ})
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                    assert r.read() == b"ok"
+                    break
+            except OSError:
+                assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+                assert time.monotonic() < deadline, "the dashboard did not come up"
+                time.sleep(0.3)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
+            assert b"<title>" in r.read()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out = proc.communicate(timeout=30)[0].decode()
+    assert f"dashboard on http://127.0.0.1:{port} (forge service {forge_address})" in out
+
+
+def test_a_forge_that_cannot_start_is_reported() -> None:
+    @contextlib.asynccontextmanager
+    async def broken() -> AsyncIterator[str]:
+        raise OSError("address already in use")
+        yield ""  # pragma: no cover
+
+    with pytest.raises(Unavailable, match="could not start: address already in use"):
+        BackgroundForge(broken).start(timeout_s=10)
+
+
+def test_a_background_forge_serves_until_the_block_ends(runs_dir: Path) -> None:
+    from tests.ui.conftest import forge_only
+
+    with background_forge(lambda: forge_only(runs_dir)) as address:
+        client = ForgeClient(ForgeTarget.from_environ({"KFORGE_UI_FORGE": address}), timeout_s=5)
+        assert client.list_runs()
+    client = ForgeClient(ForgeTarget.from_environ({"KFORGE_UI_FORGE": address}), timeout_s=2)
+    with pytest.raises(Exception, match="not reachable"):
+        client.list_runs()
