@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from capture_service.blobs import PROGRAM_SUFFIX, SAFETENSORS_SUFFIX
 from capture_service.cards import BLOBS_DIR, CardSet, OperatorCard
 from forge_service.card_search import BUDGET_SPENT, CardSearch, SearchSettings
 from forge_service.clients import AgentClient, CaptureClient, SandboxClient, SandboxPool
@@ -220,7 +221,7 @@ class RunManager:
                 store.set_card_status(card.id, "searching")
                 await self._emit(run_id, "card_started", f"searching {card.op} ({card.time_share:.1%} of eager time)",
                                  card_id=card.id)
-                blobs = {sha: blob_dir / f"{sha}.safetensors" for sha in _card_blobs(card)}
+                blobs = {sha: blob_dir / name for sha, name in _card_blobs(card).items()}
                 settings = SearchSettings(
                     budget=row.budget, parallel=parallel, backend=backend, proposer=config.proposer,
                     api_base=config.api_base, seed=config.seed, run_id=run_id,
@@ -264,8 +265,8 @@ class RunManager:
             blob_dir = store.capture_dir / BLOBS_DIR
             blob_dir.mkdir(parents=True, exist_ok=True)
             for card in cards:
-                for sha in _card_blobs(card):
-                    dest = blob_dir / f"{sha}.safetensors"
+                for sha, name in _card_blobs(card).items():
+                    dest = blob_dir / name
                     if not dest.exists():
                         await client.fetch_blob(capture_id, sha, dest)
             CardSet(model_spec=config.model_spec, device=backend, grad_mode=config.grad_mode,
@@ -313,11 +314,12 @@ def grant_spare_budget(store: RunStore, config: RunConfig) -> CardRow | None:
     return next(r for r in store.cards() if r.id == chosen.id)
 
 
-def _card_blobs(card: OperatorCard) -> list[str]:
-    shas = [s.inputs_blob for s in card.samples] + [s.outputs_blob for s in card.samples]
+def _card_blobs(card: OperatorCard) -> dict[str, str]:
+    """The card's blobs (sha256 -> file name in a capture directory's blobs folder)."""
+    names = {sha: f"{sha}{SAFETENSORS_SUFFIX}" for s in card.samples for sha in (s.inputs_blob, s.outputs_blob)}
     if card.module_program_blob:
-        shas.append(card.module_program_blob)
-    return shas
+        names[card.module_program_blob] = f"{card.module_program_blob}{PROGRAM_SUFFIX}"
+    return names
 
 
 async def _first_device(pool: SandboxPool, backend: str) -> types_pb2.DeviceInfo:
