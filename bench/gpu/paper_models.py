@@ -55,7 +55,7 @@ CONFIGURATIONS: tuple[tuple[str, str], ...] = (
 SUBSET_ENV = "KF_BENCH_PAPER_MODELS"
 WARMUP = 3
 REPS = 20
-COMPILE_DEADLINE_S = 120.0
+COMPILE_DEADLINE_S = 90.0
 TOP_CARDS = 10
 RESULT_FILE = "paper_models.json"
 
@@ -168,7 +168,7 @@ def _capture(spec_path: Path, model: torch.nn.Module, inputs: tuple[Any, ...]) -
             loaded,
             options.CaptureOptions(device="cuda", samples=1, budget_bytes=2 << 30),
             Path(out_dir),
-            timing=timing.TimingPolicy(warmup=2, min_reps=5, max_reps=20, budget_s=0.02),
+            timing=timing.TimingPolicy(warmup=1, min_reps=5, max_reps=10, budget_s=0.005),
         )
 
 
