@@ -6,11 +6,15 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from agent_service.models import Proposal, ProposalRequest
 from agent_service.offline.proposer import OfflineProposer
+from agent_service.usage import UsageLedger
 from servicekit.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from agent_service.llm.settings import LlmSettings
 
 
 @runtime_checkable
@@ -20,13 +24,22 @@ class Proposer(Protocol):
     async def propose(self, request: ProposalRequest) -> Proposal: ...
 
 
-def make_proposer(name: str, api_base: str | None = None) -> Proposer:
-    """The proposer called ``name``: ``"offline"`` or a litellm model string."""
+def make_proposer(
+    name: str, api_base: str | None = None, *, ledger: UsageLedger | None = None,
+    settings: LlmSettings | None = None,
+) -> Proposer:
+    """The proposer called ``name``: ``"offline"`` or a litellm model string.
+
+    ``ledger`` is where LLM spending is recorded (and read back for per-run and per-card
+    budgets); ``settings`` holds timeouts, retries, the repair bound and budgets.
+    """
     name = name.strip()
     if not name:
         raise InvalidArgument("proposer name is empty: use 'offline' or a litellm model string like 'openai/gpt-4o'")
     if name == OfflineProposer.name:
         return OfflineProposer()
     from agent_service.llm.proposer import LlmProposer
+    from agent_service.llm.settings import LlmSettings
 
-    return LlmProposer(model=name, api_base=api_base or None)
+    return LlmProposer(model=name, api_base=api_base or None, ledger=ledger or UsageLedger(),
+                       settings=settings or LlmSettings())

@@ -1,0 +1,1 @@
+"""The LLM proposer: prompts from versioned templates, litellm calls, parsing, repair, accounting."""
