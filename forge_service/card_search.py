@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 ROOT = 0
 PASSED = types_pb2.PASSED
 BUDGET_SPENT = "budget spent"
+NO_PROPOSAL = "no proposal for this card"
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,7 @@ class CardSearch:
         elif self._idle_proposals >= self.settings.max_idle_proposals:
             self.stop_reason = "no more proposals"
         elif self._nothing_proposed():
-            self.stop_reason = "no proposal for this card"
+            self.stop_reason = NO_PROPOSAL
         elif self._converged():
             self.stop_reason = "converged"
         return bool(self.stop_reason)

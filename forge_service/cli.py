@@ -105,7 +105,7 @@ def card_table(cards: list[forge_pb2.RunCard]) -> Table:
                           ("best µs", "right"), ("speedup", "right"), ("class", "left"), ("status", "left")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for c in cards:
-        if c.status == "skipped" and not c.card.optimisable:
+        if c.status == "skipped":
             continue
         eager = c.eager_latency_us if c.HasField("eager_latency_us") else c.card.eager_us
         table.add_row(
@@ -143,6 +143,11 @@ async def finish(stub: forge_grpc.ForgeServiceStub, run: forge_pb2.Run, args: ar
         })
     else:
         out.print(card_table(cards))
+        skipped = [c for c in cards if c.status == "skipped"]
+        if skipped:
+            share = sum(c.card.time_share for c in skipped)
+            out.print(f"{len(skipped)} other cards ({share:.1%} of eager time) stay on eager; "
+                      f"`kforge report {run.run_id}` lists why")
         e2e = report.get("end_to_end") or {}
         if e2e.get("measured"):
             out.print(

@@ -20,6 +20,7 @@ from torch.utils._pytree import tree_map
 WARMUP = 3
 MIN_REPEATS = 5
 MIN_SECONDS = 1.0
+ROUNDS = 3  # eager and .cast alternate, so both see the same machine conditions
 
 
 def grad_context(mode: str) -> contextlib.AbstractContextManager[Any]:
@@ -41,11 +42,16 @@ def to_device(tree: Any, device: torch.device) -> Any:
 
 def time_ms(fn: Callable[[], Any], device: str) -> float:
     """Median wall time of ``fn`` in ms, synchronising the device around each call."""
+    return statistics.median(sample_ms(fn, device, MIN_SECONDS))
+
+
+def sample_ms(fn: Callable[[], Any], device: str, seconds: float) -> list[float]:
+    """Wall times of ``fn`` in ms after a warm-up, for about ``seconds``."""
     for _ in range(WARMUP):
         fn()
     samples: list[float] = []
     start = time.perf_counter()
-    while len(samples) < MIN_REPEATS or (time.perf_counter() - start < MIN_SECONDS and len(samples) < 200):
+    while len(samples) < MIN_REPEATS or (time.perf_counter() - start < seconds and len(samples) < 200):
         if device == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -53,7 +59,7 @@ def time_ms(fn: Callable[[], Any], device: str) -> float:
         if device == "cuda":
             torch.cuda.synchronize()
         samples.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(samples)
+    return samples
 
 
 def flat_tensors(out: Any) -> Iterator[torch.Tensor]:
@@ -106,12 +112,18 @@ def main() -> int:
     result: dict[str, Any] = {"measured": True}
     with grad_context(args.grad_mode):
         reference = call(model, inputs)
-        result["eager_ms"] = time_ms(lambda: call(model, inputs), args.device)
         cast = load_cast(args.cast)
+        eager: list[float] = []
+        casted: list[float] = []
+        for _ in range(ROUNDS):
+            eager += sample_ms(lambda: call(model, inputs), args.device, MIN_SECONDS / ROUNDS)
+            with cast.applied_to(model):
+                casted += sample_ms(lambda: call(model, inputs), args.device, MIN_SECONDS / ROUNDS)
+        result["eager_ms"] = statistics.median(eager)
+        result["cast_ms"] = statistics.median(casted)
         cast.apply(model)
         try:
             with_cast = call(model, inputs)
-            result["cast_ms"] = time_ms(lambda: call(model, inputs), args.device)
             if not args.no_compile:
                 try:
                     compiled = torch.compile(model)

@@ -20,11 +20,11 @@ from typing import Any
 
 from capture_service.blobs import PROGRAM_SUFFIX, SAFETENSORS_SUFFIX
 from capture_service.cards import BLOBS_DIR, CardSet, OperatorCard
-from forge_service.card_search import BUDGET_SPENT, CardSearch, SearchSettings
+from forge_service.card_search import BUDGET_SPENT, NO_PROPOSAL, CardSearch, SearchSettings
 from forge_service.clients import AgentClient, CaptureClient, SandboxClient, SandboxPool
 from forge_service.config import RunConfig
 from forge_service.kernel_cache import KernelCache
-from forge_service.scheduler import plan_cards
+from forge_service.scheduler import NOT_IN_TOP, plan_cards
 from forge_service.store import DB_FILE, CardRow, RunStore, best_candidate
 from kernel_forge.capture.v1 import messages_pb2 as capture_pb2
 from kernel_forge.common.v1 import types_pb2
@@ -235,9 +235,10 @@ class RunManager:
                 store.set_card_status(card.id, "done", searcher.stop_reason)
                 await self._emit(run_id, "card_done", f"{card.op}: {searcher.stop_reason}", card_id=card.id)
 
-            for row in store.cards():
-                if row.selected and row.status != "done":
-                    await search(row)
+            while (row := next((r for r in store.cards() if r.selected and r.status != "done"), None)) is not None:
+                await search(row)
+                if store.card(row.id).reason == NO_PROPOSAL:
+                    promote_next_card(store, config)
             while (extra_row := grant_spare_budget(store, config)) is not None:
                 await self._emit(run_id, "log", f"budget raised to {extra_row.budget}: still improving",
                                  card_id=extra_row.id)
@@ -287,12 +288,24 @@ class RunManager:
         await self._emit(run_id, "run_done", report.summary_line())
 
 
+def promote_next_card(store: RunStore, config: RunConfig) -> CardRow | None:
+    """Search the next card by priority in place of one the proposer has nothing for."""
+    waiting = NOT_IN_TOP.format(k=config.max_cards)
+    row = next((r for r in store.cards() if not r.selected and r.reason == waiting), None)
+    if row is None:
+        return None
+    with store.transaction() as db:
+        db.execute("UPDATE cards SET selected = 1, status = 'pending', budget = ?, reason = '' WHERE id = ?",
+                   (config.budget_per_card, row.id))
+    return store.card(row.id)
+
+
 def grant_spare_budget(store: RunStore, config: RunConfig) -> CardRow | None:
     """Give evaluations that cards left unspent (they converged, or nothing was proposed) to the
     card that still improved when its budget ran out and carries the most expected gain: its time
     share times its remaining distance to the memory-bandwidth floor. Returns that card, or None."""
     rows = [r for r in store.cards() if r.selected]
-    spare = config.budget_per_card * len(rows) - store.evaluation_count()
+    spare = config.budget_per_card * min(config.max_cards, len(rows)) - store.evaluation_count()
     if spare <= 0:
         return None
     best_gain, chosen = 0.0, None
@@ -311,7 +324,7 @@ def grant_spare_budget(store: RunStore, config: RunConfig) -> CardRow | None:
     extra = min(spare, max(2, config.budget_per_card // 2))
     with store.transaction() as db:
         db.execute("UPDATE cards SET budget = budget + ?, status = 'searching' WHERE id = ?", (extra, chosen.id))
-    return next(r for r in store.cards() if r.id == chosen.id)
+    return store.card(chosen.id)
 
 
 def _card_blobs(card: OperatorCard) -> dict[str, str]:

@@ -18,6 +18,7 @@ DTYPE_BYTES = {
     "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16,
 }
 MIN_HEADROOM = 0.05
+NOT_IN_TOP = "outside the {k} cards with the most eager time"
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def plan_cards(cards: Sequence[OperatorCard], config: RunConfig, copy_bandwidth_
     for rank, (score, card, reason, floor) in enumerate(scored):
         selected = not reason and picked < config.max_cards
         if not reason and not selected:
-            reason = f"outside the {config.max_cards} cards with the most eager time"
+            reason = NOT_IN_TOP.format(k=config.max_cards)
         picked += selected
         plans.append(CardPlan(card, rank, selected, reason, config.budget_per_card if selected else 0, floor, score))
     return plans

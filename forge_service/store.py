@@ -168,6 +168,12 @@ class RunStore:
             for r in self._query("SELECT * FROM cards ORDER BY rank")
         ]
 
+    def card(self, card_id: str) -> CardRow:
+        for row in self.cards():
+            if row.id == card_id:
+                return row
+        raise LookupError(f"no card {card_id!r}")
+
     def set_card_status(self, card_id: str, status: str, reason: str = "") -> None:
         with self.transaction() as db:
             db.execute("UPDATE cards SET status = ?, reason = ? WHERE id = ?", (status, reason, card_id))
