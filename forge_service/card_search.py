@@ -87,14 +87,22 @@ class CardSearch:
         self.stop_reason = ""
 
     # -- replay --------------------------------------------------------------------------------
-    def _replay(self) -> list[CandidateRow]:
-        """Rebuild the tree from the stored operations; returns candidates still to finish."""
+    def _replay(self) -> tuple[list[CandidateRow], list[int]]:
+        """Rebuild the tree from the stored operations.
+
+        Returns the candidates still to finish and the parents an ``ask`` chose that were not
+        expanded yet (the process stopped in between), in the order they were chosen.
+        """
+        unexpanded: list[int] = []
         for op, args in self.store.tree_ops(self.card.id):
             if op == "ask":
                 got = self.tree.ask(args["n"])
                 if got != args["parents"]:
                     raise RuntimeError(f"card {self.card.id}: replay diverged at ask ({got} != {args['parents']})")
+                unexpanded += got
             elif op == "add_child":
+                if args["parent"] in unexpanded:
+                    unexpanded.remove(args["parent"])
                 node = self.tree.add_child(args["parent"])
                 if node != args["node"]:
                     raise RuntimeError(f"card {self.card.id}: replay diverged at add_child")
@@ -103,11 +111,12 @@ class CardSearch:
                 self.tree.tell(args["node"], args["passed"], args["latency_us"], args["spread_us"])
             elif op == "cancel":
                 self.tree.cancel(args["node"])
-        return [c for c in self.store.candidates(self.card.id) if c.state in ("proposing", "proposed")]
+        unfinished = [c for c in self.store.candidates(self.card.id) if c.state in ("proposing", "proposed")]
+        return unfinished, unexpanded
 
     # -- the loop ------------------------------------------------------------------------------
     async def run(self) -> None:
-        unfinished = self._replay()
+        unfinished, unexpanded = self._replay()
         if (not self.store.candidates(self.card.id) and await self._start_from_cache()) or (
                 self._completed_from_cache()):
             self.stop_reason = "complete from the kernel cache"
@@ -115,6 +124,8 @@ class CardSearch:
         in_flight: set[asyncio.Task[None]] = set()
         for row in unfinished:
             in_flight.add(asyncio.create_task(self._finish(row)))
+        for parent in unexpanded:
+            in_flight.add(asyncio.create_task(self._expand(parent)))
         while True:
             done_count = self.store.evaluation_count(self.card.id)
             if self._should_stop(done_count + len(in_flight)):
@@ -152,7 +163,7 @@ class CardSearch:
         self.store.add_candidate(candidate_id, self.card.id, "", node, "cache",
                                  ("add_child", {"parent": ROOT, "node": node, "candidate": candidate_id}))
         self.store.set_proposal(candidate_id, hit.source, f"best kernel of run {hit.run_id} (kernel cache)",
-                                hit.knobs, {}, [], self.card.id)
+                                hit.knobs, {}, [], self.card.id, tree_op=None)
         await self.emit("log", f"kernel cache hit from run {hit.run_id}", card_id=self.card.id)
         await self._finish(self.store.candidate(candidate_id))
         return self._completed_from_cache()
@@ -223,11 +234,11 @@ class CardSearch:
             source = proposal.source if proposal.has_proposal else None
             description = proposal.description if proposal.has_proposal else proposal.no_proposal_reason
             self.store.set_proposal(row.id, source, description, json.loads(proposal.knobs_json or "{}"), cost,
-                                    list(proposal.exchanges), self.card.id)
+                                    list(proposal.exchanges), self.card.id,
+                                    tree_op=None if source else ("cancel", {"node": row.node_id}))
             if source is None:
                 self._idle_proposals += 1
                 self.tree.cancel(row.node_id)
-                self.store.log_tree_op(self.card.id, "cancel", {"node": row.node_id})
                 await self.emit("candidate", f"no proposal: {description}", card_id=self.card.id,
                                 candidate_id=row.id)
                 return

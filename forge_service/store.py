@@ -192,7 +192,9 @@ class RunStore:
             _log_op(db, card_id, *tree_op)
 
     def set_proposal(self, candidate_id: str, source: str | None, description: str, knobs: dict[str, Any],
-                     cost: dict[str, Any], exchanges: list[types_pb2.LlmExchange], card_id: str) -> None:
+                     cost: dict[str, Any], exchanges: list[types_pb2.LlmExchange], card_id: str,
+                     tree_op: tuple[str, dict[str, Any]] | None) -> None:
+        """The agent's answer for a candidate (and the tree operation it implies), atomically."""
         state = "proposed" if source is not None else "no_proposal"
         with self.transaction() as db:
             db.execute(
@@ -206,6 +208,8 @@ class RunStore:
                 [(candidate_id, card_id, x.model, x.prompt, x.response, x.cost.prompt_tokens,
                   x.cost.completion_tokens, x.cost.usd, x.latency_s, x.error) for x in exchanges],
             )
+            if tree_op is not None:
+                _log_op(db, card_id, *tree_op)
 
     def put_result(self, result: types_pb2.CandidateResult, card_id: str, tree_op: tuple[str, dict[str, Any]]) -> None:
         """A finished evaluation, its artifact, and the tree operation that reports it, atomically."""

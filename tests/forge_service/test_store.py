@@ -14,7 +14,7 @@ def test_a_reopened_store_holds_everything_written(tmp_path: Path) -> None:
     store.create_run("r1", '{"model_spec": "m.py"}', "m")
     store.put_cards([CardRow("c1", "{}", 0, True, "pending", "", 4, 1.5)])
     store.add_candidate("a", "c1", "", 1, "offline", ("add_child", {"parent": 0, "node": 1, "candidate": "a"}))
-    store.set_proposal("a", "int kf_launch(){}", "first", {"threads": 4}, {"usd": 0.0}, [], "c1")
+    store.set_proposal("a", "int kf_launch(){}", "first", {"threads": 4}, {"usd": 0.0}, [], "c1", tree_op=None)
     store.put_result(passed("a", 5.0, b"ELF..."), "c1", ("tell", {"node": 1, "passed": True}))
     store.add_candidate("b", "c1", "a", 2, "offline", ("add_child", {"parent": 1, "node": 2, "candidate": "b"}))
     store.put_result(types_pb2.CandidateResult(candidate_id="b", status=types_pb2.WRONG_RESULT,
