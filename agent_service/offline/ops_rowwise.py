@@ -6,6 +6,7 @@ from typing import Any
 
 from agent_service.offline.call import TensorArg, UnsupportedCard
 from agent_service.offline.layout import row_layout
+from agent_service.offline.pooling import AdaptivePoolPlan
 from agent_service.offline.rowwise import RowPlan
 from capture_service.cards import OperatorCard
 
@@ -52,7 +53,19 @@ def _extra_outputs(card: OperatorCard, names: list[str]) -> dict[str, int]:
     return mapping
 
 
-def rowwise_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan:
+def _adaptive_pool(card: OperatorCard, x: TensorArg, size: list[int]) -> AdaptivePoolPlan:
+    shape = x.spec.shape
+    if len(size) != 2 or len(shape) not in (3, 4):
+        raise UnsupportedCard(f"adaptive pooling to {size} over {len(shape)} dims is templated for 2-d only")
+    if any(s <= 0 for s in size):
+        raise UnsupportedCard(f"adaptive pooling output size {size} is not positive")
+    planes = x.spec.numel // (shape[-1] * shape[-2])
+    return AdaptivePoolPlan(family="adaptive_avg_pool", summary=f"{card.op} of {shape} to {size} {x.spec.dtype}",
+                            inputs=tuple(card.inputs), outputs=tuple(card.outputs), x=x.index, planes=planes,
+                            in_h=shape[-2], in_w=shape[-1], out_h=size[0], out_w=size[1])
+
+
+def rowwise_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan | AdaptivePoolPlan:
     common: dict[str, Any] = {"inputs": tuple(card.inputs), "outputs": tuple(card.outputs)}
     if base in REDUCTIONS:
         x = _tensor(call, "self")
@@ -70,8 +83,10 @@ def rowwise_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan
     if base in GLOBAL_POOL:
         x = _tensor(call, "self")
         size = call.get("output_size")
-        if not isinstance(size, list) or any(s != 1 for s in size):
-            raise UnsupportedCard(f"adaptive average pooling to {size} is not global pooling")
+        if not isinstance(size, list) or not all(isinstance(s, int) for s in size):
+            raise UnsupportedCard(f"adaptive average pooling output size {size!r} is not a list of ints")
+        if any(s != 1 for s in size):
+            return _adaptive_pool(card, x, size)
         spatial = list(range(len(x.spec.shape) - len(size), len(x.spec.shape)))
         outer, length, inner = row_layout(x.spec, spatial)
         return RowPlan(family="global_avg_pool", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}", kind="mean",

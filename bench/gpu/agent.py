@@ -160,6 +160,8 @@ def _cases() -> list[tuple[str, OperatorCard, Any]]:
         ("batch_norm resnet bf16", aten._native_batch_norm_legit_no_training.default,
          [r(32, 256, 56, 56), r(256), r(256), r(256), r(256).abs() + 0.1, 0.1, 1e-5], {}),
         ("global avg pool bf16", aten.mean.dim, [r(32, 2048, 7, 7), [-1, -2], True], {}),
+        ("adaptive avg pool 7x7 bf16", aten._adaptive_avg_pool2d.default, [r(32, 512, 14, 14), [7, 7]], {}),
+        ("softmax over dim 1 f32", aten._softmax.default, [r(64, 128, 1024, dtype=torch.float32), 1, False], {}),
     ]
     cases = []
     for name, op, args, kwargs in specs:

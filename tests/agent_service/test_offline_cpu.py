@@ -106,6 +106,10 @@ ATEN_CASES = [
     Case("native_batch_norm_eval", "batch_norm_inference",
          lambda: (aten.native_batch_norm.default, [r(4, 6), None, None, r(6), r(6), False, 0.1, 1e-3]), positive=(2,)),
     Case("global_avg_pool", "global_avg_pool", lambda: (aten.adaptive_avg_pool2d.default, [r(2, 8, 7, 7), [1, 1]])),
+    Case("adaptive_avg_pool_3x4", "adaptive_avg_pool",
+         lambda: (aten._adaptive_avg_pool2d.default, [r(2, 4, 7, 10), [3, 4]])),
+    Case("adaptive_avg_pool_bf16", "adaptive_avg_pool",
+         lambda: (aten.adaptive_avg_pool2d.default, [r(3, 5, 5, dtype=bf16), [2, 2]])),
     Case("mean_spatial_keepdim", "reduction", lambda: (aten.mean.dim, [r(2, 8, 7, 7), [-1, -2], True])),
 ]
 

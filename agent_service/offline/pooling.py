@@ -1,0 +1,98 @@
+"""Adaptive average pooling to any output size: each output averages its bin of the input plane.
+
+Bins follow PyTorch: rows ``floor(o * in / out)`` to ``ceil((o + 1) * in / out)``. Global pooling
+(output 1) goes to the row engine instead, which reduces a plane with all threads of a warp or block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent_service.models import DeviceDescription
+from agent_service.offline import cxx
+from agent_service.offline.call import UnsupportedCard
+from agent_service.offline.knobs import Knobs, KnobSpace
+from agent_service.offline.layout import is_contiguous
+from agent_service.offline.plan import cpu_thread_choices, cuda_grid_limit
+from capture_service.cards import TensorSpec
+
+
+@dataclass(frozen=True)
+class AdaptivePoolPlan:
+    family: str
+    summary: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    x: int
+    planes: int
+    in_h: int
+    in_w: int
+    out_h: int
+    out_w: int
+
+    def __post_init__(self) -> None:
+        x, y = self.inputs[self.x], self.outputs[0]
+        if not is_contiguous(x) or not is_contiguous(y):
+            raise UnsupportedCard("adaptive pooling is templated for contiguous (NCHW) input and output only")
+        if x.dtype not in cxx.FLOAT_DTYPES or y.dtype not in cxx.FLOAT_DTYPES:
+            raise UnsupportedCard("only float32, float16 and bfloat16 pooling is templated")
+
+    def knob_space(self, backend: str, device: DeviceDescription) -> KnobSpace:
+        if backend == "cuda":
+            return KnobSpace({"threads_per_block": (256, 128, 512)})
+        return KnobSpace({"threads": cpu_thread_choices(device), "schedule": ("static", "dynamic")})
+
+    def _bin_loop(self) -> str:
+        ih, iw, oh, ow = self.in_h, self.in_w, self.out_h, self.out_w
+        return (f"    const int64_t h0 = (oh * {ih}LL) / {oh}LL, h1 = ((oh + 1) * {ih}LL + {oh - 1}LL) / {oh}LL;\n"
+                f"    const int64_t w0 = (ow * {iw}LL) / {ow}LL, w1 = ((ow + 1) * {iw}LL + {ow - 1}LL) / {ow}LL;\n"
+                f"    const TX *plane = x + p * {ih * iw}LL;\n    float s = 0.0f;\n"
+                f"    for (int64_t h = h0; h < h1; ++h)\n      for (int64_t w = w0; w < w1; ++w) "
+                f"s += kf_to_f32(plane[h * {iw}LL + w]);\n"
+                f"    y[i] = kf_from_f32<TY>(s / (float)((h1 - h0) * (w1 - w0)));\n")
+
+    def render(self, backend: str, knobs: Knobs, device: DeviceDescription) -> str:
+        knobs = self.knob_space(backend, device).normalise(knobs)
+        tx = cxx.element_type(self.inputs[self.x].dtype, backend)
+        ty = cxx.element_type(self.outputs[0].dtype, backend)
+        total = self.planes * self.out_h * self.out_w
+        index = (f"    const int64_t p = i / {self.out_h * self.out_w}LL, oh = (i / {self.out_w}LL) % {self.out_h}LL,"
+                 f" ow = i % {self.out_w}LL;\n")
+        if backend == "cuda":
+            block = int(knobs["threads_per_block"])
+            grid = max(1, min(cxx.ceil_div(total, block), cuda_grid_limit(device, block)))
+            return f"""{cxx.CUDA_PRELUDE}
+typedef {tx} TX;
+typedef {ty} TY;
+/* {self.summary} */
+__global__ void __launch_bounds__({block}) kf_pool(const TX *__restrict__ x, TY *__restrict__ y) {{
+  for (int64_t i = (int64_t)blockIdx.x * {block} + threadIdx.x; i < {total}LL; i += (int64_t)gridDim.x * {block}) {{
+{index}{self._bin_loop()}  }}
+}}
+
+extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
+                         void *stream) {{
+{cxx.guard(self.inputs, self.outputs)}
+  kf_pool<<<{grid}, {block}, 0, (cudaStream_t)stream>>>((const TX *)inputs[{self.x}].data, (TY *)outputs[0].data);
+{cxx.cuda_launch_epilogue()}
+}}
+"""
+        threads = f" num_threads({knobs['threads']})" if knobs["threads"] else ""
+        return f"""{cxx.CPU_PRELUDE}
+typedef {tx} TX;
+typedef {ty} TY;
+/* {self.summary} */
+static void kf_pool(const TX *__restrict x, TY *__restrict y) {{
+#pragma omp parallel for{threads} schedule({knobs["schedule"]})
+  for (int64_t i = 0; i < {total}LL; ++i) {{
+{index}{self._bin_loop()}  }}
+}}
+
+extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
+                         void *stream) {{
+  (void)stream;
+{cxx.guard(self.inputs, self.outputs)}
+  kf_pool((const TX *)inputs[{self.x}].data, (TY *)outputs[0].data);
+  return 0;
+}}
+"""
