@@ -1,0 +1,97 @@
+"""`kforge optimize` end to end on the cpu backend: real services, real compiler, real sandbox."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from capture_service.spec import load_model_spec
+from packager import load_cast
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = Path(__file__).parent / "models" / "tiny_mlp.py"
+
+
+def kforge(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "forge_service.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    runs = tmp_path_factory.mktemp("runs")
+    cast = runs / "tiny.cast"
+    proc = kforge("optimize", str(MODEL), "--backend", "cpu", "--budget", "2", "--max-cards", "2", "--json",
+                  "--out", str(cast), "--runs-dir", str(runs))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return runs, json.loads(proc.stdout)
+
+
+def test_a_run_captures_searches_and_packages(first_run: tuple[Path, dict]) -> None:
+    runs, out = first_run
+    run = out["run"]
+    assert run["status"] == "done"
+    assert run["evaluations_done"] == 4 and run["evaluations_budget"] == 4
+    searched = [c for c in out["cards"] if c["status"] == "done"]
+    assert len(searched) == 2
+    assert {c["card"]["op"] for c in searched} <= {"aten::silu.default", "aten::softmax.int", "aten::mul.Tensor",
+                                                  "aten::_softmax.default"}
+    for card in searched:
+        assert card["evaluations"] == 2
+        assert card["best_candidate_id"], card  # every searched op has a passing kernel
+        assert card["audit_class"] == "custom"
+    report = out["report"]
+    assert report["end_to_end"]["measured"], report["end_to_end"]
+    assert report["end_to_end"]["parity_ok"]
+    verify = subprocess.run([sys.executable, "-m", "packager.cli", "verify", str(runs / "tiny.cast")],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_the_cast_gives_eager_outputs_and_counts_its_calls(first_run: tuple[Path, dict]) -> None:
+    runs, out = first_run
+    cast = load_cast(runs / "tiny.cast")
+    loaded = load_model_spec(str(MODEL))
+    with torch.inference_mode():
+        reference = loaded.model(*loaded.args)
+        with cast.applied_to(loaded.model):
+            result = loaded.model(*loaded.args)
+    torch.testing.assert_close(result, reference, rtol=1e-4, atol=1e-5)
+    stats = cast.stats()
+    assert set(stats) == {k["card_id"] for k in out["report"]["cards"] if k["speedup"] and k["card_id"] in stats}
+    for entry in stats.values():
+        assert entry["calls"] == 1 and entry["hits"] + sum(entry["fallbacks"].values()) == 1
+
+
+def test_runs_and_report_read_the_store(first_run: tuple[Path, dict]) -> None:
+    runs, out = first_run
+    listed = kforge("runs", "--json", "--runs-dir", str(runs))
+    assert listed.returncode == 0, listed.stderr
+    assert [r["run_id"] for r in json.loads(listed.stdout)] == [out["run"]["run_id"]]
+    report = kforge("report", out["run"]["run_id"], "--runs-dir", str(runs))
+    assert report.returncode == 0 and "End to end (guards on)" in report.stdout
+
+
+def test_a_second_run_starts_from_the_kernel_cache(first_run: tuple[Path, dict]) -> None:
+    runs, _ = first_run
+    proc = kforge("optimize", str(MODEL), "--backend", "cpu", "--budget", "2", "--max-cards", "2", "--json",
+                  "--runs-dir", str(runs))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    second = json.loads(proc.stdout)
+    db = sqlite3.connect(Path(second["run"]["run_dir"]) / "run.sqlite")
+    first_candidates = db.execute("SELECT card_id, proposer FROM candidates WHERE seq = 0").fetchall()
+    assert first_candidates and {p for _, p in first_candidates} == {"cache"}
+    # the earlier search of each card was complete, so the cached kernel alone finishes it
+    assert second["run"]["evaluations_done"] == len(first_candidates)
+
+
+def test_an_unknown_model_fails_with_a_clear_message(tmp_path: Path) -> None:
+    proc = kforge("optimize", str(tmp_path / "missing.py"), "--backend", "cpu", "--runs-dir", str(tmp_path))
+    assert proc.returncode != 0
+    assert "missing.py" in proc.stdout + proc.stderr
