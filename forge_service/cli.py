@@ -172,6 +172,7 @@ async def cmd_optimize(args: argparse.Namespace) -> int:
         target_cards=args.target_card or [], sandbox_addresses=args.sandbox if args.forge and args.sandbox else [],
         seed=args.seed, grad_mode=args.grad_mode, samples=args.samples, min_speedup=args.min_speedup,
         include_vendor_ops=args.include_vendor_ops, parallel=args.parallel,
+        sample_budget_bytes=args.sample_budget_mb << 20,
     )
     async with forge_stub(args) as stub:
         run = await stub.StartRun(forge_pb2.StartRunRequest(config=config.to_proto()))
@@ -250,6 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--seed", type=int, default=0)
     opt.add_argument("--samples", type=int, default=2, help="reference samples kept per card")
     opt.add_argument("--grad-mode", choices=GRAD_MODES, default="inference")
+    opt.add_argument("--sample-budget-mb", type=int, default=0,
+                     help="total size of captured reference samples (default: the capture service's)")
     opt.add_argument("--min-speedup", type=float, default=1.0, help="package kernels at least this much faster")
     opt.add_argument("--include-vendor-ops", action="store_true", help="also search convolution/matmul/attention")
     opt.add_argument("--parallel", type=int, default=0, help="candidates in flight (default: one per sandbox)")

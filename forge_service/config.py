@@ -32,6 +32,7 @@ class RunConfig(BaseModel):
     min_speedup: float = Field(default=1.0, ge=0)
     include_vendor_ops: bool = False
     parallel: int = Field(default=0, ge=0)
+    sample_budget_bytes: int = Field(default=0, ge=0)
 
     @field_validator("backend")
     @classmethod
@@ -67,6 +68,7 @@ class RunConfig(BaseModel):
                 min_speedup=msg.min_speedup or 1.0,
                 include_vendor_ops=msg.include_vendor_ops,
                 parallel=msg.parallel,
+                sample_budget_bytes=msg.sample_budget_bytes,
             )
         except ValueError as exc:
             raise InvalidArgument(f"bad run configuration: {exc}") from exc
@@ -77,7 +79,7 @@ class RunConfig(BaseModel):
             budget_per_card=self.budget_per_card, max_cards=self.max_cards, target_cards=self.target_cards,
             sandbox_addresses=self.sandbox_addresses, seed=self.seed, grad_mode=self.grad_mode,
             samples=self.samples, min_speedup=self.min_speedup, include_vendor_ops=self.include_vendor_ops,
-            parallel=self.parallel,
+            parallel=self.parallel, sample_budget_bytes=self.sample_budget_bytes,
         )
         if self.budget_usd is not None:
             msg.budget_usd = self.budget_usd

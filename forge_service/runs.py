@@ -256,7 +256,8 @@ class RunManager:
         client = CaptureClient(self.services.capture, self.services.security)
         try:
             request = capture_pb2.StartCaptureRequest(
-                model_spec=config.model_spec, device=backend, grad_mode=config.grad_mode, samples=config.samples)
+                model_spec=config.model_spec, device=backend, grad_mode=config.grad_mode, samples=config.samples,
+                sample_budget_bytes=config.sample_budget_bytes)
 
             async def progress(p: capture_pb2.CaptureProgress) -> None:
                 await self._emit(run_id, "capture", f"{p.stage}: {p.message}")

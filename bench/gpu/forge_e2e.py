@@ -1,0 +1,67 @@
+"""`kforge optimize --backend cuda` on model specs, end to end, on the GPU.
+
+Runs the real CLI (embedded services, offline proposer) per model and keeps its JSON outcome:
+per card eager µs, best µs, speedup and % of the bandwidth floor, and the model's end-to-end
+latency eager / .cast / torch.compile / .cast + torch.compile with output parity.
+
+KF_BENCH_FORGE_MODELS picks models (comma-separated names of MODELS), KF_BENCH_FORGE_BUDGET the
+evaluations per card, KF_BENCH_FORGE_CARDS the cards per model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# name -> (model spec, environment)
+MODELS: dict[str, tuple[str, dict[str, str]]] = {
+    "sd35_vae_decoder": ("examples/paper/sd35_vae_decoder.py", {"KF_EXAMPLE_SIZE": "gpu"}),
+    "gemma4_prefill": ("examples/paper/gemma4_e2b.py", {"KF_EXAMPLE_SIZE": "gpu", "KF_EXAMPLE_VARIANT": "prefill"}),
+    "resnet50_b32_bf16": ("examples/paper/resnet50.py", {"KF_EXAMPLE_SIZE": "gpu", "KF_EXAMPLE_VARIANT": "b32_bf16"}),
+    "qwen35_prefill": ("examples/paper/qwen35_moe.py", {"KF_EXAMPLE_SIZE": "gpu", "KF_EXAMPLE_VARIANT": "prefill"}),
+    "sd35_mmdit": ("examples/paper/sd35_mmdit.py", {"KF_EXAMPLE_SIZE": "gpu"}),
+}
+
+
+def optimize(name: str, spec: str, env: dict[str, str], runs: Path, budget: int, cards: int) -> dict:
+    cmd = [sys.executable, "-m", "forge_service.cli", "optimize", spec, "--backend", "cuda", "--budget", str(budget),
+           "--max-cards", str(cards), "--json", "--runs-dir", str(runs), "--out", str(runs / f"{name}.cast"),
+           "--sample-budget-mb", "8192", "--samples", "1"]
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **env}, timeout=1500)
+    seconds = round(time.perf_counter() - started, 1)
+    if proc.returncode != 0:
+        return {"ok": False, "seconds": seconds, "stderr": proc.stderr[-3000:], "stdout": proc.stdout[-2000:]}
+    out = json.loads(proc.stdout)
+    report = out["report"]
+    cards_out = [
+        {k: c.get(k) for k in ("op", "kind", "time_share", "status", "reason", "eager_us", "best_us", "speedup",
+                               "floor_us", "pct_of_floor", "audit_class", "evaluations")}
+        for c in report.get("cards", []) if c.get("status") != "skipped"
+    ]
+    return {"ok": True, "seconds": seconds, "run_status": out["run"]["status"],
+            "evaluations": out["run"].get("evaluations_done"), "cards": cards_out,
+            "end_to_end": report.get("end_to_end"), "kernels_packaged": report.get("kernels_packaged")}
+
+
+def run(out_dir: Path) -> dict:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    names = [n for n in os.environ.get("KF_BENCH_FORGE_MODELS", ",".join(MODELS)).split(",") if n]
+    budget = int(os.environ.get("KF_BENCH_FORGE_BUDGET", "4"))
+    cards = int(os.environ.get("KF_BENCH_FORGE_CARDS", "3"))
+    results = {}
+    runs_dir = Path(tempfile.mkdtemp(prefix="kforge-bench-runs-"))  # blobs are large: keep them off out_dir
+    for name in names:
+        spec, env = MODELS[name]
+        results[name] = optimize(name, spec, env, runs_dir, budget, cards)
+        (out_dir / "forge_e2e.json").write_text(json.dumps(results, indent=1))
+        print(json.dumps({name: {k: v for k, v in results[name].items() if k != "cards"}}, default=str)[:1500],
+              flush=True)
+    return results
