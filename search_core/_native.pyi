@@ -17,6 +17,8 @@ class NativeTree:
         widen_alpha: float,
         virtual_loss: float,
         max_weight: float,
+        widen_alpha_end: float | None,
+        widen_anneal_evaluations: int,
         reference_latency_us: float,
         log_path: Path | None,
         snapshot_every: int,
@@ -25,7 +27,7 @@ class NativeTree:
     def restore(data: bytes, log_path: Path | None, snapshot_every: int) -> NativeTree: ...
     @staticmethod
     def open(log_path: Path, snapshot_every: int) -> NativeTree: ...
-    def config(self) -> tuple[int, float, float, float, float, float]: ...
+    def config(self) -> tuple[int, float, float, float, float, float, float | None, int]: ...
     @property
     def reference_latency_us(self) -> float: ...
     @property

@@ -196,6 +196,7 @@ class ReferenceTree:
     # --- the algorithm ----------------------------------------------------------------------
 
     def _select(self) -> int:
+        alpha = self.config.widen_alpha_after(self.visits[0] - 1)
         c = self.config.exploration
         vl = self.config.virtual_loss
         lam = self.config.max_weight
@@ -204,7 +205,7 @@ class ReferenceTree:
         current = 0
         while True:
             effective = float(self.visits[current]) + vl * float(self.in_flight[current])
-            limit = max(self.config.widen_k * effective**self.config.widen_alpha, 1.0)
+            limit = max(self.config.widen_k * effective**alpha, 1.0)
             may_widen = float(self.expansions[current] + self.reserved[current] + 1) <= limit
             log_parent = math.log(effective)
             best_score = -math.inf
@@ -323,16 +324,20 @@ class ReferenceTree:
     def snapshot_dict(self) -> dict[str, Any]:
         """The tree in the native snapshot layout, as parsed JSON."""
         c = self.config
+        config: dict[str, Any] = {
+            "seed": c.seed,
+            "exploration": float(c.exploration),
+            "widen_k": float(c.widen_k),
+            "widen_alpha": float(c.widen_alpha),
+        }
+        if c.widen_alpha_end is not None:  # written only when set, as the native format does
+            config["widen_alpha_end"] = float(c.widen_alpha_end)
+            config["widen_anneal_evaluations"] = c.widen_anneal_evaluations
+        config["virtual_loss"] = float(c.virtual_loss)
+        config["max_weight"] = float(c.max_weight)
         return {
             "format": _SNAPSHOT_FORMAT,
-            "config": {
-                "seed": c.seed,
-                "exploration": float(c.exploration),
-                "widen_k": float(c.widen_k),
-                "widen_alpha": float(c.widen_alpha),
-                "virtual_loss": float(c.virtual_loss),
-                "max_weight": float(c.max_weight),
-            },
+            "config": config,
             "reference_latency_us": self.reference_latency_us,
             "rng": {"state": self.rng.state},
             "reward_min": self.reward_min,

@@ -46,6 +46,8 @@ class SearchTree:
             config.widen_alpha,
             config.virtual_loss,
             config.max_weight,
+            config.widen_alpha_end,
+            config.widen_anneal_evaluations,
             reference_latency_us,
             _path(log_path),
             snapshot_every,
@@ -77,8 +79,7 @@ class SearchTree:
     def _adopt(self, native: _native.NativeTree) -> None:
         self._native = native
         self._lock = threading.Lock()
-        seed, exploration, widen_k, widen_alpha, virtual_loss, max_weight = native.config()
-        self.config = SearchConfig(seed, exploration, widen_k, widen_alpha, virtual_loss, max_weight)
+        self.config = SearchConfig(*native.config())
 
     @property
     def reference_latency_us(self) -> float:

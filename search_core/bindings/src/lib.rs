@@ -26,6 +26,9 @@ type NodeTuple = (
     u32,
 );
 
+/// The fields of a `SearchConfig`, in declaration order.
+type ConfigTuple = (u64, f64, f64, f64, f64, f64, Option<f64>, u64);
+
 #[pyclass(module = "search_core._native")]
 struct NativeTree {
     inner: DurableTree,
@@ -47,6 +50,8 @@ impl NativeTree {
         widen_alpha: f64,
         virtual_loss: f64,
         max_weight: f64,
+        widen_alpha_end: Option<f64>,
+        widen_anneal_evaluations: u64,
         reference_latency_us: f64,
         log_path: Option<PathBuf>,
         snapshot_every: u64,
@@ -58,6 +63,8 @@ impl NativeTree {
             widen_alpha,
             virtual_loss,
             max_weight,
+            widen_alpha_end,
+            widen_anneal_evaluations,
         };
         py.allow_threads(|| {
             DurableTree::create(
@@ -90,8 +97,9 @@ impl NativeTree {
             .map_err(to_py)
     }
 
-    /// (seed, exploration, widen_k, widen_alpha, virtual_loss, max_weight)
-    fn config(&self) -> (u64, f64, f64, f64, f64, f64) {
+    /// (seed, exploration, widen_k, widen_alpha, virtual_loss, max_weight, widen_alpha_end,
+    /// widen_anneal_evaluations)
+    fn config(&self) -> ConfigTuple {
         let c = self.inner.tree().config();
         (
             c.seed,
@@ -100,6 +108,8 @@ impl NativeTree {
             c.widen_alpha,
             c.virtual_loss,
             c.max_weight,
+            c.widen_alpha_end,
+            c.widen_anneal_evaluations,
         )
     }
 

@@ -10,6 +10,7 @@ mod error;
 mod journal;
 mod node;
 mod rng;
+mod selection;
 mod snapshot;
 mod tree;
 

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::selection::{Arms, NodeCache};
+
 /// Index of a node; the root (the eager baseline) is 0 and ids grow in creation order.
 pub type NodeId = u32;
 
@@ -47,11 +49,17 @@ pub(crate) struct Node {
     pub reserved: u32,
     /// Children that count against progressive widening (all but cancelled ones).
     pub expansions: u32,
-    pub children: Vec<NodeId>,
+    /// The children, oldest first, with the terms of their selection scores.
+    pub arms: Arms,
+    /// This node's index among its parent's children.
+    pub slot: u32,
+    /// `ln(reference / latency)` of this node's own result (root and passed nodes).
+    pub own_reward: f64,
+    pub cache: NodeCache,
 }
 
 impl Node {
-    pub fn new(parent: Option<NodeId>, depth: u32, status: NodeStatus) -> Self {
+    pub fn new(parent: Option<NodeId>, depth: u32, status: NodeStatus, epoch: u64) -> Self {
         Self {
             parent,
             depth,
@@ -66,7 +74,10 @@ impl Node {
             in_flight: 0,
             reserved: 0,
             expansions: 0,
-            children: Vec::new(),
+            arms: Arms::new(epoch),
+            slot: 0,
+            own_reward: 0.0,
+            cache: NodeCache::default(),
         }
     }
 }

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::node::{Node, NodeId, NodeStatus};
+use crate::selection::Arms;
 use crate::{SearchConfig, SearchError, SplitMix64, Tree};
 
 const FORMAT: u32 = 1;
@@ -100,8 +101,8 @@ impl TreeSnapshot {
         let mut nodes: Vec<Node> = Vec::with_capacity(len);
         for id in 0..len {
             let (parent, status) = (c.parent[id], c.status[id]);
-            let depth = match parent {
-                None if id == 0 && status == NodeStatus::Root => 0,
+            let (depth, slot) = match parent {
+                None if id == 0 && status == NodeStatus::Root => (0, 0),
                 Some(p) if (p as usize) < id && status != NodeStatus::Root => {
                     let parent_node = &mut nodes[p as usize];
                     if !parent_node.status.is_expandable() {
@@ -109,15 +110,20 @@ impl TreeSnapshot {
                             "node {id} has parent {p}, which cannot have children"
                         )));
                     }
-                    parent_node.children.push(id as NodeId);
+                    let slot = parent_node.arms.push(id as NodeId, 0.0);
                     if status != NodeStatus::Cancelled {
                         parent_node.expansions += 1;
                     }
-                    parent_node.depth + 1
+                    (parent_node.depth + 1, slot)
                 }
                 _ => return Err(bad(format!("node {id} has an invalid parent or status"))),
             };
-            let mut node = Node::new(parent, depth, status);
+            // Selection terms are recomputed from the restored statistics on first use.
+            let mut node = Node::new(parent, depth, status, Arms::STALE);
+            node.slot = slot;
+            if let Some(latency) = c.latency_us[id] {
+                node.own_reward = (self.reference_latency_us / latency).ln();
+            }
             node.latency_us = c.latency_us[id];
             node.spread_us = c.spread_us[id];
             node.visits = c.visits[id];
@@ -137,6 +143,7 @@ impl TreeSnapshot {
             reward_min: self.reward_min,
             reward_max: self.reward_max,
             best: self.best,
+            epoch: 0,
         })
     }
 }

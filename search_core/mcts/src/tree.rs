@@ -2,6 +2,7 @@
 //! results, and answer the lineage queries a proposer needs.
 
 use crate::node::{Node, NodeId, NodeStatus, NodeView};
+use crate::selection::Arms;
 use crate::{SearchConfig, SearchError, SplitMix64};
 
 /// An MCTS tree over kernel revisions, minimising latency.
@@ -9,7 +10,7 @@ use crate::{SearchConfig, SearchError, SplitMix64};
 /// A passed candidate's reward is `ln(reference / latency)`: scale-free, 0 for the baseline,
 /// positive when faster. Selection normalises rewards by the range seen so far, so the
 /// exploration constant does not depend on the kernel's absolute speed.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Tree {
     pub(crate) config: SearchConfig,
     pub(crate) reference_latency_us: f64,
@@ -18,6 +19,22 @@ pub struct Tree {
     pub(crate) reward_min: f64,
     pub(crate) reward_max: f64,
     pub(crate) best: Option<NodeId>,
+    /// Counts changes of `reward_min`/`reward_max`: child values computed in an older epoch
+    /// used another normalisation and are recomputed before they are read.
+    pub(crate) epoch: u64,
+}
+
+/// Trees are equal when their search state is; the selection caches are derived from it.
+impl PartialEq for Tree {
+    fn eq(&self, other: &Self) -> bool {
+        self.config == other.config
+            && self.reference_latency_us == other.reference_latency_us
+            && self.rng == other.rng
+            && self.nodes == other.nodes
+            && self.reward_min == other.reward_min
+            && self.reward_max == other.reward_max
+            && self.best == other.best
+    }
 }
 
 pub(crate) const ROOT: NodeId = 0;
@@ -27,13 +44,13 @@ impl Tree {
     pub fn new(config: SearchConfig, reference_latency_us: f64) -> Result<Self, SearchError> {
         config.validate()?;
         check_latency("reference_latency_us", reference_latency_us)?;
-        let mut root = Node::new(None, 0, NodeStatus::Root);
+        let mut root = Node::new(None, 0, NodeStatus::Root, 0);
         root.latency_us = Some(reference_latency_us);
         root.visits = 1;
         root.passed = 1;
         root.best_reward = Some(0.0);
         let rng = SplitMix64::new(config.seed);
-        Ok(Self {
+        let mut tree = Self {
             config,
             reference_latency_us,
             rng,
@@ -41,7 +58,10 @@ impl Tree {
             reward_min: 0.0,
             reward_max: 0.0,
             best: None,
-        })
+            epoch: 0,
+        };
+        tree.nodes[ROOT as usize].own_reward = tree.reward(reference_latency_us);
+        Ok(tree)
     }
 
     pub fn config(&self) -> &SearchConfig {
@@ -106,13 +126,15 @@ impl Tree {
             parent_node.reserved -= 1;
         }
         parent_node.expansions += 1;
-        parent_node.children.push(child);
+        let slot = parent_node.arms.push(child, 0.0);
         if !reserved {
             self.add_in_flight(parent, 1);
         }
-        let mut node = Node::new(Some(parent), depth, NodeStatus::Pending);
+        let mut node = Node::new(Some(parent), depth, NodeStatus::Pending, self.epoch);
         node.in_flight = 1;
+        node.slot = slot;
         self.nodes.push(node);
+        self.refresh_arm(child);
         Ok(child)
     }
 
@@ -150,6 +172,7 @@ impl Tree {
             }
         }
         self.add_in_flight(id, -1);
+        let own_reward = latency.map(|l| self.reward(l));
         let node = &mut self.nodes[id as usize];
         node.status = if passed {
             NodeStatus::Passed
@@ -158,6 +181,9 @@ impl Tree {
         };
         node.latency_us = latency;
         node.spread_us = spread_us;
+        if let Some(own) = own_reward {
+            node.own_reward = own;
+        }
         self.backpropagate(id, latency);
         Ok(())
     }
@@ -216,10 +242,9 @@ impl Tree {
         let Some(parent) = self.node_ref(id)?.parent else {
             return Ok(Vec::new());
         };
-        let siblings = &self.nodes[parent as usize].children;
-        Ok(siblings
-            .iter()
-            .copied()
+        Ok(self.nodes[parent as usize]
+            .arms
+            .ids()
             .filter(|&s| {
                 s != id
                     && matches!(
@@ -231,7 +256,7 @@ impl Tree {
     }
 
     pub fn children(&self, id: NodeId) -> Result<Vec<NodeId>, SearchError> {
-        Ok(self.node_ref(id)?.children.clone())
+        Ok(self.node_ref(id)?.arms.ids().collect())
     }
 
     /// Reward of a latency: `ln(reference / latency)`.
@@ -242,79 +267,156 @@ impl Tree {
     /// Descends from the root by UCT. At each node the options are its passed children (valued
     /// by their subtree's rewards) and, while progressive widening allows another child, revising
     /// the node itself (valued by its own reward); it stops at a node whose revision wins or that
-    /// has no passed child.
+    /// has no passed child. Exact ties are broken by the PRNG, in the order [node, children...].
     fn select(&mut self) -> NodeId {
         let c = self.config.exploration;
         let vl = self.config.virtual_loss;
-        let lambda = self.config.max_weight;
+        let widen_k = self.config.widen_k;
+        let alpha = self.widen_alpha();
         let range = self.reward_max - self.reward_min;
         let mut current = ROOT;
-        let mut ties: Vec<NodeId> = Vec::new();
         loop {
-            let node = &self.nodes[current as usize];
+            self.refresh_arms(current);
+            let node = &mut self.nodes[current as usize];
             let effective = node.visits as f64 + vl * f64::from(node.in_flight);
-            let limit = (self.config.widen_k * effective.powf(self.config.widen_alpha)).max(1.0);
-            let may_widen = f64::from(node.expansions + node.reserved + 1) <= limit;
-            let log_parent = effective.ln();
-            let mut best_score = f64::NEG_INFINITY;
-            ties.clear();
+            let wanted = f64::from(node.expansions + node.reserved + 1);
+            let (log_parent, may_widen) =
+                node.cache.parent_terms(effective, alpha, widen_k, wanted);
+            let mut floor = f64::NEG_INFINITY;
             if may_widen {
                 // Revising this node is one more option: its own reward stands in for its future
                 // children, and the picks already made on it for their visits.
-                let own = self.reward(node.latency_us.unwrap_or(self.reference_latency_us));
                 let made = f64::from(node.expansions + 1);
                 let made_effective = made + vl * f64::from(node.reserved);
                 let own_part = if range > 0.0 {
-                    (own - self.reward_min) / range
+                    (node.own_reward - self.reward_min) / range
                 } else {
                     0.0
                 };
-                best_score =
-                    own_part * made / made_effective + c * (log_parent / made_effective).sqrt();
-                ties.push(current);
+                floor = own_part * made / made_effective + c * (log_parent / made_effective).sqrt();
             }
-            for &child_id in &node.children {
-                let child = &self.nodes[child_id as usize];
-                if child.status != NodeStatus::Passed {
-                    continue;
-                }
-                let visits = child.visits as f64;
-                let child_effective = visits + vl * f64::from(child.in_flight);
-                let (mean_part, best_part) = if range > 0.0 {
-                    let best_reward = child.best_reward.unwrap_or(self.reward_min);
-                    (
-                        (child.reward_sum - child.passed as f64 * self.reward_min) / range,
-                        (best_reward - self.reward_min) / range,
-                    )
-                } else {
-                    (0.0, 0.0)
-                };
-                let q =
-                    ((1.0 - lambda) * mean_part + lambda * best_part * visits) / child_effective;
-                let score = q + c * (log_parent / child_effective).sqrt();
-                if score > best_score {
-                    best_score = score;
-                    ties.clear();
-                    ties.push(child_id);
-                } else if score == best_score {
-                    ties.push(child_id);
-                }
-            }
-            let chosen = match ties.len() {
+            let scan = node.arms.scan(log_parent, c, floor, may_widen);
+            let ties = scan.child_ties + usize::from(scan.own_tied);
+            let child_tie = match ties {
                 0 => return current,
-                1 => ties[0],
-                n => ties[self.rng.below(n)],
+                1 if scan.own_tied => return current,
+                1 => 0,
+                n => {
+                    let pick = self.rng.below(n);
+                    match (scan.own_tied, pick) {
+                        (true, 0) => return current,
+                        (true, pick) => pick - 1,
+                        (false, pick) => pick,
+                    }
+                }
             };
-            if chosen == current {
-                return current;
-            }
-            current = chosen;
+            let arms = &self.nodes[current as usize].arms;
+            let index = if child_tie == 0 {
+                scan.first
+            } else {
+                arms.nth_tie(&scan, log_parent, c, child_tie)
+            };
+            current = arms.id(index);
         }
+    }
+
+    /// The widening exponent now: `widen_alpha`, or annealed towards `widen_alpha_end` over the
+    /// first `widen_anneal_evaluations` evaluations.
+    fn widen_alpha(&self) -> f64 {
+        let start = self.config.widen_alpha;
+        match self.config.widen_alpha_end {
+            None => start,
+            Some(end) => {
+                let span = self.config.widen_anneal_evaluations;
+                let done = (self.nodes[ROOT as usize].visits - 1).min(span);
+                start + (end - start) * (done as f64 / span as f64)
+            }
+        }
+    }
+
+    /// The numerator of a child's `Q` (its normalised best and mean rewards, weighted), so
+    /// that `Q = numerator / effective visits`; NaN unless the child passed.
+    fn q_numerator(&self, node: &Node) -> f64 {
+        if node.status != NodeStatus::Passed {
+            return f64::NAN;
+        }
+        let lambda = self.config.max_weight;
+        let visits = node.visits as f64;
+        let range = self.reward_max - self.reward_min;
+        let (mean_part, best_part) = if range > 0.0 {
+            let best_reward = node.best_reward.unwrap_or(self.reward_min);
+            (
+                (node.reward_sum - node.passed as f64 * self.reward_min) / range,
+                (best_reward - self.reward_min) / range,
+            )
+        } else {
+            (0.0, 0.0)
+        };
+        (1.0 - lambda) * mean_part + lambda * best_part * visits
+    }
+
+    fn effective_visits(&self, node: &Node) -> f64 {
+        node.visits as f64 + self.config.virtual_loss * f64::from(node.in_flight)
+    }
+
+    /// Brings the copy of `id`'s statistics in its parent's arms up to date after its rewards
+    /// or visits changed (a stale parent is recomputed in full when selection next reads it).
+    fn refresh_arm(&mut self, id: NodeId) {
+        let node = &self.nodes[id as usize];
+        let Some(parent) = node.parent else {
+            return;
+        };
+        if self.nodes[parent as usize].arms.epoch != self.epoch {
+            return;
+        }
+        let numerator = self.q_numerator(node);
+        self.nodes[id as usize].cache.q_numerator = numerator;
+        self.set_arm(id, parent, numerator);
+    }
+
+    /// As [`Tree::refresh_arm`] when only `id`'s virtual losses changed: its `Q` numerator stands.
+    fn refresh_arm_in_flight(&mut self, id: NodeId) {
+        let node = &self.nodes[id as usize];
+        let Some(parent) = node.parent else {
+            return;
+        };
+        if self.nodes[parent as usize].arms.epoch != self.epoch {
+            return;
+        }
+        self.set_arm(id, parent, node.cache.q_numerator);
+    }
+
+    fn set_arm(&mut self, id: NodeId, parent: NodeId, numerator: f64) {
+        let node = &self.nodes[id as usize];
+        let (slot, effective) = (node.slot, self.effective_visits(node));
+        self.nodes[parent as usize]
+            .arms
+            .set(slot, effective, numerator / effective);
+    }
+
+    /// Recomputes every arm of `id` if they were computed under another reward normalisation.
+    fn refresh_arms(&mut self, id: NodeId) {
+        if self.nodes[id as usize].arms.epoch == self.epoch {
+            return;
+        }
+        let mut arms = std::mem::replace(&mut self.nodes[id as usize].arms, Arms::new(self.epoch));
+        for arm in arms.iter_mut() {
+            let child = &self.nodes[arm.id as usize];
+            let numerator = self.q_numerator(child);
+            arm.effective = self.effective_visits(child);
+            arm.value = numerator / arm.effective;
+            self.nodes[arm.id as usize].cache.q_numerator = numerator;
+        }
+        arms.epoch = self.epoch;
+        self.nodes[id as usize].arms = arms;
     }
 
     fn backpropagate(&mut self, id: NodeId, latency: Option<f64>) {
         let reward = latency.map(|l| self.reward(l));
         if let Some(r) = reward {
+            if r < self.reward_min || r > self.reward_max {
+                self.epoch += 1;
+            }
             self.reward_min = self.reward_min.min(r);
             self.reward_max = self.reward_max.max(r);
             let is_better = |best: Option<NodeId>, nodes: &[Node]| match best {
@@ -344,6 +446,7 @@ impl Tree {
                 node.best_reward = Some(node.best_reward.map_or(r, |b| b.max(r)));
             }
             cursor = node.parent;
+            self.refresh_arm(current);
         }
     }
 
@@ -353,6 +456,7 @@ impl Tree {
             let node = &mut self.nodes[current as usize];
             node.in_flight = node.in_flight.wrapping_add_signed(delta);
             cursor = node.parent;
+            self.refresh_arm_in_flight(current);
         }
     }
 
