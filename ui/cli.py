@@ -15,7 +15,7 @@ from forge_service.server import DEFAULT_RUNS_DIR
 from servicekit.cli_options import add_security_arguments, security_from_args
 from servicekit.errors import ConfigurationError
 from servicekit.security import Security, scrubbed_environ
-from ui.connection import ForgeTarget
+from ui.connection import ForgeTarget, blocking_channel
 from ui.local_forge import local_forge
 
 APP_PATH = Path(__file__).with_name("app.py")
@@ -59,6 +59,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("streamlit") is None:
         raise ConfigurationError("the dashboard needs streamlit: pip install 'kernel-forge[ui]'")
     with forge_target(args) as target:
+        blocking_channel(target).close()  # a target that cannot work is refused here, not in the browser
         print(f"dashboard on http://{args.host}:{args.port} (forge service {target.address})", flush=True)
         env = {**scrubbed_environ(), **target.to_environ()}
         proc = subprocess.Popen(streamlit_command(args.port, args.host), env=env)

@@ -79,7 +79,7 @@ def seed_llm_run(runs_dir: Path, model_spec: str) -> dict[str, str]:
         cost = types_pb2.Cost(prompt_tokens=1200, completion_tokens=300, usd=0.0125, llm_calls=1)
         exchange = types_pb2.LlmExchange(model=LLM_PROPOSER, prompt=PROMPT, response=ANSWER, cost=cost, latency_s=3.5)
         store.set_proposal(cid, source, description, {"unroll": node_id}, {"usd": cost.usd, "llm_calls": 1},
-                           [exchange], card_id)
+                           [exchange], card_id, None)
         store.put_result(result, card_id, ("tell", {"node": node_id}))
     report = RunReport(
         run_id=LLM_RUN_ID, model_spec=model_spec, backend="cpu", device="test cpu",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import signal
@@ -15,13 +16,34 @@ from pathlib import Path
 
 import pytest
 
-from forge_service.cli import build_parser, main
+from forge_service.cli import run_command
 from servicekit.errors import Unavailable
+from ui.cli import register
 from ui.client import ForgeClient
 from ui.connection import ForgeTarget
 from ui.local_forge import BackgroundForge, background_forge
 
-KFORGE = Path(sys.executable).with_name("kforge")
+# `kforge ui` exactly as forge_service.cli wires it: register() on the subcommands, run_command().
+KFORGE_UI = """
+import argparse, sys
+from forge_service.cli import run_command
+from ui.cli import register
+parser = argparse.ArgumentParser(prog="kforge")
+register(parser.add_subparsers(dest="command", required=True))
+args = parser.parse_args(sys.argv[1:])
+sys.exit(run_command(args.func, args))
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kforge")
+    register(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    return run_command(args.func, args)
 
 
 def _free_port() -> int:
@@ -42,11 +64,12 @@ def test_a_bad_port_is_refused_with_a_message(capsys: pytest.CaptureFixture[str]
 
 def test_a_plain_text_forge_on_another_machine_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ui", "--forge", "10.1.2.3:50050", "--port", str(_free_port())]) == 2
+    assert "refusing a plain-text connection" in capsys.readouterr().err
 
 
 def test_kforge_ui_serves_the_dashboard_for_a_given_forge(forge_address: str) -> None:
     port = _free_port()
-    proc = subprocess.Popen([str(KFORGE), "ui", "--forge", forge_address, "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-c", KFORGE_UI, "ui", "--forge", forge_address, "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ})
     try:
         deadline = time.monotonic() + 60
