@@ -35,7 +35,13 @@ def optimize(name: str, spec: str, env: dict[str, str], runs: Path, budget: int,
            "--max-cards", str(cards), "--json", "--runs-dir", str(runs), "--out", str(runs / f"{name}.cast"),
            "--sample-budget-mb", "8192", "--samples", "1"]
     started = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **env}, timeout=1500)
+    timeout = float(os.environ.get("KF_BENCH_FORGE_TIMEOUT", "1500"))
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **env},
+                              timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        return {"ok": False, "seconds": timeout, "error": f"timed out after {timeout:g} s",
+                "stderr": (exc.stderr or b"")[-3000:].decode(errors="replace")}
     seconds = round(time.perf_counter() - started, 1)
     if proc.returncode != 0:
         return {"ok": False, "seconds": seconds, "stderr": proc.stderr[-3000:], "stdout": proc.stdout[-2000:]}
