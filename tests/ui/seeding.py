@@ -1,6 +1,6 @@
 """Runs written through the forge's own run store, for states a small offline run never reaches:
-an LLM-proposed run (prompts, answers, dollars, a compile error, a revision of a revision) and a
-run that failed. The forge service then serves them like any other run."""
+an LLM-proposed run (prompts, answers, dollars, a compile error, a revision of a revision, a
+.cast) and a run that failed. The forge service then serves them like any other run."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import torch
 from capture_service.cards import OperatorCard, TensorSpec
 from forge_service.config import RunConfig
 from forge_service.report import CardReport, EndToEnd, RunReport
+from forge_service.runs import CAST_FILE
 from forge_service.store import CardRow, RunStore
 from kernel_forge.common.v1 import types_pb2
+from packager.format import FallbackEntry, KernelEntry, ModelIdentity, build_cast
 from packager.variant import encode_call, variant_key
 
 LLM_RUN_ID = "20260101-000000-11111a"
@@ -33,6 +35,8 @@ BROKEN_SOURCE = FIRST_SOURCE.replace("return 0;", "return 0")
 COMPILE_LOG = "kernel.cpp:6:11: error: expected ';' before '}' token"
 PROMPT = "Write a faster kf_launch for aten::relu.default on float32[4096]."
 ANSWER = "```cpp\n" + BEST_SOURCE + "```"
+EAGER_US, BEST_US, FLOOR_US = 500.0, 250.0, 100.0
+CONV_FALLBACK = ("0123456789abcdef", "aten::convolution.default", "vendor op: not searched")
 
 
 def relu_card(time_share: float, eager_us: float) -> OperatorCard:
@@ -51,28 +55,39 @@ def _result(candidate_id: str, status: int, **fields: object) -> types_pb2.Candi
     return types_pb2.CandidateResult(candidate_id=candidate_id, status=status, **fields)  # type: ignore[arg-type]
 
 
+def relu_kernel(card: OperatorCard, eager_us: float, latency_us: float) -> KernelEntry:
+    """The packager's entry for a relu kernel (its artifact is never loaded by an audit)."""
+    return KernelEntry(
+        card_id=card.id, kind="aten", op=card.op, card_json=card.to_json(), backend="cpu", arch="cpu-x86_64",
+        audit_class="custom", source=BEST_SOURCE, artifact=b"\x7fELF not loaded", eager_latency_us=eager_us,
+        eager_spread_us=1.0, latency_us=latency_us, latency_spread_us=0.5, speedup=eager_us / latency_us,
+        rel_l2_error=1e-7, max_scaled_error=1e-7, source_sha256=hashlib.sha256(BEST_SOURCE.encode()).hexdigest(),
+        compiler_flags="-O3 -fopenmp", toolchain="g++ 12.2.0", candidate_id="c3c3c3c3c3c3",
+    )
+
+
 def seed_llm_run(runs_dir: Path, model_spec: str) -> dict[str, str]:
-    """A finished run of ``model_spec`` by an LLM proposer; returns the ids it made."""
+    """A finished run of ``model_spec`` by an LLM proposer, with its .cast; returns the ids it made."""
     store = RunStore(runs_dir / LLM_RUN_ID)
     config = RunConfig(model_spec=model_spec, backend="cpu", proposer=LLM_PROPOSER, budget_per_card=3, max_cards=1)
     store.create_run(LLM_RUN_ID, config.model_dump_json(), Path(model_spec).stem)
-    card = relu_card(time_share=0.4, eager_us=10.0)
+    card = relu_card(time_share=0.4, eager_us=EAGER_US)
     card_id = card.id
-    store.put_cards([CardRow(card_id, card.to_json(), 0, True, "done", "budget spent", 3, 2.0)])
+    store.put_cards([CardRow(card_id, card.to_json(), 0, True, "done", "budget spent", 3, FLOOR_US)])
     ids = {"card": card_id, "first": "a1a1a1a1a1a1", "broken": "b2b2b2b2b2b2", "best": "c3c3c3c3c3c3"}
+    timing = dict(eager_latency_us=EAGER_US, eager_spread_us=5.0, audit_class="custom", floor_us=FLOOR_US,
+                  toolchain="g++ 12.2.0", arch="cpu-x86_64")
     plan = [
         (ids["first"], "", FIRST_SOURCE, "plain loop",
-         _result(ids["first"], types_pb2.PASSED, latency_us=8.0, latency_spread_us=0.4, eager_latency_us=10.0,
-                 eager_spread_us=0.5, speedup=1.25, rel_l2_error=1e-7, max_scaled_error=2e-7, audit_class="custom",
-                 compile_s=0.8, total_s=2.0, floor_us=2.0, toolchain="g++ 12.2.0", arch="cpu-x86_64")),
+         _result(ids["first"], types_pb2.PASSED, latency_us=400.0, latency_spread_us=4.0, speedup=1.25,
+                 rel_l2_error=1e-7, max_scaled_error=2e-7, compile_s=0.8, total_s=2.0, **timing)),
         (ids["broken"], ids["first"], BROKEN_SOURCE, "drop a semicolon",
          _result(ids["broken"], types_pb2.COMPILE_ERROR, error_message="compilation failed", log_tail=COMPILE_LOG,
                  compile_s=0.5, total_s=0.5)),
         (ids["best"], ids["first"], BEST_SOURCE, "vectorise the loop with omp simd",
-         _result(ids["best"], types_pb2.PASSED, latency_us=5.0, latency_spread_us=0.2, eager_latency_us=10.0,
-                 eager_spread_us=0.5, speedup=2.0, rel_l2_error=0.0, max_scaled_error=0.0, audit_class="custom",
-                 compile_s=0.9, total_s=2.1, floor_us=2.0, toolchain="g++ 12.2.0", arch="cpu-x86_64",
-                 remeasured=True, source_sha256=hashlib.sha256(BEST_SOURCE.encode()).hexdigest())),
+         _result(ids["best"], types_pb2.PASSED, latency_us=BEST_US, latency_spread_us=2.0, speedup=2.0,
+                 rel_l2_error=0.0, max_scaled_error=0.0, compile_s=0.9, total_s=2.1, remeasured=True,
+                 source_sha256=hashlib.sha256(BEST_SOURCE.encode()).hexdigest(), **timing)),
     ]
     for node_id, (cid, parent, source, description, result) in enumerate(plan, 1):
         store.add_candidate(cid, card_id, parent, node_id, LLM_PROPOSER, ("add_child", {"node": node_id}))
@@ -81,14 +96,16 @@ def seed_llm_run(runs_dir: Path, model_spec: str) -> dict[str, str]:
         store.set_proposal(cid, source, description, {"unroll": node_id}, {"usd": cost.usd, "llm_calls": 1},
                            [exchange], card_id, None)
         store.put_result(result, card_id, ("tell", {"node": node_id}))
+    build_cast(store.run_dir / CAST_FILE, ModelIdentity(model_spec, Path(model_spec).stem, LLM_RUN_ID),
+               [relu_kernel(card, EAGER_US, BEST_US)], [FallbackEntry(*CONV_FALLBACK)])
     report = RunReport(
         run_id=LLM_RUN_ID, model_spec=model_spec, backend="cpu", device="test cpu",
         cards=[CardReport(card_id=card_id, op="aten::relu.default", kind="aten", time_share=0.4, status="done",
-                          reason="", eager_us=10.0, best_us=5.0, speedup=2.0, floor_us=2.0, pct_of_floor=40.0,
-                          audit_class="custom", evaluations=3, cost_usd=0.0375)],
+                          reason="", eager_us=EAGER_US, best_us=BEST_US, speedup=2.0, floor_us=FLOOR_US,
+                          pct_of_floor=40.0, audit_class="custom", evaluations=3, cost_usd=0.0375)],
         end_to_end=EndToEnd(measured=True, eager_ms=1.0, cast_ms=0.8, cast_speedup=1.25, parity_ok=True,
                             parity_max_rel_error=1e-7),
-        cast_path=None, kernels_packaged=1,
+        cast_path=str(store.run_dir / CAST_FILE), kernels_packaged=1,
     )
     store.update_run(status="done", report_json=report.model_dump_json())
     store.close()

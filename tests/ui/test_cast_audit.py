@@ -1,24 +1,13 @@
 from __future__ import annotations
 
-import hashlib
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from packager.format import FallbackEntry, KernelEntry, ModelIdentity, build_cast
-from tests.ui.seeding import BEST_SOURCE, relu_card
+from packager.format import FallbackEntry, ModelIdentity, build_cast
+from tests.ui.seeding import relu_card, relu_kernel
 from ui.cast_audit import CastAuditError, audit_cast, audit_cast_bytes
-
-
-def _kernel(card_id: str, card_json: str, latency_us: float) -> KernelEntry:
-    return KernelEntry(
-        card_id=card_id, kind="aten", op="aten::relu.default", card_json=card_json, backend="cpu", arch="cpu-x86_64",
-        audit_class="custom", source=BEST_SOURCE, artifact=b"\x7fELF not really", eager_latency_us=500.0,
-        eager_spread_us=1.0, latency_us=latency_us, latency_spread_us=0.5, speedup=500.0 / latency_us,
-        rel_l2_error=1e-7, max_scaled_error=1e-7, source_sha256=hashlib.sha256(BEST_SOURCE.encode()).hexdigest(),
-        compiler_flags="-O3", toolchain="g++ 12.2.0", candidate_id="k1",
-    )
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +15,7 @@ def cast_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     card = relu_card(time_share=0.5, eager_us=500.0)
     path = tmp_path_factory.mktemp("cast") / "model.cast"
     build_cast(path, ModelIdentity("examples/small_cnn.py", "small_cnn", "run-1"),
-               [_kernel(card.id, card.to_json(), 100.0)],
+               [relu_kernel(card, 500.0, 100.0)],
                [FallbackEntry("conv0", "aten::convolution.default", "vendor op: not searched")])
     return path
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import grpc
 import pytest
 
+from forge_service.runs import CAST_FILE
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from servicekit.security import Security
 from tests.ui.seeding import ANSWER, COMPILE_LOG, FAILED_ERROR, FAILED_RUN_ID, LLM_PROPOSER, LLM_RUN_ID
@@ -25,7 +27,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_runs_cards_tree_and_candidates_come_back_as_plain_data(client: ForgeClient) -> None:
+def test_runs_cards_tree_and_candidates_come_back_as_plain_data(client: ForgeClient, runs_dir: Path) -> None:
     runs = {r.run_id: r for r in client.list_runs()}
     assert runs[LLM_RUN_ID].proposer == LLM_PROPOSER and runs[LLM_RUN_ID].best_e2e_speedup == 1.25
     assert runs[FAILED_RUN_ID].error == FAILED_ERROR
@@ -37,6 +39,8 @@ def test_runs_cards_tree_and_candidates_come_back_as_plain_data(client: ForgeCli
     assert broken.status == "COMPILE_ERROR" and broken.log_tail == COMPILE_LOG
     assert broken.exchanges[0].response == ANSWER
     assert "# Run " + LLM_RUN_ID in client.report_markdown(LLM_RUN_ID)
+    cast = client.export_cast(LLM_RUN_ID)
+    assert cast == (runs_dir / LLM_RUN_ID / CAST_FILE).read_bytes()
 
 
 def test_refusals_carry_the_forge_status_and_say_what_failed(client: ForgeClient) -> None:
@@ -44,7 +48,7 @@ def test_refusals_carry_the_forge_status_and_say_what_failed(client: ForgeClient
         client.get_run("nope")
     assert info.value.code == grpc.StatusCode.NOT_FOUND and not info.value.unavailable
     with pytest.raises(ForgeError, match=r"has no \.cast yet"):
-        client.export_cast(LLM_RUN_ID)
+        client.export_cast(FAILED_RUN_ID)
     with pytest.raises(ForgeError, match="not executing"):
         client.cancel_run(LLM_RUN_ID)
     with pytest.raises(ForgeError, match="INVALID_ARGUMENT"):

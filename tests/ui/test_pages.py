@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from tests.ui.seeding import (
     ANSWER,
     BEST_SOURCE,
     COMPILE_LOG,
+    CONV_FALLBACK,
     FAILED_ERROR,
     FAILED_RUN_ID,
     LLM_PROPOSER,
@@ -47,7 +49,7 @@ def test_run_page_shows_progress_cards_and_the_time_plot() -> None:
     assert metrics["Cost"] == "$0.0375" and metrics["Status"] == "done"
     row = at.dataframe[0].value.iloc[0]
     assert (row["op"], row["eager µs"], row["best µs"], row["speedup"], row["% of floor"], row["class"]) == (
-        "aten::relu.default", 10.0, 5.0, 2.0, 40.0, "custom")
+        "aten::relu.default", 500.0, 250.0, 2.0, 40.0, "custom")
     chart = json.loads(at.get("vega_lite_chart")[0].proto.spec)
     assert chart["encoding"]["x"]["field"] == "time µs"
     assert any("# Run " + LLM_RUN_ID in m for m in texts(at.markdown))
@@ -85,7 +87,7 @@ def test_candidate_page_opens_on_the_best_candidate_with_its_timings() -> None:
     at = open_page("candidate", run=LLM_RUN_ID)
     assert at.selectbox(key="candidate:candidate").value == "c3c3c3c3c3c3"
     metrics = _metrics(at)
-    assert metrics["Kernel"] == "5.00 µs (IQR 0.20)" and metrics["Eager"] == "10.00 µs (IQR 0.50)"
+    assert metrics["Kernel"] == "250.00 µs (IQR 2.00)" and metrics["Eager"] == "500.00 µs (IQR 5.00)"
     assert metrics["Rel. L2 error"] == "0.00e+00"
     assert BEST_SOURCE.rstrip() in code_texts(at)
     assert any("re-measured" in s for s in texts(at.success))
@@ -98,11 +100,26 @@ def test_providers_page_compares_proposers_of_one_model() -> None:
     assert frame.loc[LLM_RUN_ID, "cost $"] == pytest.approx(0.0375) and frame.loc[LLM_RUN_ID, "LLM calls"] == 3
 
 
-def test_package_page_audits_a_cast_by_path(tmp_path: object) -> None:
+def test_package_page_audits_a_runs_cast_exported_over_grpc() -> None:
+    at = open_page("package", run=LLM_RUN_ID)
+    assert at.selectbox(key="package:run").value == LLM_RUN_ID
+    metrics = _metrics(at)
+    assert (metrics["custom"], metrics["backend wrapper"], metrics["fallback"]) == ("1", "0", "1")
+    frame = at.dataframe[0].value.set_index("class")
+    assert frame.loc["custom", "op"] == "aten::relu.default" and frame.loc["custom", "speedup"] == 2.0
+    assert "its own kernel" in frame.loc["custom", "why"]
+    assert frame.loc["fallback", "why"] == CONV_FALLBACK[2]
+    assert not at.error
+
+
+def test_package_page_names_what_is_wrong_with_a_path(tmp_path: Path) -> None:
     at = open_page("package")
     at.radio[0].set_value("A path on the dashboard's host").run()
-    at.text_input[0].input("/nonexistent/model.cast").run()
+    at.text_input[0].input(str(tmp_path / "absent.cast")).run()
     assert any("no such file" in e for e in texts(at.error))
+    (tmp_path / "junk.cast").write_bytes(b"not a zip")
+    at.text_input[0].input(str(tmp_path / "junk.cast")).run()
+    assert any("Not a usable .cast" in e for e in texts(at.error))
 
 
 def test_every_page_shows_a_forge_that_is_down(monkeypatch: pytest.MonkeyPatch) -> None:
