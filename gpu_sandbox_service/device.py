@@ -11,6 +11,7 @@ import sys
 
 from gpu_sandbox_service.compiler import detect_toolchain
 from gpu_sandbox_service.models import BACKENDS, DeviceInfo
+from gpu_sandbox_service.pycommand import python_module_command
 from servicekit.errors import FailedPrecondition, InvalidArgument
 
 
@@ -42,7 +43,7 @@ def describe_device(backend: str) -> DeviceInfo:
     backend = resolve_backend(backend)
     env = {k: v for k, v in os.environ.items() if k in ("PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "HOME")}
     try:
-        probe = subprocess.run([sys.executable, "-I", "-m", "gpu_sandbox_service.device_probe", backend],
+        probe = subprocess.run([*python_module_command("gpu_sandbox_service.device_probe"), backend],
                                capture_output=True, text=True, timeout=300, check=False, env=env)
     except subprocess.TimeoutExpired as exc:
         raise FailedPrecondition(f"describing the {backend} device timed out") from exc

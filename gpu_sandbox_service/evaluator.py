@@ -10,7 +10,6 @@ import hashlib
 import os
 import platform
 import shutil
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -31,9 +30,10 @@ from gpu_sandbox_service.models import (
     Limits,
 )
 from gpu_sandbox_service.pool import WorkerPool
+from gpu_sandbox_service.pycommand import python_module_command
 from servicekit.errors import FailedPrecondition, InvalidArgument, Unavailable
 
-HARNESS = [sys.executable, "-I", "-m", "gpu_sandbox_service.harness"]
+HARNESS = python_module_command("gpu_sandbox_service.harness")
 
 
 class Evaluator:

@@ -20,13 +20,13 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpu_sandbox_service.models import Limits
+from gpu_sandbox_service.pycommand import python_module_command
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ _BWRAP_BASE = [
 
 
 def _launcher_argv(config: str) -> list[str]:
-    return [sys.executable, "-I", "-m", "gpu_sandbox_service.launcher", config, "--"]
+    return [*python_module_command("gpu_sandbox_service.launcher"), config, "--"]
 
 
 def allowed_environment(run_dir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
