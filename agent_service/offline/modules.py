@@ -15,20 +15,37 @@ from typing import Any
 from agent_service.offline.call import TensorArg, UnsupportedCard, module_tensors
 from agent_service.offline.elementwise import ElementwisePlan, Operand
 from agent_service.offline.layout import row_layout
+from agent_service.offline.ops_elementwise import UNARY
 from agent_service.offline.ops_rowwise import FLOAT32_EPS
 from agent_service.offline.plan import KernelPlan
 from agent_service.offline.rowwise import RowPlan
 from capture_service.cards import OperatorCard
 
+# Classes are named by class name where it is distinctive, by qualified name where it is not.
 # RMSNorm classes by formula: y = x * rsqrt(mean(x²) + eps), then the weight as each class applies it.
-RMS_NORM_WEIGHT = {"RMSNorm", "Gemma4RMSNorm"}
+TORCH_RMS_NORM = "torch.nn.modules.normalization.RMSNorm"
+RMS_NORM_WEIGHT = {TORCH_RMS_NORM, "Gemma4RMSNorm"}
 RMS_NORM_ROUND_THEN_WEIGHT = {"LlamaRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm", "Qwen2MoeRMSNorm", "Qwen3MoeRMSNorm",
-                              "MistralRMSNorm", "MixtralRMSNorm", "Phi3RMSNorm", "T5LayerNorm"}
+                              "MistralRMSNorm", "MixtralRMSNorm", "Phi3RMSNorm", "T5LayerNorm",
+                              "examples.small_transformer.RMSNorm"}
 RMS_NORM_ZERO_CENTRED = {"GemmaRMSNorm", "Gemma2RMSNorm", "Gemma3RMSNorm", "Qwen3_5MoeRMSNorm", "Qwen3_5RMSNorm",
                          "Qwen3NextRMSNorm"}
 RMS_NORM_GATED = {"Qwen3_5MoeRMSNormGated", "Qwen3_5RMSNormGated", "Qwen3NextRMSNormGated"}
 GATED_ACTIVATIONS = {"SiluAndMul": "silu", "SiLUAndMul": "silu", "SwiGLUActivation": "silu", "GeluAndMul": "gelu",
-                     "GELUAndMul": "gelu", "GeluTanhAndMul": "gelu_tanh"}
+                     "GELUAndMul": "gelu", "GeluTanhAndMul": "gelu_tanh", "examples.small_transformer.SiLUGate": "silu"}
+# Parameter-free activation modules: (aten op whose expression they share, its non-tensor arguments)
+ACTIVATION_MODULES: dict[str, tuple[str, dict[str, Any]]] = {
+    "torch.nn.modules.activation.ReLU": ("relu", {}),
+    "torch.nn.modules.activation.SiLU": ("silu", {}),
+    "torch.nn.modules.activation.Sigmoid": ("sigmoid", {}),
+    "torch.nn.modules.activation.Tanh": ("tanh", {}),
+    "torch.nn.modules.activation.Hardswish": ("hardswish", {}),
+    "transformers.activations.SiLUActivation": ("silu", {}),
+    "transformers.activations.GELUActivation": ("gelu", {}),
+    "transformers.activations.GELUTanh": ("gelu", {"approximate": "tanh"}),
+    "transformers.activations.PytorchGELUTanh": ("gelu", {"approximate": "tanh"}),
+    "transformers.activations.NewGELUActivation": ("gelu", {"approximate": "tanh"}),
+}
 NORM_ACTIVATION = re.compile(r"(GroupNorm|LayerNorm|RMSNorm)(SiLU|Silu|Swish|GELU|Gelu|ReLU|Relu)$")
 ACTIVATION_NAMES = {"silu": "silu", "swish": "silu", "gelu": "gelu", "relu": "relu"}
 
@@ -39,15 +56,21 @@ GATE_EXPRESSIONS = {
 }
 
 
-def _attribute(card: OperatorCard, *names: str, default: Any = None, required: bool = True) -> Any:
+def _attribute(card: OperatorCard, *names: str, allow_none: bool = False) -> Any:
+    """The module attribute recorded under the first of ``names``; missing (or None) refuses the card."""
     for name in names:
         if name in card.module_attributes:
-            return card.module_attributes[name]
-    if required and default is None:
-        raise UnsupportedCard(
-            f"module card lacks attribute {' / '.join(names)} (capture records it in module_attributes)"
-        )
-    return default
+            value = card.module_attributes[name]
+            if value is None and not allow_none:
+                raise UnsupportedCard(f"module attribute {name} is None")
+            return value
+    raise UnsupportedCard(f"module card lacks attribute {' / '.join(names)} (capture records it in module_attributes)")
+
+
+def _listed(card: OperatorCard, names: set[str] | dict[str, Any]) -> str | None:
+    """The catalog key naming this card's class (qualified name first), if any."""
+    class_name = card.op.rsplit(".", 1)[-1]
+    return card.op if card.op in names else class_name if class_name in names else None
 
 
 def _state(state: dict[str, TensorArg], name: str) -> TensorArg | None:
@@ -70,7 +93,7 @@ def _rms(card: OperatorCard, name: str, forward: list[TensorArg], state: dict[st
     weight = _state(state, "weight")
     if weight is not None and weight.spec.shape != [x.spec.shape[-1]]:
         raise UnsupportedCard(f"weight of shape {weight.spec.shape} does not match the normalised dim")
-    eps = _attribute(card, "eps", "variance_epsilon", default=None, required=name != "RMSNorm")
+    eps = _attribute(card, "eps", "variance_epsilon", allow_none=name == TORCH_RMS_NORM)
     outer, length, _ = row_layout(x.spec, [len(x.spec.shape) - 1])
     return RowPlan(
         family="module_rms_norm", summary=f"{name} of {x.spec.shape} {x.spec.dtype}", kind="rms_norm",
@@ -103,6 +126,21 @@ def _gated(card: OperatorCard, name: str, forward: list[TensorArg], state: dict[
         family="module_gated_activation", summary=f"{name} to {out.shape} {out.dtype}",
         inputs=tuple(card.inputs), outputs=tuple(card.outputs), operands=operands,
         expression=GATE_EXPRESSIONS[GATED_ACTIVATIONS[name]], uses_math=True,
+    )
+
+
+def _activation(card: OperatorCard, name: str, forward: list[TensorArg],
+                state: dict[str, TensorArg]) -> ElementwisePlan:
+    _one_input(card, forward)
+    if state:
+        raise UnsupportedCard(f"{name} has parameters or buffers; not a plain activation")
+    op, args = ACTIVATION_MODULES[name]
+    make, uses_math = UNARY[op]
+    x = forward[0]
+    return ElementwisePlan(
+        family="module_activation", summary=f"{name.rsplit('.', 1)[-1]} of {x.spec.shape} {x.spec.dtype}",
+        inputs=tuple(card.inputs), outputs=tuple(card.outputs), operands=(Operand(x.index, x.spec.dtype),),
+        expression=make(args), uses_math=uses_math,
     )
 
 
@@ -140,11 +178,15 @@ def module_plan(card: OperatorCard) -> KernelPlan:
     forward, state = module_tensors(card)
     if not forward:
         raise UnsupportedCard(f"{card.op}: no forward tensors")
-    if name in RMS_NORM_WEIGHT or name in RMS_NORM_ROUND_THEN_WEIGHT or name in RMS_NORM_ZERO_CENTRED \
-            or name in RMS_NORM_GATED:
-        return _rms(card, name, forward, state)
-    if name in GATED_ACTIVATIONS:
-        return _gated(card, name, forward, state)
+    rms = _listed(card, RMS_NORM_WEIGHT | RMS_NORM_ROUND_THEN_WEIGHT | RMS_NORM_ZERO_CENTRED | RMS_NORM_GATED)
+    if rms is not None:
+        return _rms(card, rms, forward, state)
+    gated = _listed(card, GATED_ACTIVATIONS)
+    if gated is not None:
+        return _gated(card, gated, forward, state)
+    activation = _listed(card, ACTIVATION_MODULES)
+    if activation is not None:
+        return _activation(card, activation, forward, state)
     match = NORM_ACTIVATION.search(name)
     if match:
         return _norm_activation(card, match.group(1), match.group(2), forward, state)

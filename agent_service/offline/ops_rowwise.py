@@ -17,7 +17,8 @@ RMS_NORM = {"rms_norm", "_fused_rms_norm"}
 GROUP_NORM = {"group_norm", "native_group_norm"}
 GLOBAL_POOL = {"adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool3d",
                "_adaptive_avg_pool3d"}
-ROWWISE_OPS = {*REDUCTIONS, *SOFTMAX, *LAYER_NORM, *RMS_NORM, *GROUP_NORM, *GLOBAL_POOL}
+MAX_POOL = {"max_pool2d"}
+ROWWISE_OPS = {*REDUCTIONS, *SOFTMAX, *LAYER_NORM, *RMS_NORM, *GROUP_NORM, *GLOBAL_POOL, *MAX_POOL}
 
 FLOAT32_EPS = 1.1920928955078125e-07  # what aten's rms_norm uses when eps is None
 
@@ -65,8 +66,37 @@ def _adaptive_pool(card: OperatorCard, x: TensorArg, size: list[int]) -> Adaptiv
                             in_h=shape[-2], in_w=shape[-1], out_h=size[0], out_w=size[1])
 
 
+def _pair(value: Any, what: str, default: list[int] | None = None) -> tuple[int, int]:
+    if isinstance(value, int):
+        value = [value]
+    if (value is None or value == []) and default is not None:
+        value = default
+    if not isinstance(value, list) or len(value) not in (1, 2) or not all(isinstance(v, int) for v in value):
+        raise UnsupportedCard(f"max pooling {what} {value!r} is not one or two ints")
+    return (value[0], value[-1])
+
+
+def _max_pool(card: OperatorCard, call: dict[str, Any]) -> AdaptivePoolPlan:
+    x = _tensor(call, "self")
+    if len(card.outputs) != 1:
+        raise UnsupportedCard(f"{card.op} returns indices too; only the values variant is templated")
+    kernel = _pair(call["kernel_size"], "kernel_size")
+    stride = _pair(call.get("stride"), "stride", default=list(kernel))
+    shape, out = x.spec.shape, card.outputs[0].shape
+    if len(shape) not in (3, 4) or len(out) != len(shape):
+        raise UnsupportedCard(f"max pooling over {len(shape)} dims is templated for NCHW / CHW only")
+    return AdaptivePoolPlan(
+        family="max_pool", summary=f"{card.op} of {shape} to {out} {x.spec.dtype}", inputs=tuple(card.inputs),
+        outputs=tuple(card.outputs), x=x.index, planes=x.spec.numel // (shape[-1] * shape[-2]), in_h=shape[-2],
+        in_w=shape[-1], out_h=out[-2], out_w=out[-1], kind="max", kernel=kernel, stride=stride,
+        padding=_pair(call.get("padding", 0), "padding"), dilation=_pair(call.get("dilation", 1), "dilation"),
+    )
+
+
 def rowwise_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan | AdaptivePoolPlan:
     common: dict[str, Any] = {"inputs": tuple(card.inputs), "outputs": tuple(card.outputs)}
+    if base in MAX_POOL:
+        return _max_pool(card, call)
     if base in REDUCTIONS:
         x = _tensor(call, "self")
         outer, length, inner = row_layout(x.spec, _dims(call.get("dim"), len(x.spec.shape)))

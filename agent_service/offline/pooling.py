@@ -1,7 +1,10 @@
-"""Adaptive average pooling to any output size: each output averages its bin of the input plane.
+"""2-d pooling over NCHW planes: adaptive average pooling to any size, and max pooling.
 
-Bins follow PyTorch: rows ``floor(o * in / out)`` to ``ceil((o + 1) * in / out)``. Global pooling
-(output 1) goes to the row engine instead, which reduces a plane with all threads of a warp or block.
+Each output is computed from its window of the input plane by one thread (cuda) or loop
+iteration (cpu). Adaptive bins follow PyTorch: rows ``floor(o * in / out)`` to
+``ceil((o + 1) * in / out)``; max pooling windows start at ``o * stride - padding`` with
+dilation, and NaN propagates as in PyTorch. Global average pooling (output 1) goes to the row
+engine instead, which reduces a plane with all threads of a warp or block.
 """
 
 from __future__ import annotations
@@ -29,6 +32,11 @@ class AdaptivePoolPlan:
     in_w: int
     out_h: int
     out_w: int
+    kind: str = "adaptive_avg"  # or "max"
+    kernel: tuple[int, int] = (1, 1)
+    stride: tuple[int, int] = (1, 1)
+    padding: tuple[int, int] = (0, 0)
+    dilation: tuple[int, int] = (1, 1)
 
     def __post_init__(self) -> None:
         x, y = self.inputs[self.x], self.outputs[0]
@@ -44,6 +52,18 @@ class AdaptivePoolPlan:
 
     def _bin_loop(self) -> str:
         ih, iw, oh, ow = self.in_h, self.in_w, self.out_h, self.out_w
+        if self.kind == "max":
+            (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel, self.stride, self.padding, self.dilation
+            return (f"    const TX *plane = x + p * {ih * iw}LL;\n    float m = -INFINITY;\n"
+                    f"    for (int64_t a = 0; a < {kh}LL; ++a) {{\n"
+                    f"      const int64_t h = oh * {sh}LL - {ph}LL + a * {dh}LL;\n"
+                    f"      if (h < 0 || h >= {ih}LL) continue;\n"
+                    f"      for (int64_t b = 0; b < {kw}LL; ++b) {{\n"
+                    f"        const int64_t w = ow * {sw}LL - {pw}LL + b * {dw}LL;\n"
+                    f"        if (w < 0 || w >= {iw}LL) continue;\n"
+                    f"        const float v = kf_to_f32(plane[h * {iw}LL + w]);\n"
+                    "        m = (v > m || v != v) ? v : m;\n      }\n    }\n"
+                    "    y[i] = kf_from_f32<TY>(m);\n")
         return (f"    const int64_t h0 = (oh * {ih}LL) / {oh}LL, h1 = ((oh + 1) * {ih}LL + {oh - 1}LL) / {oh}LL;\n"
                 f"    const int64_t w0 = (ow * {iw}LL) / {ow}LL, w1 = ((ow + 1) * {iw}LL + {ow - 1}LL) / {ow}LL;\n"
                 f"    const TX *plane = x + p * {ih * iw}LL;\n    float s = 0.0f;\n"

@@ -110,6 +110,12 @@ ATEN_CASES = [
          lambda: (aten._adaptive_avg_pool2d.default, [r(2, 4, 7, 10), [3, 4]])),
     Case("adaptive_avg_pool_bf16", "adaptive_avg_pool",
          lambda: (aten.adaptive_avg_pool2d.default, [r(3, 5, 5, dtype=bf16), [2, 2]])),
+    Case("max_pool_3x3_s2_p1", "max_pool",
+         lambda: (aten.max_pool2d.default, [r(2, 4, 11, 11), [3, 3], [2, 2], [1, 1]])),
+    Case("max_pool_default_stride_ceil_bf16", "max_pool",
+         lambda: (aten.max_pool2d.default, [r(2, 3, 9, 9, dtype=bf16), [2, 2], [], [0, 0], [1, 1], True])),
+    Case("max_pool_dilated", "max_pool",
+         lambda: (aten.max_pool2d.default, [r(1, 2, 12, 12), [3, 3], [1, 1], [1, 1], [2, 2]])),
     Case("mean_spatial_keepdim", "reduction", lambda: (aten.mean.dim, [r(2, 8, 7, 7), [-1, -2], True])),
 ]
 
