@@ -1,5 +1,7 @@
 //! Thin PyO3 bindings of kf-mcts, exposed as `search_core._native`; the Python package wraps
-//! them in its public API. Work that can take time runs with the GIL released.
+//! them in its public API. Work that can take time (file I/O, many picks) runs with the GIL
+//! released; calls that take microseconds keep it, since handing the GIL over and taking it
+//! back costs more than that whenever another thread is waiting for it.
 mod error;
 
 use std::path::PathBuf;
@@ -32,6 +34,18 @@ type ConfigTuple = (u64, f64, f64, f64, f64, f64, Option<f64>, u64);
 #[pyclass(module = "search_core._native")]
 struct NativeTree {
     inner: DurableTree,
+}
+
+/// Picks per `ask` from which selection runs without the GIL.
+const ASK_WITHOUT_GIL: usize = 64;
+
+/// Runs `work` with the GIL released when `release` says it is long enough to pay for it.
+fn maybe_without_gil<T: Send>(py: Python<'_>, release: bool, work: impl FnOnce() -> T + Send) -> T {
+    if release {
+        py.allow_threads(work)
+    } else {
+        work()
+    }
 }
 
 fn node_id(raw: i64) -> PyResult<NodeId> {
@@ -125,7 +139,7 @@ impl NativeTree {
 
     fn ask(&mut self, py: Python<'_>, n: usize) -> PyResult<Vec<NodeId>> {
         let inner = &mut self.inner;
-        py.allow_threads(|| inner.ask(n)).map_err(to_py)
+        maybe_without_gil(py, n >= ASK_WITHOUT_GIL, || inner.ask(n)).map_err(to_py)
     }
 
     fn release(&mut self, parent: i64) -> PyResult<()> {
@@ -146,14 +160,19 @@ impl NativeTree {
     ) -> PyResult<()> {
         let node = node_id(node)?;
         let inner = &mut self.inner;
-        py.allow_threads(|| inner.tell(node, passed, latency_us, spread_us))
-            .map_err(to_py)
+        // A logged result is fsync'd.
+        let logged = inner.is_logged();
+        maybe_without_gil(py, logged, || {
+            inner.tell(node, passed, latency_us, spread_us)
+        })
+        .map_err(to_py)
     }
 
     fn cancel(&mut self, py: Python<'_>, node: i64) -> PyResult<()> {
         let node = node_id(node)?;
         let inner = &mut self.inner;
-        py.allow_threads(|| inner.cancel(node)).map_err(to_py)
+        let logged = inner.is_logged();
+        maybe_without_gil(py, logged, || inner.cancel(node)).map_err(to_py)
     }
 
     fn checkpoint(&mut self, py: Python<'_>) -> PyResult<()> {

@@ -130,6 +130,11 @@ impl DurableTree {
         &self.tree
     }
 
+    /// Whether operations are logged (and may wait on the disk).
+    pub fn is_logged(&self) -> bool {
+        self.journal.is_some()
+    }
+
     pub fn log_path(&self) -> Option<&Path> {
         self.journal.as_ref().map(Journal::path)
     }
@@ -137,10 +142,12 @@ impl DurableTree {
     pub fn ask(&mut self, n: usize) -> Result<Vec<NodeId>, SearchError> {
         self.check_writable()?;
         let parents = self.tree.ask(n);
-        self.record(&Record::Ask {
-            n,
-            parents: parents.clone(),
-        })?;
+        if self.journal.is_some() {
+            self.record(&Record::Ask {
+                n,
+                parents: parents.clone(),
+            })?;
+        }
         Ok(parents)
     }
 

@@ -116,3 +116,37 @@ fn a_reopened_log_is_the_same_tree_even_after_a_torn_write() {
     assert_eq!(reopened.tree(), tree.tree());
     assert!(DurableTree::create(SearchConfig::default(), 100.0, Some(&log), 17).is_err());
 }
+
+#[test]
+fn an_annealed_search_reopens_identically_and_old_configs_still_load() {
+    let annealed = SearchConfig {
+        seed: 4,
+        widen_alpha: 0.7,
+        widen_alpha_end: Some(0.2),
+        widen_anneal_evaluations: 50,
+        ..SearchConfig::default()
+    };
+    let log = temp_log("annealed");
+    let mut tree = DurableTree::create(annealed.clone(), 100.0, Some(&log), 13).expect("tree");
+    drive(&mut tree, 3, 150);
+    let reopened = DurableTree::open(&log, 13).expect("open");
+    assert_eq!(reopened.tree(), tree.tree());
+    assert_eq!(reopened.tree().config(), &annealed);
+
+    // A config without the annealing fields (as written before they existed) means a fixed α.
+    let plain = Tree::new(SearchConfig::default(), 100.0).expect("tree");
+    let data = String::from_utf8(plain.snapshot()).expect("utf-8");
+    assert!(!data.contains("widen_alpha_end") && !data.contains("widen_anneal"));
+    assert_eq!(
+        Tree::restore(data.as_bytes()).expect("restore").config(),
+        &SearchConfig::default()
+    );
+    let bad = SearchConfig {
+        widen_alpha_end: Some(0.5),
+        ..SearchConfig::default()
+    };
+    assert!(matches!(
+        Tree::new(bad, 1.0),
+        Err(SearchError::InvalidArgument(m)) if m.contains("widen_anneal_evaluations")
+    ));
+}
