@@ -33,7 +33,7 @@ MODELS: dict[str, tuple[str, dict[str, str]]] = {
 def optimize(name: str, spec: str, env: dict[str, str], runs: Path, budget: int, cards: int) -> dict:
     cmd = [sys.executable, "-m", "forge_service.cli", "optimize", spec, "--backend", "cuda", "--budget", str(budget),
            "--max-cards", str(cards), "--json", "--runs-dir", str(runs), "--out", str(runs / f"{name}.cast"),
-           "--sample-budget-mb", "8192", "--samples", "1"]
+           "--sample-budget-mb", os.environ.get("KF_BENCH_FORGE_SAMPLE_MB", "8192"), "--samples", "1"]
     started = time.perf_counter()
     timeout = float(os.environ.get("KF_BENCH_FORGE_TIMEOUT", "1500"))
     try:
