@@ -203,3 +203,24 @@ def test_long_searches_with_many_ties_make_identical_choices() -> None:
     native, reference = SearchTree(config, 50.0), ReferenceTree(config, 50.0)
     assert long_run(native, 4, 6000, grid_us=5.0) == long_run(reference, 4, 6000, grid_us=5.0)
     assert json.loads(native.snapshot()) == reference.snapshot_dict()
+
+
+def test_deep_searches_make_identical_choices() -> None:
+    """Results that keep improving slowly make a chain dozens of levels deep, where selection
+    reuses cached terms at every level it passes through."""
+    config = SearchConfig(seed=5)
+    native, reference = SearchTree(config, 100.0), ReferenceTree(config, 100.0)
+    deepest = 0
+    for step in range(1500):
+        mixed = (step * 2654435761) % 1000
+        latency = None if mixed < 150 else 20.0 + mixed / 10.0
+        choices = []
+        for tree in (native, reference):
+            (parent,) = tree.ask(1)
+            child = tree.add_child(parent)
+            tree.tell(child, latency is not None, latency)
+            choices.append(parent)
+        assert choices[0] == choices[1], step
+        deepest = max(deepest, native.node(choices[0]).depth)
+    assert deepest > 30
+    assert json.loads(native.snapshot()) == reference.snapshot_dict()
