@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 
 from search_core import _native
@@ -28,7 +27,8 @@ class SearchTree:
 
     With ``log_path`` every operation is appended to a log (results fsync'd) and a snapshot is
     written every ``snapshot_every`` records; :meth:`open` rebuilds the identical tree after a
-    crash. Methods may be called from several threads; calls run one at a time.
+    crash. Methods may be called from several threads; the native tree runs its calls one at a
+    time.
     """
 
     def __init__(
@@ -78,7 +78,6 @@ class SearchTree:
 
     def _adopt(self, native: _native.NativeTree) -> None:
         self._native = native
-        self._lock = threading.Lock()
         self.config = SearchConfig(*native.config())
 
     @property
@@ -92,44 +91,36 @@ class SearchTree:
     def ask(self, n: int) -> list[int]:
         """``n`` parents to revise (a node may repeat); each holds a virtual loss until its child
         is told or cancelled, or the pick is given back with :meth:`release`."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        if not (type(n) is int or (isinstance(n, int) and not isinstance(n, bool))) or n < 0:
             raise InvalidArgumentError(f"n must be an integer >= 0, got {n!r}")
-        with self._lock:
-            return self._native.ask(n)
+        return self._native.ask(n)
 
     def release(self, parent_id: int) -> None:
         """Gives back one parent pick of :meth:`ask` that will not be expanded."""
-        with self._lock:
-            self._native.release(parent_id)
+        self._native.release(parent_id)
 
     def add_child(self, parent_id: int) -> int:
         """A new pending candidate under ``parent_id`` (the root or a passed node)."""
-        with self._lock:
-            return self._native.add_child(parent_id)
+        return self._native.add_child(parent_id)
 
     def tell(self, child_id: int, passed: bool, latency_us: float | None, spread_us: float | None = None) -> None:
         """The result of a pending candidate: a latency when it passed, none when it failed."""
-        with self._lock:
-            self._native.tell(child_id, passed, latency_us, spread_us)
+        self._native.tell(child_id, passed, latency_us, spread_us)
 
     def cancel(self, child_id: int) -> None:
         """A pending candidate's evaluation was lost: it becomes failed-not-evaluated."""
-        with self._lock:
-            self._native.cancel(child_id)
+        self._native.cancel(child_id)
 
     def checkpoint(self) -> None:
         """Writes a snapshot next to the log now (no-op without a log)."""
-        with self._lock:
-            self._native.checkpoint()
+        self._native.checkpoint()
 
     def best(self) -> int | None:
         """The passed candidate with the lowest latency, if any (the root is never returned)."""
-        with self._lock:
-            return self._native.best()
+        return self._native.best()
 
     def node(self, node_id: int) -> NodeView:
-        with self._lock:
-            raw = self._native.node(node_id)
+        raw = self._native.node(node_id)
         ident, parent, depth, status, cancelled, latency, spread, visits, value, best_reward, in_flight = raw
         node_status: NodeStatus = status  # type: ignore[assignment]
         return NodeView(
@@ -148,27 +139,22 @@ class SearchTree:
 
     def ancestors(self, node_id: int) -> list[int]:
         """Parent, grandparent, ... up to the root, nearest first."""
-        with self._lock:
-            return self._native.ancestors(node_id)
+        return self._native.ancestors(node_id)
 
     def best_descendant(self, node_id: int) -> int | None:
         """The fastest passed node strictly below ``node_id``, if any."""
-        with self._lock:
-            return self._native.best_descendant(node_id)
+        return self._native.best_descendant(node_id)
 
     def failed_siblings(self, node_id: int) -> list[int]:
         """Failed children of ``node_id``'s parent other than ``node_id``, oldest first."""
-        with self._lock:
-            return self._native.failed_siblings(node_id)
+        return self._native.failed_siblings(node_id)
 
     def children(self, node_id: int) -> list[int]:
-        with self._lock:
-            return self._native.children(node_id)
+        return self._native.children(node_id)
 
     def snapshot(self) -> bytes:
         """The whole tree as bytes for :meth:`restore` (equal trees give equal bytes)."""
-        with self._lock:
-            return self._native.snapshot()
+        return self._native.snapshot()
 
     def __len__(self) -> int:
         return len(self._native)

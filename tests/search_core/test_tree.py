@@ -1,4 +1,5 @@
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -145,3 +146,31 @@ def test_threads_share_one_tree_safely() -> None:
     for thread in threads:
         thread.join()
     assert len(tree) == 1 + 4 * 300 and tree.node(0).visits == 1 + 4 * 300 and tree.node(0).in_flight == 0
+
+
+def test_threads_share_one_logged_tree_while_results_are_synced(tmp_path: Path) -> None:
+    # Logged results and large asks run without the GIL, so here calls really overlap and must
+    # wait for one another.
+    log = tmp_path / "search.log"
+    tree = SearchTree(SearchConfig(), 100.0, log, snapshot_every=50)
+    errors: list[BaseException] = []
+
+    def worker(offset: int) -> None:
+        try:
+            for i in range(40):
+                picks = tree.ask(70) if i % 10 == 0 else tree.ask(1)
+                for extra in picks[1:]:
+                    tree.release(extra)
+                child = tree.add_child(picks[0])
+                tree.tell(child, True, 50.0 + (i + offset) % 17)
+        except BaseException as error:  # reported below: a thread's exception is otherwise lost
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(tree) == 1 + 4 * 40 and tree.node(0).in_flight == 0
+    assert SearchTree.open(log).snapshot() == tree.snapshot()

@@ -1,16 +1,20 @@
 //! Thin PyO3 bindings of kf-mcts, exposed as `search_core._native`; the Python package wraps
-//! them in its public API. Work that can take time (file I/O, many picks) runs with the GIL
-//! released; calls that take microseconds keep it, since handing the GIL over and taking it
-//! back costs more than that whenever another thread is waiting for it.
+//! them in its public API.
+//!
+//! A `NativeTree` may be shared by threads: a mutex runs its calls one at a time. Calls that
+//! take microseconds keep the GIL (handing it over and taking it back costs more than that
+//! whenever another thread waits for it); work that can take long (file I/O, many picks) runs
+//! without it, and so does a call that has to wait for the mutex, so the holder can finish.
 mod error;
 
 use std::path::PathBuf;
+use std::sync::{Mutex, TryLockError};
 
 use kf_mcts::{DurableTree, NodeId, NodeStatus, SearchConfig};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use error::{to_py, UnknownNodeError};
+use error::{to_py, InvalidStateError, UnknownNodeError};
 
 /// A node as a plain tuple:
 /// (id, parent, depth, status, cancelled, latency_us, spread_us, visits, value, best_reward, in_flight).
@@ -33,19 +37,47 @@ type ConfigTuple = (u64, f64, f64, f64, f64, f64, Option<f64>, u64);
 
 #[pyclass(module = "search_core._native")]
 struct NativeTree {
-    inner: DurableTree,
+    inner: Mutex<DurableTree>,
 }
 
 /// Picks per `ask` from which selection runs without the GIL.
 const ASK_WITHOUT_GIL: usize = 64;
 
-/// Runs `work` with the GIL released when `release` says it is long enough to pay for it.
-fn maybe_without_gil<T: Send>(py: Python<'_>, release: bool, work: impl FnOnce() -> T + Send) -> T {
-    if release {
-        py.allow_threads(work)
-    } else {
-        work()
+impl NativeTree {
+    fn wrap(tree: DurableTree) -> Self {
+        Self {
+            inner: Mutex::new(tree),
+        }
     }
+
+    /// Runs `work` on the tree, one call at a time: with the GIL when the tree is free and the
+    /// work is short (`long` false), else without it.
+    fn with_tree<T: Send>(
+        &self,
+        py: Python<'_>,
+        long: bool,
+        work: impl FnOnce(&mut DurableTree) -> T + Send,
+    ) -> PyResult<T> {
+        if !long {
+            match self.inner.try_lock() {
+                Ok(mut tree) => return Ok(work(&mut tree)),
+                Err(TryLockError::Poisoned(_)) => return Err(poisoned()),
+                Err(TryLockError::WouldBlock) => {}
+            }
+        }
+        py.allow_threads(|| match self.inner.lock() {
+            Ok(mut tree) => Some(work(&mut tree)),
+            Err(_) => None,
+        })
+        .ok_or_else(poisoned)
+    }
+}
+
+/// A call panicked (a bug) while it held the tree, which may be half-updated: refuse to go on.
+fn poisoned() -> PyErr {
+    InvalidStateError::new_err(
+        "an earlier call failed inside the search core; reopen the tree from its log or snapshot",
+    )
 }
 
 fn node_id(raw: i64) -> PyResult<NodeId> {
@@ -88,7 +120,7 @@ impl NativeTree {
                 snapshot_every,
             )
         })
-        .map(|inner| Self { inner })
+        .map(Self::wrap)
         .map_err(to_py)
     }
 
@@ -100,22 +132,22 @@ impl NativeTree {
         snapshot_every: u64,
     ) -> PyResult<Self> {
         py.allow_threads(|| DurableTree::restore(data, log_path.as_deref(), snapshot_every))
-            .map(|inner| Self { inner })
+            .map(Self::wrap)
             .map_err(to_py)
     }
 
     #[staticmethod]
     fn open(py: Python<'_>, log_path: PathBuf, snapshot_every: u64) -> PyResult<Self> {
         py.allow_threads(|| DurableTree::open(&log_path, snapshot_every))
-            .map(|inner| Self { inner })
+            .map(Self::wrap)
             .map_err(to_py)
     }
 
     /// (seed, exploration, widen_k, widen_alpha, virtual_loss, max_weight, widen_alpha_end,
     /// widen_anneal_evaluations)
-    fn config(&self) -> ConfigTuple {
-        let c = self.inner.tree().config();
-        (
+    fn config(&self, py: Python<'_>) -> PyResult<ConfigTuple> {
+        let c = self.with_tree(py, false, |t| t.tree().config().clone())?;
+        Ok((
             c.seed,
             c.exploration,
             c.widen_k,
@@ -124,34 +156,38 @@ impl NativeTree {
             c.max_weight,
             c.widen_alpha_end,
             c.widen_anneal_evaluations,
-        )
+        ))
     }
 
     #[getter]
-    fn reference_latency_us(&self) -> f64 {
-        self.inner.tree().reference_latency_us()
+    fn reference_latency_us(&self, py: Python<'_>) -> PyResult<f64> {
+        self.with_tree(py, false, |t| t.tree().reference_latency_us())
     }
 
     #[getter]
-    fn log_path(&self) -> Option<PathBuf> {
-        self.inner.log_path().map(PathBuf::from)
+    fn log_path(&self, py: Python<'_>) -> PyResult<Option<PathBuf>> {
+        self.with_tree(py, false, |t| t.log_path().map(PathBuf::from))
     }
 
-    fn ask(&mut self, py: Python<'_>, n: usize) -> PyResult<Vec<NodeId>> {
-        let inner = &mut self.inner;
-        maybe_without_gil(py, n >= ASK_WITHOUT_GIL, || inner.ask(n)).map_err(to_py)
+    fn ask(&self, py: Python<'_>, n: usize) -> PyResult<Vec<NodeId>> {
+        self.with_tree(py, n >= ASK_WITHOUT_GIL, |t| t.ask(n))?
+            .map_err(to_py)
     }
 
-    fn release(&mut self, parent: i64) -> PyResult<()> {
-        self.inner.release(node_id(parent)?).map_err(to_py)
+    fn release(&self, py: Python<'_>, parent: i64) -> PyResult<()> {
+        let parent = node_id(parent)?;
+        self.with_tree(py, false, |t| t.release(parent))?
+            .map_err(to_py)
     }
 
-    fn add_child(&mut self, parent: i64) -> PyResult<NodeId> {
-        self.inner.add_child(node_id(parent)?).map_err(to_py)
+    fn add_child(&self, py: Python<'_>, parent: i64) -> PyResult<NodeId> {
+        let parent = node_id(parent)?;
+        self.with_tree(py, false, |t| t.add_child(parent))?
+            .map_err(to_py)
     }
 
     fn tell(
-        &mut self,
+        &self,
         py: Python<'_>,
         node: i64,
         passed: bool,
@@ -159,33 +195,32 @@ impl NativeTree {
         spread_us: Option<f64>,
     ) -> PyResult<()> {
         let node = node_id(node)?;
-        let inner = &mut self.inner;
-        // A logged result is fsync'd.
-        let logged = inner.is_logged();
-        maybe_without_gil(py, logged, || {
-            inner.tell(node, passed, latency_us, spread_us)
-        })
-        .map_err(to_py)
+        // A logged result is fsync'd: long enough to let other threads run.
+        let logged = self.with_tree(py, false, |t| t.is_logged())?;
+        self.with_tree(py, logged, |t| t.tell(node, passed, latency_us, spread_us))?
+            .map_err(to_py)
     }
 
-    fn cancel(&mut self, py: Python<'_>, node: i64) -> PyResult<()> {
+    fn cancel(&self, py: Python<'_>, node: i64) -> PyResult<()> {
         let node = node_id(node)?;
-        let inner = &mut self.inner;
-        let logged = inner.is_logged();
-        maybe_without_gil(py, logged, || inner.cancel(node)).map_err(to_py)
+        let logged = self.with_tree(py, false, |t| t.is_logged())?;
+        self.with_tree(py, logged, |t| t.cancel(node))?
+            .map_err(to_py)
     }
 
-    fn checkpoint(&mut self, py: Python<'_>) -> PyResult<()> {
-        let inner = &mut self.inner;
-        py.allow_threads(|| inner.checkpoint()).map_err(to_py)
+    fn checkpoint(&self, py: Python<'_>) -> PyResult<()> {
+        self.with_tree(py, true, |t| t.checkpoint())?.map_err(to_py)
     }
 
-    fn best(&self) -> Option<NodeId> {
-        self.inner.tree().best()
+    fn best(&self, py: Python<'_>) -> PyResult<Option<NodeId>> {
+        self.with_tree(py, false, |t| t.tree().best())
     }
 
-    fn node(&self, id: i64) -> PyResult<NodeTuple> {
-        let v = self.inner.tree().node(node_id(id)?).map_err(to_py)?;
+    fn node(&self, py: Python<'_>, id: i64) -> PyResult<NodeTuple> {
+        let id = node_id(id)?;
+        let v = self
+            .with_tree(py, false, |t| t.tree().node(id))?
+            .map_err(to_py)?;
         let status = match v.status {
             NodeStatus::Root => "root",
             NodeStatus::Pending => "pending",
@@ -208,36 +243,37 @@ impl NativeTree {
         ))
     }
 
-    fn ancestors(&self, id: i64) -> PyResult<Vec<NodeId>> {
-        self.inner.tree().ancestors(node_id(id)?).map_err(to_py)
-    }
-
-    fn best_descendant(&self, id: i64) -> PyResult<Option<NodeId>> {
-        self.inner
-            .tree()
-            .best_descendant(node_id(id)?)
+    fn ancestors(&self, py: Python<'_>, id: i64) -> PyResult<Vec<NodeId>> {
+        let id = node_id(id)?;
+        self.with_tree(py, false, |t| t.tree().ancestors(id))?
             .map_err(to_py)
     }
 
-    fn failed_siblings(&self, id: i64) -> PyResult<Vec<NodeId>> {
-        self.inner
-            .tree()
-            .failed_siblings(node_id(id)?)
+    fn best_descendant(&self, py: Python<'_>, id: i64) -> PyResult<Option<NodeId>> {
+        let id = node_id(id)?;
+        self.with_tree(py, false, |t| t.tree().best_descendant(id))?
             .map_err(to_py)
     }
 
-    fn children(&self, id: i64) -> PyResult<Vec<NodeId>> {
-        self.inner.tree().children(node_id(id)?).map_err(to_py)
+    fn failed_siblings(&self, py: Python<'_>, id: i64) -> PyResult<Vec<NodeId>> {
+        let id = node_id(id)?;
+        self.with_tree(py, false, |t| t.tree().failed_siblings(id))?
+            .map_err(to_py)
     }
 
-    fn snapshot<'py>(&self, py: Python<'py>) -> &'py PyBytes {
-        let tree = self.inner.tree();
-        let data = py.allow_threads(|| tree.snapshot());
-        PyBytes::new(py, &data)
+    fn children(&self, py: Python<'_>, id: i64) -> PyResult<Vec<NodeId>> {
+        let id = node_id(id)?;
+        self.with_tree(py, false, |t| t.tree().children(id))?
+            .map_err(to_py)
     }
 
-    fn __len__(&self) -> usize {
-        self.inner.tree().len()
+    fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<&'py PyBytes> {
+        let data = self.with_tree(py, true, |t| t.tree().snapshot())?;
+        Ok(PyBytes::new(py, &data))
+    }
+
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        self.with_tree(py, false, |t| t.tree().len())
     }
 }
 
