@@ -160,9 +160,12 @@ async def run_isolated(
     answer is kept apart from its (capped) stdout/stderr, which the candidate shares.
     """
     features = detect_features()
+    # A new PID namespace without its own /proc broke every CUDA call on the H200 host
+    # (cudaErrorOperatingSystem): the driver looks itself up in /proc by pid. GPU runs keep the
+    # network namespace and rely on the process-group kill instead.
+    own_namespaces = features.namespaces and not features.bubblewrap
     config = {"cwd": str(run_dir), "limits": limits.as_config(),
-              "new_network": features.namespaces and not features.bubblewrap,
-              "new_pid": features.namespaces and not features.bubblewrap}
+              "new_network": own_namespaces, "new_pid": own_namespaces and not gpu}
     command = [*_launcher_argv(json.dumps(config)), *argv]
     if features.bubblewrap:
         dev = ["--dev-bind", "/dev", "/dev"] if gpu else ["--dev", "/dev"]
