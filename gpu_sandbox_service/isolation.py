@@ -160,9 +160,10 @@ async def run_isolated(
     answer is kept apart from its (capped) stdout/stderr, which the candidate shares.
     """
     features = detect_features()
-    # A new PID namespace without its own /proc broke every CUDA call on the H200 host
-    # (cudaErrorOperatingSystem): the driver looks itself up in /proc by pid. GPU runs keep the
-    # network namespace and rely on the process-group kill instead.
+    # Under the launcher's own namespaces every CUDA call failed on the H200 host
+    # (cudaErrorOperatingSystem; bench/results/gpu_suite_2026-11-30_h200.md). The PID namespace,
+    # which has no /proc of its own here, is the likely cause: GPU runs keep the network
+    # namespace and rely on the process-group kill instead.
     own_namespaces = features.namespaces and not features.bubblewrap
     config = {"cwd": str(run_dir), "limits": limits.as_config(),
               "new_network": own_namespaces, "new_pid": own_namespaces and not gpu}
