@@ -166,7 +166,8 @@ def main() -> int:
     (args.out / f"agent_examples_cpu_{stamp}.md").write_text(
         f"# Offline proposer on the examples' cards, cpu ({stamp})\n\n"
         "`bench/agent_examples_cpu.py`: root kernel of every covered card, compiled with g++, run on every captured "
-        "sample against the captured eager outputs. Time shares are of the captured eager time.\n\n" + _table(results))
+        "sample against the captured eager outputs. Time shares are of the captured eager time, measured by capture "
+        "on this 2-core machine while other work ran: read them as rough.\n\n" + _table(results))
     return 0 if all("error" not in r for r in results) else 1
 
 

@@ -36,11 +36,13 @@ def plan_for_card(card: OperatorCard, backend: str) -> KernelPlan:
     _check_card(card, backend)
     if card.kind == "module":
         return module_plan(card)
-    base, _ = split_op_name(card.op)
+    base, overload = split_op_name(card.op)
     if base in ops_elementwise.UNARY:
         return ops_elementwise.unary_plan(card, base, bind_aten_call(card))
     if base in ops_elementwise.BINARY:
         return ops_elementwise.binary_plan(card, base, bind_aten_call(card))
+    if base in ops_elementwise.COPIES:
+        return ops_elementwise.copy_plan(card, (base, overload), bind_aten_call(card))
     if base in ops_elementwise.BATCH_NORM_OPS:
         return ops_elementwise.batch_norm_plan(card, base, bind_aten_call(card))
     if base in ops_rowwise.ROWWISE_OPS:

@@ -87,6 +87,9 @@ BINARY: dict[str, Callable[[str, str, float], str]] = {
     "minimum": lambda a, b, alpha: f"fminf({a}, {b})",
 }
 
+# Copies into the card's output layout or dtype (a cast between float dtypes, a contiguous copy).
+COPIES = {"clone", "contiguous", "_to_copy", "to"}
+
 BATCH_NORM_OPS = {"batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training", "_batch_norm_no_update"}
 
 
@@ -111,6 +114,22 @@ def unary_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Elementwi
         summary=f"{card.op} over {card.outputs[0].shape} {card.outputs[0].dtype}",
         inputs=tuple(card.inputs), outputs=tuple(card.outputs),
         operands=(Operand(x.index, x.spec.dtype),), expression=make(call), uses_math=uses_math,
+    )
+
+
+def copy_plan(card: OperatorCard, op: tuple[str, str], call: dict[str, Any]) -> ElementwisePlan:
+    _check_single_output(card)
+    base, overload = op
+    if base == "to" and overload != "dtype":
+        raise UnsupportedCard(f"aten::to.{overload} may change device; only to.dtype is templated")
+    if call.get("device") is not None:
+        raise UnsupportedCard("a copy to another device is not a kernel")
+    x = _self_tensor(call)
+    return ElementwisePlan(
+        family="elementwise_copy",
+        summary=f"{card.op}: {x.spec.dtype} {x.spec.stride} to {card.outputs[0].dtype} {card.outputs[0].stride}",
+        inputs=tuple(card.inputs), outputs=tuple(card.outputs),
+        operands=(Operand(x.index, x.spec.dtype),), expression="x0",
     )
 
 

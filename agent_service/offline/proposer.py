@@ -19,8 +19,15 @@ def propose_offline(request: ProposalRequest) -> Proposal:
         space = plan.knob_space(request.backend, request.device)
     except UnsupportedCard as exc:
         return Proposal.refuse(str(exc), proposer=NAME)
-    parent_knobs = request.parent.knobs if request.parent is not None and request.parent.knobs else None
-    tried = [*request.tried_knobs, *(r.knobs for r in request.failed_siblings if r.knobs)]
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        return Proposal.refuse(f"card {request.card.id} ({request.card.op}) is malformed: {exc!r}", proposer=NAME)
+
+    def ours(knobs: dict[str, object]) -> bool:
+        """Knob sets of this family (not an LLM candidate's or another family's)."""
+        return knobs.get("family", plan.family) == plan.family and bool(set(knobs) & set(space.choices))
+
+    parent_knobs = request.parent.knobs if request.parent is not None and ours(request.parent.knobs) else None
+    tried = [k for k in [*request.tried_knobs, *(r.knobs for r in request.failed_siblings)] if ours(k)]
     knobs = next_knobs(space, parent_knobs, tried, request.seed)
     if knobs is None:
         return Proposal.refuse(f"every knob set of the {plan.family} template was tried", proposer=NAME)
@@ -28,6 +35,8 @@ def propose_offline(request: ProposalRequest) -> Proposal:
         source = plan.render(request.backend, knobs, request.device)
     except UnsupportedCard as exc:
         return Proposal.refuse(str(exc), proposer=NAME)
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        return Proposal.refuse(f"card {request.card.id} ({request.card.op}) is malformed: {exc!r}", proposer=NAME)
     parent = space.normalise(parent_knobs) if parent_knobs is not None else None
     return Proposal(
         has_proposal=True,

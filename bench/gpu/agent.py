@@ -161,6 +161,10 @@ def _cases() -> list[tuple[str, OperatorCard, Any]]:
          [r(32, 256, 56, 56), r(256), r(256), r(256), r(256).abs() + 0.1, 0.1, 1e-5], {}),
         ("global avg pool bf16", aten.mean.dim, [r(32, 2048, 7, 7), [-1, -2], True], {}),
         ("adaptive avg pool 7x7 bf16", aten._adaptive_avg_pool2d.default, [r(32, 512, 14, 14), [7, 7]], {}),
+        ("max pool resnet stem bf16", aten.max_pool2d.default, [r(32, 64, 112, 112), [3, 3], [2, 2], [1, 1]], {}),
+        ("cast f32 to bf16", aten._to_copy.default, [r(4096, 8192, dtype=torch.float32)], {"dtype": bf16}),
+        ("contiguous from transposed bf16", aten.clone.default, [r(4096, 4096).t()],
+         {"memory_format": torch.contiguous_format}),
         ("softmax over dim 1 f32", aten._softmax.default, [r(64, 128, 1024, dtype=torch.float32), 1, False], {}),
     ]
     cases = []

@@ -68,3 +68,19 @@ def test_exhausted_space_says_so() -> None:
             return
         tried.append(proposal.knobs)
     raise AssertionError("the knob space never ran out")
+
+
+def test_other_proposers_knob_sets_neither_block_nor_steer_the_templates() -> None:
+    card, _ = aten_card(aten.relu.default, [torch.randn(8, 8)])
+    root = propose_offline(_request(card))
+    llm_knobs = {"proposer": "openai/gpt-4o", "source_sha256": "0123456789abcdef"}
+    again = propose_offline(_request(card, tried_knobs=[llm_knobs],
+                                     parent=ParentCandidate(source="/* llm */", knobs=llm_knobs)))
+    assert again.knobs == root.knobs
+
+
+def test_malformed_template_is_refused_with_the_cause() -> None:
+    card, _ = aten_card(aten._softmax.default, [torch.randn(4, 8), -1, False])
+    broken = card.model_copy(update={"template": {"args": [{"tensor": 0}, "last", False], "kwargs": {}}})
+    proposal = propose_offline(_request(broken))
+    assert not proposal.has_proposal and "malformed" in proposal.no_proposal_reason
