@@ -41,13 +41,14 @@ def capture_model(
     progress: ProgressFn | None = None,
     *,
     cancel: threading.Event | None = None,
+    allow_unsampled: bool = False,
 ) -> CardSet:
     """Capture ``model_spec`` into ``out_dir`` (``cards.json``, ``blobs/``, ``capture.log``).
 
     Raises the capture's :class:`~capture_service.errors.CaptureError`; where the capture got
     far enough, the cards captured before the failure are in ``out_dir`` all the same.
     """
-    options = CaptureOptions(device, grad_mode, samples, budget_bytes).validated()
+    options = CaptureOptions(device, grad_mode, samples, budget_bytes, allow_unsampled).validated()
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     report = progress or ignore_progress

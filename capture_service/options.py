@@ -25,13 +25,16 @@ class CaptureOptions:
     """Where and how to capture.
 
     ``grad_mode`` is the mode the model will be served in (the set of aten ops depends on it);
-    ``samples`` reference samples are kept per card within ``budget_bytes`` in total.
+    ``samples`` reference samples are kept per card within ``budget_bytes`` in total, the cards
+    carrying the most eager time first. A card left without a sample fails the capture, unless
+    ``allow_unsampled``: then it is kept, not optimisable, with the reason.
     """
 
     device: str = "cpu"
     grad_mode: str = "inference"
     samples: int = DEFAULT_SAMPLES
     budget_bytes: int = DEFAULT_BUDGET_BYTES
+    allow_unsampled: bool = False
 
     def validated(self) -> CaptureOptions:
         if self.device not in DEVICES:

@@ -30,6 +30,7 @@ def options_from_request(request: capture_pb2.StartCaptureRequest) -> CaptureOpt
         grad_mode=request.grad_mode or "inference",
         samples=request.samples or DEFAULT_SAMPLES,
         budget_bytes=request.sample_budget_bytes or DEFAULT_BUDGET_BYTES,
+        allow_unsampled=request.allow_unsampled,
     ).validated()
 
 
@@ -70,7 +71,7 @@ class CaptureServicer(capture_grpc.CaptureServiceServicer):
             try:
                 return capture_model(
                     request.model_spec, options.device, options.grad_mode, options.samples, options.budget_bytes,
-                    out_dir, on_progress, cancel=cancel,
+                    out_dir, on_progress, cancel=cancel, allow_unsampled=options.allow_unsampled,
                 )
             finally:
                 loop.call_soon_threadsafe(updates.put_nowait, _FINISHED)

@@ -59,9 +59,14 @@ def capture_loaded(
 
     store = BlobStore(out_dir)
     _export_programs(module_variants, store, progress)
+    _time_records(records, device, options, timing, progress)
     progress(CaptureProgress("writing", f"writing samples of {len(records)} variants", 0.45, len(records)))
     samples, missing = _write_samples(records, store, options.budget_bytes)
-    _time_records(records, device, options, timing, progress)
+    if options.allow_unsampled:
+        for record in missing:
+            record.mark_not_optimisable(
+                f"no reference sample: its first sample did not fit the {options.budget_bytes >> 20} MiB sample budget")
+        missing = []
     cards = [_card(r, samples.get(id(r), []), device.type) for r in records]
     total = _set_time_shares(cards)
     card_set = CardSet(
@@ -125,7 +130,9 @@ def _write_samples(
 
     Returns the samples per record (by ``id``) and the records whose first sample did not fit.
     """
-    wanted = [r for r in records if r.optimisable and r.samples]
+    # The cards that carry the most eager time get their samples first.
+    wanted = sorted((r for r in records if r.optimisable and r.samples),
+                    key=lambda r: -(r.eager_us or 0.0) * r.call_count)
     written: dict[int, list[Sample]] = {}
     missing: list[VariantRecord] = []
     used = 0

@@ -28,6 +28,7 @@ def request_json(model_spec: str, options: CaptureOptions, out_dir: Path) -> str
         "grad_mode": options.grad_mode,
         "samples": options.samples,
         "budget_bytes": options.budget_bytes,
+        "allow_unsampled": options.allow_unsampled,
         "out_dir": str(out_dir),
     })
 
@@ -46,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             request = json.loads(parsed.request)
             options = CaptureOptions(
-                request["device"], request["grad_mode"], int(request["samples"]), int(request["budget_bytes"])
+                request["device"], request["grad_mode"], int(request["samples"]), int(request["budget_bytes"]),
+                bool(request.get("allow_unsampled", False)),
             ).validated()
             spec = str(request["model_spec"])
             emit({"event": "progress", **CaptureProgress("loading", f"loading {spec}", 0.0).to_json()})

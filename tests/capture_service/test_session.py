@@ -64,6 +64,15 @@ def test_a_budget_too_small_for_one_sample_per_card_is_an_error(tiny_spec, tmp_p
     assert kept.cards and sum(len(c.samples) for c in kept.cards) >= 1
 
 
+def test_with_allow_unsampled_cards_over_the_budget_stay_on_eager(tiny_spec, tmp_path) -> None:
+    options = CaptureOptions(budget_bytes=200, allow_unsampled=True)
+    card_set = capture_loaded(str(tiny_spec), load_model_spec(str(tiny_spec)), options, tmp_path, timing=FAST)
+    unsampled = [c for c in card_set.cards if "no reference sample" in c.reason]
+    assert unsampled and all(not c.optimisable and not c.samples for c in unsampled)
+    sampled = [c for c in card_set.cards if c.samples]
+    assert all(c.optimisable for c in sampled)
+
+
 def test_options_and_device_are_checked(tiny_spec, tmp_path) -> None:
     loaded = load_model_spec(str(tiny_spec))
     with pytest.raises(InvalidCaptureOptions, match="grad mode"):
