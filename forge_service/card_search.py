@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 ROOT = 0
 PASSED = types_pb2.PASSED
 BUDGET_SPENT = "budget spent"
+DOLLARS_SPENT = "dollar budget spent"
 NO_PROPOSAL = "no proposal for this card"
 
 
@@ -46,6 +47,7 @@ class SearchSettings:
     patience: int = 8               # evaluations without improvement before the card is converged
     max_idle_proposals: int = 4     # consecutive "no proposal" answers before the card stops
     remeasure: bool = True
+    budget_usd: float | None = None  # the run's dollar budget for LLM calls
 
 
 EmitFn = Callable[..., Awaitable[None]]
@@ -192,6 +194,8 @@ class CardSearch:
         """Whether to start no new candidate; sets :attr:`stop_reason` when it says so."""
         if committed >= self.settings.budget:
             self.stop_reason = BUDGET_SPENT
+        elif self._usd_left() is not None and (self._usd_left() or 0.0) <= 0.0:
+            self.stop_reason = DOLLARS_SPENT
         elif self._idle_proposals >= self.settings.max_idle_proposals:
             self.stop_reason = "no more proposals"
         elif self._nothing_proposed():
@@ -199,6 +203,12 @@ class CardSearch:
         elif self._converged():
             self.stop_reason = "converged"
         return bool(self.stop_reason)
+
+    def _usd_left(self) -> float | None:
+        """Dollars the run may still spend on LLM calls (None: no dollar budget)."""
+        if self.settings.budget_usd is None:
+            return None
+        return self.settings.budget_usd - self.store.total_cost().usd
 
     def _nothing_proposed(self) -> bool:
         """Every attempt under the root came back without a proposal."""
@@ -272,6 +282,9 @@ class CardSearch:
             proposer=self.settings.proposer, api_base=self.settings.api_base, run_id=self.settings.run_id,
             seed=card_seed(self.settings.seed, self.card.id) + row.seq,
         )
+        usd_left = self._usd_left()
+        if usd_left is not None:
+            request.budget_usd_remaining = max(usd_left, 0.0)
         results = self.store.results(self.card.id)
         for other in self.store.candidates(self.card.id):
             if other.source and other.id in results:

@@ -224,7 +224,7 @@ class RunManager:
                 blobs = {sha: blob_dir / name for sha, name in _card_blobs(card).items()}
                 settings = SearchSettings(
                     budget=row.budget, parallel=parallel, backend=backend, proposer=config.proposer,
-                    api_base=config.api_base, seed=config.seed, run_id=run_id,
+                    api_base=config.api_base, seed=config.seed, run_id=run_id, budget_usd=config.budget_usd,
                 )
 
                 async def emit(kind: str, message: str, **kw: Any) -> None:
