@@ -48,6 +48,8 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
          [{}, {"unroll": 4, "threads_per_block": 1024}]),
         ("mul_channels_last", aten.mul.Tensor, [r(2, 64, 8, 8).contiguous(memory_format=cl), r(1, 64, 1, 1)], {},
          [{}]),
+        ("cast_to_bf16", aten._to_copy.default, [r(64, 256)], {"dtype": bf16}, [{}]),
+        ("copy_transposed", aten.clone.default, [r(64, 32).t()], {"memory_format": torch.contiguous_format}, [{}]),
         ("div_strided", aten.div.Tensor, [r(16, 32)[:, ::2], 3.0], {}, [{}]),
         ("sum_inner", aten.sum.dim_IntList, [r(64, 32, 16), [1]], {}, [{}, {"mode": "thread"}]),
         ("softmax_inner_columns", aten._softmax.default, [r(4, 64, 100), 1, False], {},
