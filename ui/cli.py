@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from ui.local_forge import local_forge
 
 APP_PATH = Path(__file__).with_name("app.py")
 DEFAULT_PORT = 8501
+STOP_TIMEOUT_S = 10.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -58,17 +60,32 @@ def cmd_ui(args: argparse.Namespace) -> int:
         raise ConfigurationError(f"--port must be 1..65535, got {args.port}")
     if importlib.util.find_spec("streamlit") is None:
         raise ConfigurationError("the dashboard needs streamlit: pip install 'kernel-forge[ui]'")
-    with forge_target(args) as target:
-        blocking_channel(target).close()  # a target that cannot work is refused here, not in the browser
-        print(f"dashboard on http://{args.host}:{args.port} (forge service {target.address})", flush=True)
-        env = {**scrubbed_environ(), **target.to_environ()}
-        proc = subprocess.Popen(streamlit_command(args.port, args.host), env=env)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with forge_target(args) as target:
+            blocking_channel(target).close()  # a target that cannot work is refused here, not in the browser
+            print(f"dashboard on http://{args.host}:{args.port} (forge service {target.address})", flush=True)
+            return run_streamlit(streamlit_command(args.port, args.host), {**scrubbed_environ(), **target.to_environ()})
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_streamlit(command: list[str], env: dict[str, str]) -> int:
+    """Run Streamlit until it exits; on an interrupt, stop it too before passing the interrupt on."""
+    proc = subprocess.Popen(command, env=env)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        # Streamlit may not have seen the signal (sent to this process alone).
+        proc.terminate()
         try:
-            return proc.wait()
-        except KeyboardInterrupt:
-            # Streamlit got the same SIGINT and is shutting down; give it a moment.
-            try:
-                return proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.terminate()
-                return proc.wait()
+            proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM ends ``kforge ui`` like Ctrl-C: Streamlit and the local forge are stopped."""
+    raise KeyboardInterrupt

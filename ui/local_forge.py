@@ -23,9 +23,8 @@ class BackgroundForge:
         self._serve_forge = serve
         self.address = ""
         self._ready = threading.Event()
+        self._stopping = threading.Event()
         self._error: BaseException | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._main, name="kforge-ui-forge", daemon=True)
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> str:
@@ -38,10 +37,10 @@ class BackgroundForge:
         return self.address
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        if self._loop is not None and self._stop is not None:
-            with contextlib.suppress(RuntimeError):  # the loop has closed already
-                self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(timeout_s)
+        """Stop the services, also when asked while they are still starting."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
 
     def _main(self) -> None:
         try:
@@ -52,12 +51,10 @@ class BackgroundForge:
             self._ready.set()
 
     async def _serve(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
         async with self._serve_forge() as address:
             self.address = address
             self._ready.set()
-            await self._stop.wait()
+            await asyncio.to_thread(self._stopping.wait)
 
 
 @contextlib.asynccontextmanager

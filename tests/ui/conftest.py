@@ -1,10 +1,20 @@
-"""A real forge service on loopback holding seeded runs, shared by the dashboard's tests."""
+"""A real forge service on loopback, shared by the dashboard's tests.
+
+It holds a run made by a real small ``kforge optimize`` of ``examples/small_cnn.py`` on the cpu
+backend, plus runs seeded through the forge's run store for states that run never reaches (an
+LLM proposer with its prompts and dollars, a failure). The forge is the embedded one ``kforge ui``
+starts, with its own capture, agent and sandbox services.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,15 +22,19 @@ import pytest
 from forge_service import server as forge_server
 from tests.ui.seeding import seed_failed_run, seed_llm_run
 from ui.connection import FORGE_ENV_VAR
-from ui.local_forge import background_forge
+from ui.local_forge import local_forge
 
-MODEL_SPEC = "examples/small_cnn.py"
-# Nothing listens here: the forge only needs these to start new runs, not to serve stored ones.
+REPO = Path(__file__).resolve().parents[2]
+MODEL_SPEC = REPO / "examples" / "small_cnn.py"
+KFORGE = Path(sys.executable).with_name("kforge")
+OPTIMIZE_TIMEOUT_S = 400
+# Nothing listens here: a forge needs the other services only to start new runs.
 NO_SERVICE = "127.0.0.1:9"
 
 
 @contextlib.asynccontextmanager
 async def forge_only(runs_dir: Path) -> AsyncIterator[str]:
+    """A forge that serves stored runs without capture, agent or sandbox services."""
     forge = await forge_server.start(runs_dir=runs_dir, capture=NO_SERVICE, agent=NO_SERVICE, sandboxes=[NO_SERVICE])
     try:
         yield forge.address
@@ -28,17 +42,44 @@ async def forge_only(runs_dir: Path) -> AsyncIterator[str]:
         await forge.stop()
 
 
+def optimize_small_cnn(runs_dir: Path) -> dict[str, object]:
+    """``kforge optimize`` on the cpu backend, small enough for a test; returns its JSON outcome."""
+    cmd = [str(KFORGE), "optimize", str(MODEL_SPEC), "--backend", "cpu", "--budget", "2", "--max-cards", "1",
+           "--runs-dir", str(runs_dir), "--json"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=OPTIMIZE_TIMEOUT_S, cwd=REPO)
+    assert proc.returncode == 0, f"kforge optimize failed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+    outcome: dict[str, object] = json.loads(proc.stdout)
+    return outcome
+
+
+@dataclass(frozen=True)
+class SeededRuns:
+    runs_dir: Path
+    optimized_run_id: str  # the real kforge optimize run
+
+
 @pytest.fixture(scope="session")
-def runs_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> SeededRuns:
     runs = tmp_path_factory.mktemp("runs")
-    seed_llm_run(runs, str(Path(MODEL_SPEC).resolve()))
+    outcome = optimize_small_cnn(runs)
+    seed_llm_run(runs, str(MODEL_SPEC))
     seed_failed_run(runs)
-    return runs
+    return SeededRuns(runs, str(outcome["run"]["run_id"]))  # type: ignore[index]
+
+
+@pytest.fixture(scope="session")
+def runs_dir(seeded: SeededRuns) -> Path:
+    return seeded.runs_dir
+
+
+@pytest.fixture(scope="session")
+def optimized_run_id(seeded: SeededRuns) -> str:
+    return seeded.optimized_run_id
 
 
 @pytest.fixture(scope="session")
 def forge_address(runs_dir: Path) -> Iterator[str]:
-    with background_forge(lambda: forge_only(runs_dir)) as address:
+    with local_forge(runs_dir, backend="cpu") as address:
         yield address
 
 
@@ -52,3 +93,4 @@ def forge_env(forge_address: str) -> Iterator[str]:
         os.environ.pop(FORGE_ENV_VAR, None)
     else:
         os.environ[FORGE_ENV_VAR] = previous
+

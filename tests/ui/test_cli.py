@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import os
-import signal
+import re
 import socket
 import subprocess
 import sys
@@ -16,34 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from forge_service.cli import run_command
+from forge_service.cli import build_parser, main
 from servicekit.errors import Unavailable
-from ui.cli import register
-from ui.client import ForgeClient
-from ui.connection import ForgeTarget
+from ui.client import ForgeClient, ForgeError
+from ui.connection import FORGE_ENV_VAR, ForgeTarget
 from ui.local_forge import BackgroundForge, background_forge
 
-# `kforge ui` exactly as forge_service.cli wires it: register() on the subcommands, run_command().
-KFORGE_UI = """
-import argparse, sys
-from forge_service.cli import run_command
-from ui.cli import register
-parser = argparse.ArgumentParser(prog="kforge")
-register(parser.add_subparsers(dest="command", required=True))
-args = parser.parse_args(sys.argv[1:])
-sys.exit(run_command(args.func, args))
-"""
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kforge")
-    register(parser.add_subparsers(dest="command", required=True))
-    return parser
-
-
-def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
-    return run_command(args.func, args)
+KFORGE = Path(sys.executable).with_name("kforge")
 
 
 def _free_port() -> int:
@@ -67,27 +44,57 @@ def test_a_plain_text_forge_on_another_machine_is_refused(capsys: pytest.Capture
     assert "refusing a plain-text connection" in capsys.readouterr().err
 
 
+def _wait_until_served(proc: subprocess.Popen[bytes], port: int) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                assert r.read() == b"ok"
+                return
+        except OSError:
+            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            assert time.monotonic() < deadline, "the dashboard did not come up"
+            time.sleep(0.3)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> str:
+    """SIGTERM, as a service manager stops it; kforge stops Streamlit and its forge, then exits."""
+    proc.terminate()
+    out = proc.communicate(timeout=60)[0].decode()
+    assert proc.returncode == 130 and "interrupted" in out, out
+    return out
+
+
 def test_kforge_ui_serves_the_dashboard_for_a_given_forge(forge_address: str) -> None:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-c", KFORGE_UI, "ui", "--forge", forge_address, "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ})
+    proc = subprocess.Popen([str(KFORGE), "ui", "--forge", forge_address, "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                    assert r.read() == b"ok"
-                    break
-            except OSError:
-                assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-                assert time.monotonic() < deadline, "the dashboard did not come up"
-                time.sleep(0.3)
+        _wait_until_served(proc, port)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
             assert b"<title>" in r.read()
     finally:
-        proc.send_signal(signal.SIGINT)
-        out = proc.communicate(timeout=30)[0].decode()
+        out = _stop(proc)
     assert f"dashboard on http://127.0.0.1:{port} (forge service {forge_address})" in out
+
+
+def test_kforge_ui_without_a_forge_starts_a_local_one_on_the_runs_dir(tmp_path: Path) -> None:
+    port = _free_port()
+    proc = subprocess.Popen([str(KFORGE), "ui", "--runs-dir", str(tmp_path / "runs"), "--backend", "cpu",
+                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        match = re.search(r"\(forge service (127\.0\.0\.1:\d+)\)", line)
+        assert match, line
+        client = ForgeClient(ForgeTarget.from_environ({FORGE_ENV_VAR: match.group(1)}), timeout_s=10)
+        assert client.list_runs() == []
+        assert (tmp_path / "runs").is_dir()
+        _wait_until_served(proc, port)
+    finally:
+        _stop(proc)
+    with pytest.raises(ForgeError, match="not reachable"):
+        ForgeClient(ForgeTarget.from_environ({FORGE_ENV_VAR: match.group(1)}), timeout_s=2).list_runs()
 
 
 def test_a_forge_that_cannot_start_is_reported() -> None:
@@ -104,8 +111,9 @@ def test_a_background_forge_serves_until_the_block_ends(runs_dir: Path) -> None:
     from tests.ui.conftest import forge_only
 
     with background_forge(lambda: forge_only(runs_dir)) as address:
-        client = ForgeClient(ForgeTarget.from_environ({"KFORGE_UI_FORGE": address}), timeout_s=5)
+        client = ForgeClient(ForgeTarget.from_environ({FORGE_ENV_VAR: address}), timeout_s=5)
         assert client.list_runs()
-    client = ForgeClient(ForgeTarget.from_environ({"KFORGE_UI_FORGE": address}), timeout_s=2)
-    with pytest.raises(Exception, match="not reachable"):
+    client = ForgeClient(ForgeTarget.from_environ({FORGE_ENV_VAR: address}), timeout_s=2)
+    with pytest.raises(ForgeError, match="not reachable"):
         client.list_runs()
+

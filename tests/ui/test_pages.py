@@ -1,4 +1,5 @@
-"""One AppTest per page against a real forge service on loopback holding seeded runs."""
+"""One AppTest per page against a real forge service on loopback holding a real `kforge optimize` run
+and seeded ones (an LLM run, a failed run)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from servicekit.security import Security
 from tests.ui.apptest import code_texts, open_page, texts
 from tests.ui.seeding import (
     ANSWER,
@@ -20,7 +22,9 @@ from tests.ui.seeding import (
     LLM_RUN_ID,
     PROMPT,
 )
-from ui.connection import FORGE_ENV_VAR
+from ui.cast_audit import audit_cast_bytes
+from ui.client import ForgeClient
+from ui.connection import FORGE_ENV_VAR, ForgeTarget
 from ui.tree_graph import BEST_COLOUR
 
 pytestmark = pytest.mark.usefixtures("forge_env")
@@ -130,3 +134,75 @@ def test_every_page_shows_a_forge_that_is_down(monkeypatch: pytest.MonkeyPatch) 
     for page in ("runs", "run", "card", "candidate", "providers", "package"):
         at = open_page(page)
         assert any("not reachable" in e for e in texts(at.error)), page
+
+
+# -- the run made by a real `kforge optimize` -----------------------------------------------------
+@pytest.fixture(scope="module")
+def forge(forge_address: str) -> ForgeClient:
+    """The forge's own answers, which the pages must show."""
+    return ForgeClient(ForgeTarget(forge_address, Security()))
+
+
+def test_runs_page_lists_the_optimized_run(optimized_run_id: str, forge: ForgeClient) -> None:
+    run = forge.get_run(optimized_run_id)
+    frame = open_page("runs").dataframe[0].value.set_index("run")
+    row = frame.loc[optimized_run_id]
+    assert (row["model"], row["proposer"], row["status"], row["backend"]) == ("small_cnn", "offline", "done", "cpu")
+    assert row["evaluations"] == f"{run.evaluations_done}/{run.evaluations_budget}"
+    assert row["e2e speedup"] == pytest.approx(run.best_e2e_speedup)
+
+
+def test_run_page_of_the_optimized_run_shows_its_searched_card(optimized_run_id: str, forge: ForgeClient) -> None:
+    at = open_page("run", run=optimized_run_id)
+    run = forge.get_run(optimized_run_id)
+    metrics = _metrics(at)
+    assert metrics["Evaluations"] == f"{run.evaluations_done}/{run.evaluations_budget}"
+    assert metrics["End-to-end speedup"] == f"×{run.best_e2e_speedup:.2f}"
+    searched = [c for c in forge.list_cards(optimized_run_id) if c.evaluations]
+    assert searched
+    frame = at.dataframe[0].value.set_index("card")
+    for card in searched:
+        assert frame.loc[card.card_id, "evaluations"] == card.evaluations
+        assert frame.loc[card.card_id, "speedup"] == pytest.approx(card.speedup)
+    links = [link.proto.label for link in at.get("page_link")]
+    assert any(searched[0].card_id[:8] in label for label in links)
+    assert at.get("vega_lite_chart") and not at.error
+
+
+def test_card_and_candidate_pages_of_the_optimized_run(optimized_run_id: str, forge: ForgeClient) -> None:
+    card = next(c for c in forge.list_cards(optimized_run_id) if c.evaluations)
+    tree = forge.card_tree(optimized_run_id, card.card_id)
+    at = open_page("card", run=optimized_run_id, card=card.card_id)
+    dot = at.get("graphviz_chart")[0].proto.spec
+    assert all(n.candidate_id[:8] in dot for n in tree.nodes)
+    assert len(at.dataframe[0].value) == len(tree.nodes)
+
+    child = next((n for n in tree.nodes if n.parent_id), tree.nodes[0])
+    at = open_page("candidate", run=optimized_run_id, card=card.card_id, candidate=child.candidate_id)
+    cand = forge.candidate(optimized_run_id, child.candidate_id)
+    codes = code_texts(at)
+    assert cand.source.rstrip() in codes
+    if child.parent_id:
+        assert any(c.startswith(f"--- {child.parent_id} (parent)") for c in codes)
+    assert any("without an LLM call" in i for i in texts(at.info))
+    assert not at.error
+
+
+def test_providers_page_compares_the_offline_and_llm_runs(optimized_run_id: str) -> None:
+    at = open_page("providers")
+    assert at.selectbox(key="providers:model").value == "small_cnn"
+    frame = at.dataframe[0].value.set_index("run")
+    assert frame.loc[optimized_run_id, "proposer"] == "offline" and frame.loc[optimized_run_id, "cost $"] == 0
+    assert frame.loc[LLM_RUN_ID, "proposer"] == LLM_PROPOSER
+    assert len(at.get("vega_lite_chart")) == 2
+    assert not any("Only one proposer" in i for i in texts(at.info))
+
+
+def test_package_page_audits_the_optimized_runs_cast(optimized_run_id: str, forge: ForgeClient) -> None:
+    audit = audit_cast_bytes(forge.export_cast(optimized_run_id))
+    at = open_page("package", run=optimized_run_id)
+    frame = at.dataframe[0].value
+    assert sorted(frame["card"]) == sorted(r.card_id for r in audit.rows)
+    assert _metrics(at)["fallback"] == str(audit.count("fallback"))
+    assert all(frame["why"].str.len() > 0)
+    assert not at.error
