@@ -11,6 +11,7 @@ import functools
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.utils._pytree import tree_map
@@ -26,6 +27,7 @@ from capture_service.recorder import OperatorRecorder
 from capture_service.records import SamplePolicy, VariantRecord
 from capture_service.spec import LoadedModel, describe_exception
 from capture_service.timing import DEFAULT_TIMING, TimingPolicy, median_call_us
+from packager.variant import ATTRIBUTES_KWARG, decode_value
 
 
 def capture_loaded(
@@ -183,7 +185,21 @@ def _card(record: VariantRecord, samples: list[Sample], device: str) -> Operator
         degenerate=record.degenerate,
         vendor_op=record.vendor_op,
         module_program_blob=record.program_blob,
+        module_attributes=_module_attributes(record),
     )
+
+
+def _module_attributes(record: VariantRecord) -> dict[str, Any]:
+    """A module card's attributes (``eps``, ``num_groups``, ...), read back from its key."""
+    if record.kind != "module":
+        return {}
+    encoded = json.loads(record.key.template)["kwargs"].get(ATTRIBUTES_KWARG)
+    if encoded is None:
+        return {}
+    pairs = decode_value(encoded, [])
+    assert isinstance(pairs, list)
+    return {str(name): value if isinstance(value, (bool, int, float, str, list, type(None))) else str(value)
+            for name, value in pairs}
 
 
 def _set_time_shares(cards: Sequence[OperatorCard]) -> float:

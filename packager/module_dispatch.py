@@ -26,7 +26,7 @@ import torch
 from packager.guard import address_miss
 from packager.kernel import LoadedKernel
 from packager.stats import AUTOGRAD, REMOVED
-from packager.variant import STATE_KWARG, decode_call, module_state
+from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG, decode_call, module_call_kwargs
 
 _REGISTRY: dict[str, ModuleOverride] = {}
 _REGISTRY_LOCK = threading.Lock()
@@ -79,7 +79,7 @@ class ModuleOverride:
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         module = self._module()
-        keyed_kwargs = {**kwargs, STATE_KWARG: module_state(module)}
+        keyed_kwargs = module_call_kwargs(module, kwargs)
         if torch.compiler.is_compiling():
             return self._forward_traced(args, kwargs, keyed_kwargs)
         misses: list[tuple[LoadedKernel, str]] = []
@@ -124,6 +124,7 @@ class ModuleOverride:
                 return outputs
         args, kwargs = decode_call(kernel.template, tensors)
         kwargs.pop(STATE_KWARG, None)
+        kwargs.pop(ATTRIBUTES_KWARG, None)
         result = self.original(*args, **kwargs)
         results = list(result) if isinstance(result, (tuple, list)) else [result]
         # A custom op's outputs may not alias its inputs.

@@ -195,6 +195,8 @@ def variant_key(op: str, args: Sequence[object], kwargs: Mapping[str, object]) -
 
 
 STATE_KWARG = "__state__"
+ATTRIBUTES_KWARG = "__attributes__"
+_PLAIN = (bool, int, float, str, type(None), torch.dtype)
 
 
 def qualified_class_name(module: torch.nn.Module) -> str:
@@ -210,10 +212,37 @@ def module_state(module: torch.nn.Module) -> list[list[object]]:
     return state
 
 
-def module_variant_key(module: torch.nn.Module, args: Sequence[object], kwargs: Mapping[str, object]) -> VariantKey:
-    """The variant key of a module call: class, forward arguments, and parameter/buffer layouts.
+def module_attributes(module: torch.nn.Module) -> dict[str, object]:
+    """The module's public plain attributes (``eps``, ``num_groups``, ``training``, ...).
 
-    The module's state travels as the ``__state__`` keyword, so its tensors follow the forward's
-    tensors in the kernel's input order.
+    They change what its forward computes, so they are part of its variant and a kernel bakes
+    them in.
     """
-    return variant_key(qualified_class_name(module), args, {**kwargs, STATE_KWARG: module_state(module)})
+    attributes: dict[str, object] = {}
+    for name, value in vars(module).items():
+        if name.startswith("_"):
+            continue
+        if isinstance(value, _PLAIN):
+            attributes[name] = value
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, _PLAIN) for v in value):
+            attributes[name] = list(value)
+    return attributes
+
+
+def module_variant_key(module: torch.nn.Module, args: Sequence[object], kwargs: Mapping[str, object]) -> VariantKey:
+    """The variant key of a module call: class, attributes, forward arguments, parameter/buffer layouts.
+
+    The module's state travels as the ``__state__`` keyword and its attributes as
+    ``__attributes__``, so its tensors follow the forward's tensors in the kernel's input order
+    and two instances that differ only in ``eps`` are different variants.
+    """
+    return variant_key(qualified_class_name(module), args, module_call_kwargs(module, kwargs))
+
+
+def module_call_kwargs(module: torch.nn.Module, kwargs: Mapping[str, object]) -> dict[str, object]:
+    """A module call's keywords plus its attributes and state, as its variant key sees them."""
+    return {
+        **kwargs,
+        ATTRIBUTES_KWARG: [[name, value] for name, value in sorted(module_attributes(module).items())],
+        STATE_KWARG: module_state(module),
+    }

@@ -15,6 +15,7 @@ from typing import Any
 
 from agent_service.models import ProposalRequest, Revision
 from capture_service.cards import OperatorCard, TensorSpec
+from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 ABI_HEADER = Path(__file__).resolve().parents[2] / "gpu_sandbox_service" / "include" / "kf_abi.h"
@@ -60,7 +61,7 @@ def reference_snippet(card: OperatorCard) -> str:
     """PyTorch code that computes the card's outputs from its inputs."""
     names = [f"in{i}" for i in range(len(card.inputs))]
     args = card.template.get("args", [])
-    kwargs = {k: v for k, v in card.template.get("kwargs", {}).items() if k != "__state__"}
+    kwargs = {k: v for k, v in card.template.get("kwargs", {}).items() if k not in (STATE_KWARG, ATTRIBUTES_KWARG)}
     call = [_python_value(a, names) for a in args] + [f"{k}={_python_value(v, names)}" for k, v in kwargs.items()]
     signature = ", ".join(names)
     if card.kind == "aten":
@@ -74,7 +75,7 @@ def reference_snippet(card: OperatorCard) -> str:
 def _module_note(card: OperatorCard) -> str:
     if card.kind != "module":
         return ""
-    state = card.template.get("kwargs", {}).get("__state__", {}).get("list", [])
+    state = card.template.get("kwargs", {}).get(STATE_KWARG, {}).get("list", [])
     pairs = []
     for entry in state:
         items = entry.get("list", []) if isinstance(entry, dict) else []

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capture_service.cards import OperatorCard, TensorSpec
+from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG
 
 
 class UnsupportedCard(Exception):
@@ -81,7 +82,8 @@ def module_tensors(card: OperatorCard) -> tuple[list[TensorArg], dict[str, Tenso
     """A module card's forward tensors (in order) and its state tensors by name."""
     args = [_decode(a, card) for a in card.template.get("args", [])]
     kwargs = {k: _decode(v, card) for k, v in card.template.get("kwargs", {}).items()}
-    state_pairs = kwargs.pop("__state__", [])
+    state_pairs = kwargs.pop(STATE_KWARG, [])
+    kwargs.pop(ATTRIBUTES_KWARG, None)  # the same values as card.module_attributes
     if any(not isinstance(a, TensorArg) for a in args) or kwargs:
         raise UnsupportedCard(f"{card.op}: forward takes non-tensor or keyword arguments")
     state = {str(name): t for name, t in state_pairs if isinstance(t, TensorArg)}

@@ -10,7 +10,7 @@ from typing import cast
 import torch
 
 from capture_service.cards import OperatorCard
-from packager.variant import STATE_KWARG, decode_call
+from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG, decode_call
 
 
 class CardError(ValueError):
@@ -71,6 +71,7 @@ class Reference:
         assert self._module is not None
         module = copy.deepcopy(self._module)
         state = kwargs.pop(STATE_KWARG, None)
+        kwargs.pop(ATTRIBUTES_KWARG, None)  # the exported program has them built in
         if state:
             pairs = cast(list[tuple[str, torch.Tensor]], state)
             module.load_state_dict({str(name): tensor for name, tensor in pairs}, strict=False)

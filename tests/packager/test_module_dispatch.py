@@ -35,7 +35,7 @@ def test_matching_module_instances_run_the_kernel_and_match_eager(net_cast) -> N
 
 def test_module_misses_fall_back_to_the_original_forward(net_cast) -> None:
     net, x, block, _, cast = net_cast
-    other = SmallNet(width=8)
+    other = SmallNet(width=8).eval()  # same attributes (training) as the captured block
     other.block1.weight.data = torch.randn(16)[::2]  # same shape, other stride
     with torch.no_grad(), cast.applied_to(net):
         y = torch.randn(2, 8)

@@ -41,3 +41,11 @@ def test_module_key_covers_parameters() -> None:
     assert key.op == "torch.nn.modules.normalization.LayerNorm"
     assert len(key.tensors) == 3
     assert module_variant_key(torch.nn.LayerNorm(8, elementwise_affine=False), [x], {}) != key
+
+
+def test_module_attributes_split_variants() -> None:
+    x = torch.randn(2, 8)
+    key = module_variant_key(torch.nn.LayerNorm(8, eps=1e-5), [x], {})
+    assert module_variant_key(torch.nn.LayerNorm(8, eps=1e-6), [x], {}) != key
+    assert module_variant_key(torch.nn.LayerNorm(8, eps=1e-5).eval(), [x], {}) != key  # training differs
+    assert module_variant_key(torch.nn.LayerNorm(8, eps=1e-5), [x], {}) == key
