@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+import pyarrow as pa
 from streamlit.testing.v1 import AppTest
 
 import ui
@@ -29,3 +31,10 @@ def texts(elements: object) -> list[str]:
 def code_texts(at: AppTest) -> list[str]:
     """The text of every code block, exactly as given to ``st.code``."""
     return [c.proto.code_text for c in at.code]
+
+
+def chart_data(at: AppTest, index: int = 0) -> pd.DataFrame:
+    """The data a Vega-Lite chart on the page was given."""
+    proto = at.get("vega_lite_chart")[index].proto
+    (dataset,) = proto.datasets
+    return pa.ipc.open_stream(dataset.data.data).read_pandas()

@@ -26,13 +26,16 @@ START_TIMEOUT_S = 60.0
 PAGE_TIMEOUT_MS = 30_000
 ERROR_SELECTORS = ('[data-testid="stException"]', '[data-testid="stAlertContentError"]')
 # (screenshot name, URL path and query, title the page shows, an element that shows it finished)
+# "{optimized}" stands for the run made by the real `kforge optimize`.
 PAGES = [
     ("runs", "", "Runs", '[data-testid="stDataFrame"]'),
-    ("run", f"run?run={LLM_RUN_ID}", "Run", '[data-testid="stVegaLiteChart"]'),
-    ("card", f"card?run={LLM_RUN_ID}", "Card", '[data-testid="stGraphVizChart"] svg'),
+    ("run", "run?run={optimized}", "Run", '[data-testid="stVegaLiteChart"]'),
+    ("run-llm", f"run?run={LLM_RUN_ID}", "Run", '[data-testid="stVegaLiteChart"]'),
+    ("card", "card?run={optimized}", "Card", '[data-testid="stGraphVizChart"] svg'),
+    ("card-llm", f"card?run={LLM_RUN_ID}", "Card", '[data-testid="stGraphVizChart"] svg'),
     ("candidate", f"candidate?run={LLM_RUN_ID}&candidate=b2b2b2b2b2b2", "Candidate", '[data-testid="stCode"]'),
-    ("providers", "providers", "Providers", '[data-testid="stDataFrame"]'),
-    ("package", "package", "Package", '[data-testid="stRadio"]'),
+    ("providers", "providers", "Providers", '[data-testid="stVegaLiteChart"]'),
+    ("package", "package?run={optimized}", "Package", '[data-testid="stDataFrame"]'),
 ]
 
 
@@ -72,7 +75,7 @@ def browser_page() -> Iterator[Page]:
     assert CHROMIUM.is_file(), "Debian's chromium is missing: scripts/setup.sh installs it"
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page = browser.new_page(viewport={"width": 1400, "height": 1700})
         yield page
         browser.close()
 
@@ -87,9 +90,9 @@ def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize(("name", "path", "title", "ready"), PAGES, ids=[p[0] for p in PAGES])
 def test_page_loads_without_errors(browser_page: Page, dashboard_url: str, screenshot_dir: Path,
-                                   name: str, path: str, title: str, ready: str) -> None:
+                                   optimized_run_id: str, name: str, path: str, title: str, ready: str) -> None:
     page = browser_page
-    page.goto(f"{dashboard_url}/{path}", timeout=PAGE_TIMEOUT_MS)
+    page.goto(f"{dashboard_url}/{path.format(optimized=optimized_run_id)}", timeout=PAGE_TIMEOUT_MS)
     page.get_by_role("heading", name=title, exact=True).wait_for(timeout=PAGE_TIMEOUT_MS)
     page.locator(ready).first.wait_for(timeout=PAGE_TIMEOUT_MS)
     page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from servicekit.security import Security
-from tests.ui.apptest import code_texts, open_page, texts
+from tests.ui.apptest import chart_data, code_texts, open_page, texts
 from tests.ui.seeding import (
     ANSWER,
     BEST_SOURCE,
@@ -25,6 +25,7 @@ from tests.ui.seeding import (
 from ui.cast_audit import audit_cast_bytes
 from ui.client import ForgeClient
 from ui.connection import FORGE_ENV_VAR, ForgeTarget
+from ui.tables import OTHER_CARDS
 from ui.tree_graph import BEST_COLOUR
 
 pytestmark = pytest.mark.usefixtures("forge_env")
@@ -109,10 +110,11 @@ def test_package_page_audits_a_runs_cast_exported_over_grpc() -> None:
     assert at.selectbox(key="package:run").value == LLM_RUN_ID
     metrics = _metrics(at)
     assert (metrics["custom"], metrics["backend wrapper"], metrics["fallback"]) == ("1", "0", "1")
-    frame = at.dataframe[0].value.set_index("class")
-    assert frame.loc["custom", "op"] == "aten::relu.default" and frame.loc["custom", "speedup"] == 2.0
-    assert "its own kernel" in frame.loc["custom", "why"]
-    assert frame.loc["fallback", "why"] == CONV_FALLBACK[2]
+    kernels = at.dataframe[0].value
+    assert kernels["op"].tolist() == ["aten::relu.default"] and kernels["speedup"].tolist() == [2.0]
+    assert "its own kernel" in kernels["why"].item()
+    assert at.dataframe[1].value.to_dict("records") == [{"reason": CONV_FALLBACK[2], "cards": 1}]
+    assert at.dataframe[2].value["card"].tolist() == [CONV_FALLBACK[0]]
     assert not at.error
 
 
@@ -201,8 +203,19 @@ def test_providers_page_compares_the_offline_and_llm_runs(optimized_run_id: str)
 def test_package_page_audits_the_optimized_runs_cast(optimized_run_id: str, forge: ForgeClient) -> None:
     audit = audit_cast_bytes(forge.export_cast(optimized_run_id))
     at = open_page("package", run=optimized_run_id)
-    frame = at.dataframe[0].value
-    assert sorted(frame["card"]) == sorted(r.card_id for r in audit.rows)
+    frames = [d.value for d in at.dataframe]
+    shown = [card for frame in frames if "card" in frame.columns for card in frame["card"]]
+    assert sorted(shown) == sorted(r.card_id for r in audit.rows)
+    assert all(frame["why"].str.len().gt(0).all() for frame in frames if "why" in frame.columns)
     assert _metrics(at)["fallback"] == str(audit.count("fallback"))
-    assert all(frame["why"].str.len() > 0)
     assert not at.error
+
+
+def test_the_time_plot_shows_one_kind_of_card_at_a_time(optimized_run_id: str, forge: ForgeClient) -> None:
+    kind_of = {c.card_id[:8]: c.kind for c in forge.list_cards(optimized_run_id) if c.eager_us}
+    assert set(kind_of.values()) == {"aten", "module"}, "small_cnn has aten and module cards"
+    at = open_page("run", run=optimized_run_id)
+    for kind in ("aten", "module"):
+        at.radio(key="time_plot_kind").set_value(kind).run()
+        shown = {label[-9:-1] for label in chart_data(at)["card"] if label != OTHER_CARDS}
+        assert shown and {kind_of[card] for card in shown} == {kind}

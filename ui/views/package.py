@@ -9,15 +9,31 @@ from ui.cast_audit import CLASS_MEANING, CastAudit
 from ui.views.formatting import SPEEDUP_COLUMN
 
 
-def audit_frame(audit: CastAudit) -> pd.DataFrame:
+def kernels_frame(audit: CastAudit) -> pd.DataFrame:
+    """The packaged kernels, with the numbers that earned each its place."""
     return pd.DataFrame(
         [
             {"card": r.card_id, "op": r.op, "class": r.audit_class, "arch": r.arch, "speedup": r.speedup,
              "with guard": r.effective_speedup, "why": r.why}
-            for r in audit.rows
+            for r in audit.rows if r.audit_class != "fallback"
         ],
         columns=["card", "op", "class", "arch", "speedup", "with guard", "why"],
     )
+
+
+def fallbacks_frame(audit: CastAudit) -> pd.DataFrame:
+    """The cards left on eager PyTorch, each with its reason."""
+    return pd.DataFrame(
+        [{"card": r.card_id, "op": r.op, "why": r.why} for r in audit.rows if r.audit_class == "fallback"],
+        columns=["card", "op", "why"],
+    )
+
+
+def fallback_reasons(audit: CastAudit) -> pd.DataFrame:
+    """How many cards stay on eager for each reason, the commonest first."""
+    frame = fallbacks_frame(audit)
+    counts = frame.groupby("why").size().sort_values(ascending=False)
+    return pd.DataFrame({"reason": counts.index, "cards": counts.to_numpy()})
 
 
 def render_audit(audit: CastAudit) -> None:
@@ -32,8 +48,19 @@ def render_audit(audit: CastAudit) -> None:
     if not audit.rows:
         st.info("This package lists no cards.")
         return
-    st.dataframe(audit_frame(audit), hide_index=True,
-                 column_config={"speedup": SPEEDUP_COLUMN, "with guard": SPEEDUP_COLUMN,
-                                "why": st.column_config.TextColumn(width="large")})
-    if not audit.count("custom") and not audit.count("backend_wrapper"):
+    st.subheader("Kernels")
+    kernels = kernels_frame(audit)
+    if kernels.empty:
         st.info("No kernel beat eager with its guard: the package leaves the whole model on eager PyTorch.")
+    else:
+        st.dataframe(kernels, hide_index=True, column_config={
+            "speedup": SPEEDUP_COLUMN, "with guard": SPEEDUP_COLUMN,
+            "why": st.column_config.TextColumn(width="large"),
+        })
+    fallbacks = fallbacks_frame(audit)
+    if not fallbacks.empty:
+        st.subheader("On eager PyTorch")
+        st.dataframe(fallback_reasons(audit), hide_index=True,
+                     column_config={"reason": st.column_config.TextColumn(width="large")})
+        with st.expander(f"All {len(fallbacks)} cards on eager"):
+            st.dataframe(fallbacks, hide_index=True, column_config={"why": st.column_config.TextColumn(width="large")})

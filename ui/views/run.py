@@ -54,7 +54,8 @@ def render_card_table(cards: Sequence[CardSummary]) -> None:
         },
     )
     if hidden:
-        st.caption(f"{hidden} cards that cannot be optimised are not shown.")
+        st.caption(f"{hidden} card{'s' if hidden > 1 else ''} that cannot be optimised "
+                   f"{'are' if hidden > 1 else 'is'} not shown.")
 
 
 def time_chart(cards: Sequence[CardSummary]) -> alt.Chart | None:
@@ -75,8 +76,17 @@ def time_chart(cards: Sequence[CardSummary]) -> alt.Chart | None:
     )
 
 
+KIND_LABELS = {"aten": "aten ops", "module": "modules"}
+
+
 def render_time_plot(cards: Sequence[CardSummary]) -> None:
+    """The time plot of one kind of card at a time: a module card's time includes its aten ops'."""
     st.subheader("Where the time goes")
+    kinds = [k for k in KIND_LABELS if any(c.kind == k and c.eager_us for c in cards)]
+    if len(kinds) > 1:
+        kind = st.radio("Cards", kinds, format_func=KIND_LABELS.__getitem__, horizontal=True, key="time_plot_kind",
+                        help="module cards contain the aten ops they run, so the two views are not added up")
+        cards = [c for c in cards if c.kind == kind]
     chart = time_chart(cards)
     if chart is None:
         st.info("No eager timings yet.")
