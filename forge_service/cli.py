@@ -51,7 +51,11 @@ PLUGIN_CLIS = ("capture_service.cli", "gpu_sandbox_service.cli", "ui.cli")
 # -- connections -------------------------------------------------------------------------------
 @contextlib.asynccontextmanager
 async def forge_stub(args: argparse.Namespace) -> AsyncIterator[forge_grpc.ForgeServiceStub]:
-    """A stub of the forge named by --forge, or of an embedded one started for this command."""
+    """A stub of the forge named by --forge, or of an embedded one started for this command.
+
+    The security options secure the connections to the services given by address: the forge
+    itself, or with an embedded forge the --capture, --agent and --sandbox services.
+    """
     if getattr(args, "forge", None):
         chan = channel(args.forge, security_from_args(args))
         try:
@@ -64,6 +68,7 @@ async def forge_stub(args: argparse.Namespace) -> AsyncIterator[forge_grpc.Forge
     async with embedded_services(
         args.runs_dir, backend=getattr(args, "backend", "auto"), capture=getattr(args, "capture", None),
         agent=getattr(args, "agent", None), sandboxes=getattr(args, "sandbox", None),
+        client_security=security_from_args(args),
     ) as services:
         chan = channel(services.forge_address)
         try:

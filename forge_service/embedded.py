@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from forge_service import server as forge_server
+from servicekit.security import Security
 
 
 @dataclass
@@ -33,8 +34,13 @@ async def embedded_services(
     capture: str | None = None,
     agent: str | None = None,
     sandboxes: list[str] | None = None,
+    client_security: Security | None = None,
 ) -> AsyncIterator[EmbeddedServices]:
-    """Start the services not given by address, then the forge service over all of them."""
+    """Start the services not given by address, then the forge service over all of them.
+
+    ``client_security`` (TLS, token) is how the forge reaches the services given by address;
+    the ones started here listen on loopback in plain text and are reached without it.
+    """
     from agent_service import server as agent_server
     from capture_service import server as capture_server
     from gpu_sandbox_service import server as sandbox_server
@@ -50,7 +56,10 @@ async def embedded_services(
         if not sandboxes:
             started.append(await sandbox_server.start(backend=backend, work_dir=runs_dir / ".sandbox"))
             sandboxes = [started[-1].address]
-        forge = await forge_server.start(runs_dir=runs_dir, capture=capture, agent=agent, sandboxes=sandboxes)
+        forge = await forge_server.start(
+            runs_dir=runs_dir, capture=capture, agent=agent, sandboxes=sandboxes, client_security=client_security,
+            embedded=frozenset(bound.address for bound in started),
+        )
         try:
             yield EmbeddedServices(forge, started)
         finally:

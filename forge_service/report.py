@@ -179,4 +179,39 @@ def build_report(store: RunStore, config: RunConfig) -> RunReport:
     )
     (store.run_dir / "report.json").write_text(report.model_dump_json(indent=1))
     (store.run_dir / "report.md").write_text(report.markdown())
+    try:
+        plot_report(report, store.run_dir / "report.png")
+    except ImportError:
+        log.info("matplotlib is not installed: no report.png")
     return report
+
+
+def plot_report(report: RunReport, path: Path) -> None:
+    """Eager and best time per searched card, and the model end to end, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cards = [c for c in report.cards if c.status != "skipped" and c.eager_us]
+    e2e = report.end_to_end
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 0.5 * max(len(cards), 4) + 1.5),
+                                      gridspec_kw={"width_ratios": [3, 1]})
+    labels = [f"{c.op.split('.')[-2] if c.kind == 'module' else c.op} ({c.time_share:.0%})" for c in cards]
+    rows = range(len(cards))
+    left.barh([r + 0.2 for r in rows], [c.eager_us or 0 for c in cards], height=0.4, label="eager")
+    left.barh([r - 0.2 for r in rows], [c.best_us or 0 for c in cards], height=0.4, label="best kernel")
+    left.set_yticks(list(rows), labels, fontsize=8)
+    left.set_xlabel("µs per call")
+    left.set_title("searched cards")
+    left.legend()
+    variants = [("eager", e2e.eager_ms), (".cast", e2e.cast_ms), ("compile", e2e.compile_ms),
+                (".cast+compile", e2e.cast_compile_ms)]
+    shown = [(name, ms) for name, ms in variants if ms is not None]
+    right.bar([n for n, _ in shown], [ms for _, ms in shown])
+    right.set_ylabel("ms per forward")
+    right.set_title("end to end, guards on" if e2e.measured else "end to end: not measured")
+    right.tick_params(axis="x", labelrotation=30)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

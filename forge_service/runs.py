@@ -45,6 +45,13 @@ class ServiceAddresses:
     agent: str
     sandboxes: list[str]
     security: Security | None = None
+    #: Services started in this process on loopback: reached in plain text without ``security``,
+    #: which is meant for the remote ones.
+    embedded: frozenset[str] = frozenset()
+
+    def security_for(self, address: str) -> Security | None:
+        """How to reach ``address``: ``security``, unless it is an embedded service."""
+        return None if address in self.embedded else self.security
 
 
 @dataclass
@@ -195,8 +202,8 @@ class RunManager:
     async def _search(self, run_id: str, config: RunConfig) -> None:
         store = self.store(run_id)
         addresses = config.sandbox_addresses or self.services.sandboxes
-        sandboxes = [SandboxClient(a, self.services.security) for a in addresses]
-        agent = AgentClient(self.services.agent, self.services.security)
+        sandboxes = [SandboxClient(a, self.services.security_for(a)) for a in addresses]
+        agent = AgentClient(self.services.agent, self.services.security_for(self.services.agent))
         try:
             pool = SandboxPool(sandboxes)
             device = await _first_device(pool, config.backend)
@@ -253,7 +260,7 @@ class RunManager:
         store = self.store(run_id)
         with contextlib.suppress(FileNotFoundError):
             return CardSet.load(store.capture_dir).cards
-        client = CaptureClient(self.services.capture, self.services.security)
+        client = CaptureClient(self.services.capture, self.services.security_for(self.services.capture))
         try:
             request = capture_pb2.StartCaptureRequest(
                 model_spec=config.model_spec, device=backend, grad_mode=config.grad_mode, samples=config.samples,

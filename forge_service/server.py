@@ -40,9 +40,14 @@ async def start(
     sandboxes: list[str],
     security: Security | None = None,
     client_security: Security | None = None,
+    embedded: frozenset[str] = frozenset(),
 ) -> ForgeServer:
-    """Serve ForgeService on ``address``, driving the given capture, agent and sandbox services."""
-    manager = RunManager(runs_dir, ServiceAddresses(capture, agent, sandboxes, client_security))
+    """Serve ForgeService on ``address``, driving the given capture, agent and sandbox services.
+
+    ``client_security`` secures the forge's calls to them, except to the ``embedded`` addresses:
+    services started in this process on loopback, reached in plain text.
+    """
+    manager = RunManager(runs_dir, ServiceAddresses(capture, agent, sandboxes, client_security, embedded))
     servicer = ForgeServicer(manager)
     bound = await create_server(
         [ServiceBinding(servicer, forge_grpc.add_ForgeServiceServicer_to_server, SERVICE_NAME)],

@@ -47,6 +47,8 @@ def test_a_run_captures_searches_and_packages(first_run: tuple[Path, dict]) -> N
         assert card["best_candidate_id"], card  # every searched op has a passing kernel
         assert card["audit_class"] == "custom"
     report = out["report"]
+    run_dir = Path(run["run_dir"])
+    assert all((run_dir / name).is_file() for name in ("report.json", "report.md", "report.png", "model.cast"))
     assert report["end_to_end"]["measured"], report["end_to_end"]
     assert report["end_to_end"]["parity_ok"]
     verify = subprocess.run([sys.executable, "-m", "packager.cli", "verify", str(runs / "tiny.cast")],
