@@ -1,9 +1,12 @@
 """The compose file is valid Compose (strict compose-spec parser) and wires the services safely."""
 
+import argparse
 from pathlib import Path
 
 import pytest
 from compose_spec import PyOptions
+
+from forge_service.cli import build_parser
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 SERVICES = {"capture": 50051, "agent": 50052, "sandbox": 50053, "forge": 50050}
@@ -18,6 +21,23 @@ def _load(text: str) -> dict:
 @pytest.fixture(scope="module")
 def compose() -> dict:
     return _load((DEPLOY / "docker-compose.yml").read_text())
+
+
+@pytest.fixture(scope="module")
+def kforge() -> argparse.ArgumentParser:
+    return build_parser()
+
+
+def _volume_targets(service: dict) -> dict[str, str]:
+    """Volume name (or host path) -> where the service sees it, in either Compose syntax."""
+    targets = {}
+    for volume in service.get("volumes", []):
+        if isinstance(volume, dict):
+            targets[volume["source"]] = volume["target"]
+        else:
+            source, target = str(volume).split(":")[:2]
+            targets[source] = target
+    return targets
 
 
 def test_the_parser_rejects_invalid_compose():
@@ -73,3 +93,17 @@ def test_dockerfile_runs_kforge_as_an_unprivileged_user():
     assert "USER kforge" in lines
     assert "STOPSIGNAL SIGTERM" in lines
     assert (DEPLOY / "Dockerfile.dockerignore").read_text().count(".venv") == 1
+
+
+@pytest.mark.parametrize("name", SERVICES)
+def test_each_command_is_one_kforge_accepts(compose, kforge, name):
+    args = kforge.parse_args(compose["services"][name]["command"])
+    assert (args.command, args.service) == ("serve", name)
+
+
+def test_captures_are_kept_on_their_volume(compose, kforge):
+    """The root file system is read-only: the capture service must write where its volume is."""
+    capture = compose["services"]["capture"]
+    args = kforge.parse_args(capture["command"])
+    assert str(args.work_dir) == _volume_targets(capture)["captures"] == "/var/lib/kforge/captures"
+    assert "captures" in compose["volumes"]

@@ -1,11 +1,14 @@
 """Every Kubernetes manifest parses and matches the Kubernetes schema (strict: no unknown fields)."""
 
+import argparse
 import copy
 from pathlib import Path
 
 import kubernetes_validate
 import pytest
 import yaml
+
+from forge_service.cli import build_parser
 
 K8S_DIR = Path(__file__).resolve().parents[2] / "deploy" / "k8s"
 KUBERNETES_VERSION = "1.30.0"
@@ -33,6 +36,14 @@ def _by_kind(kind: str, name: str) -> dict:
 def _container(workload: dict) -> dict:
     (container,) = workload["spec"]["template"]["spec"]["containers"]
     return container
+
+
+WORKLOADS = [doc for _, doc in RESOURCES if doc["kind"] in ("DaemonSet", "StatefulSet", "Deployment")]
+
+
+@pytest.fixture(scope="module")
+def kforge() -> argparse.ArgumentParser:
+    return build_parser()
 
 
 @pytest.mark.parametrize(("file", "doc"), RESOURCES, ids=[f"{f}:{d['kind']}" for f, d in RESOURCES])
@@ -67,6 +78,19 @@ def test_forge_is_a_statefulset_with_its_run_store_on_a_volume():
     mounts = {m["name"]: m["mountPath"] for m in _container(forge)["volumeMounts"]}
     assert mounts[claim["metadata"]["name"]] == "/var/lib/kforge/runs"
     assert "--runs-dir=/var/lib/kforge/runs" in _container(forge)["args"]
+
+
+@pytest.mark.parametrize("workload", WORKLOADS, ids=[w["metadata"]["name"] for w in WORKLOADS])
+def test_each_container_runs_a_command_kforge_accepts(kforge, workload):
+    args = kforge.parse_args(_container(workload)["args"])
+    assert args.command == "serve" and workload["metadata"]["name"] == f"kforge-{args.service}"
+
+
+def test_captures_are_kept_on_their_volume(kforge):
+    """The root file system is read-only: the capture service must write where its volume is."""
+    capture = _container(_by_kind("Deployment", "kforge-capture"))
+    mounts = {m["name"]: m["mountPath"] for m in capture["volumeMounts"]}
+    assert str(kforge.parse_args(capture["args"]).work_dir) == mounts["captures"] == "/var/lib/kforge/captures"
 
 
 def test_agent_and_capture_are_deployments():

@@ -4,24 +4,37 @@ The GPU host (192.0.2.1, a documentation address that exists only inside these n
 serves over TLS with a bearer token; the controller host (192.0.2.2) connects to it. A wrong
 token, a missing token, a client trusting another CA and a plain-text client are each refused.
 The server and every client are real processes: `python -m servicekit.probe serve|check`.
+
+A run goes through too: `kforge serve sandbox` on the GPU host under mutual TLS and the token,
+`kforge optimize --sandbox` on the controller host (its forge, capture and agent embedded); its
+candidate is evaluated by that sandbox, and a wrong token or a missing CA fails the run.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
+from forge_service.store import DB_FILE
 from servicekit.devcerts import DevCertificates, make_certificates
 
 GPU_ADDRESS = "192.0.2.1"
 CONTROLLER_ADDRESS = "192.0.2.2"
 PORT = 50053
+SANDBOX_PORT = 50054
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = ROOT / "tests" / "forge_service" / "models" / "tiny_mlp.py"
 
 
 def _ip(*args: str) -> subprocess.CompletedProcess[str]:
@@ -161,3 +174,130 @@ def test_gpu_host_refuses_to_listen_without_tls_and_token(hosts, certs):
     )  # fmt: skip
     assert result.returncode == 2
     assert "refusing to listen on non-loopback address 192.0.2.1:0 without TLS" in result.stderr
+
+
+# -- a run through the GPU host's sandbox -------------------------------------------------------
+@dataclass(frozen=True)
+class RemoteSandbox:
+    address: str
+    work_dir: Path
+
+
+def _kforge_in(ns: str, *args: str) -> list[str]:
+    return ["ip", "netns", "exec", ns, sys.executable, "-m", "forge_service.cli", *args]
+
+
+def _wait_for_listening(proc: subprocess.Popen[bytes], log: Path, timeout_s: float) -> str:
+    """The address a `kforge serve` process reports once it listens; fails with its log if it dies."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if match := re.search(r"listening on (\S+:\d+)", log.read_text()):
+            return match.group(1)
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    raise AssertionError(f"the sandbox service did not start:\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def gpu_sandbox(
+    hosts: Hosts, certs: DevCertificates, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RemoteSandbox]:
+    """`kforge serve sandbox` on the GPU host: mutual TLS (it requires client certificates) and the token."""
+    work = tmp_path_factory.mktemp("gpu-sandbox")
+    log = work / "serve.log"
+    command = _kforge_in(
+        hosts.gpu, "serve", "sandbox", "--address", f"{GPU_ADDRESS}:{SANDBOX_PORT}", "--backend", "cpu",
+        "--work-dir", str(work / "state"), "--tls-cert", str(certs.server_cert), "--tls-key", str(certs.server_key),
+        "--tls-ca", str(certs.ca_cert), "--token-file", str(certs.token_file),
+    )  # fmt: skip
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            command, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, env=_clean_env(), start_new_session=True
+        )
+    try:
+        address = _wait_for_listening(proc, log, timeout_s=60)
+        assert address == f"{GPU_ADDRESS}:{SANDBOX_PORT}"
+        yield RemoteSandbox(address, work / "state")
+    finally:
+        proc.terminate()  # SIGTERM: the graceful path
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _client_options(certs: DevCertificates, token_file: Path) -> list[str]:
+    return ["--tls-ca", str(certs.ca_cert), "--tls-cert", str(certs.client_cert), "--tls-key",
+            str(certs.client_key), "--token-file", str(token_file)]  # fmt: skip
+
+
+def _optimize(hosts: Hosts, sandbox: RemoteSandbox, runs_dir: Path, *options: str) -> tuple[int, dict, str]:
+    """`kforge optimize` of the tiny model on the controller host against the GPU host's sandbox."""
+    result = subprocess.run(
+        _kforge_in(hosts.controller, "optimize", str(MODEL), "--backend", "cpu", "--budget", "1", "--max-cards", "1",
+                   "--sandbox", sandbox.address, *options, "--json", "--runs-dir", str(runs_dir)),
+        cwd=ROOT, capture_output=True, text=True, timeout=150, env=_clean_env(),
+    )  # fmt: skip
+    outcome = json.loads(result.stdout) if result.stdout.strip() else {}
+    return result.returncode, outcome, result.stderr
+
+
+def _sandbox_ids_of_results(runs_dir: Path) -> list[str]:
+    (db,) = runs_dir.glob(f"*/{DB_FILE}")
+    con = sqlite3.connect(db)
+    try:
+        return [json.loads(r)["sandboxId"] for (r,) in con.execute("SELECT result_json FROM results")]
+    finally:
+        con.close()
+
+
+def _sample_blobs(card_json: str) -> set[str]:
+    samples = json.loads(card_json)["samples"]
+    return {s[key] for s in samples for key in ("inputs_blob", "outputs_blob")}
+
+
+def test_a_run_on_the_controller_evaluates_on_the_gpu_hosts_sandbox(hosts, gpu_sandbox, certs, tmp_path):
+    runs_dir = tmp_path / "runs"
+    code, outcome, stderr = _optimize(hosts, gpu_sandbox, runs_dir, *_client_options(certs, certs.token_file))
+    assert code == 0, stderr[-3000:]
+    run = outcome["run"]
+    assert run["status"] == "done", run
+    searched = [c for c in outcome["cards"] if c["status"] != "skipped"]
+    assert searched and all(c.get("evaluations", 0) == 1 for c in searched), searched
+    assert run["evaluations_done"] == len(searched)
+
+    # Every result names the GPU host's sandbox, asked for its identity over the same TLS and token ...
+    identity = subprocess.run(
+        ["ip", "netns", "exec", hosts.controller, sys.executable, "-m", "tests.deploy.sandbox_device",
+         gpu_sandbox.address, *_client_options(certs, certs.token_file)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, env=_clean_env(),
+    )  # fmt: skip
+    assert identity.returncode == 0, identity.stderr[-2000:]
+    sandbox_id = json.loads(identity.stdout)["sandbox_id"]
+    assert _sandbox_ids_of_results(runs_dir) == [sandbox_id] * len(searched)
+    # ... it holds the reference samples the controller uploaded, and no local sandbox was started.
+    held = {p.name for p in (gpu_sandbox.work_dir / "blobs").iterdir()}
+    for card in searched:
+        assert _sample_blobs(card["card"]["card_json"]) <= held
+    assert not (runs_dir / ".sandbox").exists()
+
+
+def test_a_run_with_a_wrong_token_fails_unauthenticated(hosts, gpu_sandbox, certs, tmp_path):
+    wrong = tmp_path / "wrong-token"
+    wrong.write_text("not-the-token\n")
+    wrong.chmod(0o600)
+    code, outcome, stderr = _optimize(hosts, gpu_sandbox, tmp_path / "runs", *_client_options(certs, wrong))
+    assert code == 1, stderr[-3000:]
+    run = outcome["run"]
+    assert run["status"] == "failed" and run.get("evaluations_done", 0) == 0, run
+    assert "UNAUTHENTICATED" in run["error"], run["error"]
+
+
+def test_a_run_without_the_ca_refuses_to_send_its_token_in_the_clear(hosts, gpu_sandbox, certs, tmp_path):
+    code, outcome, stderr = _optimize(hosts, gpu_sandbox, tmp_path / "runs", "--token-file", str(certs.token_file))
+    assert code == 1, stderr[-3000:]
+    run = outcome["run"]
+    assert run["status"] == "failed" and run.get("evaluations_done", 0) == 0, run
+    assert f"refusing a plain-text connection to non-loopback address {gpu_sandbox.address}" in run["error"]
