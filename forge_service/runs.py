@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from capture_service.blobs import PROGRAM_SUFFIX, SAFETENSORS_SUFFIX
 from capture_service.cards import BLOBS_DIR, CardSet, OperatorCard
 from forge_service.card_search import BUDGET_SPENT, NO_PROPOSAL, CardSearch, SearchSettings
@@ -194,6 +196,9 @@ class RunManager:
             await self._set_status(run_id, "done", "run finished at its time limit")
         except KforgeError as exc:
             await self._set_status(run_id, "failed", f"run failed: {exc}", error=str(exc))
+        except grpc.aio.AioRpcError as exc:
+            error = f"a service answered {exc.code().name}: {exc.details()}"
+            await self._set_status(run_id, "failed", f"run failed: {error}", error=error)
         except Exception as exc:
             log.exception("run %s failed", run_id)
             await self._set_status(run_id, "failed", f"run failed: {type(exc).__name__}: {exc}",
