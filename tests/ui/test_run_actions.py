@@ -14,6 +14,7 @@ import pytest
 from capture_service import server as capture_server
 from forge_service import server as forge_server
 from gpu_sandbox_service import server as sandbox_server
+from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from servicekit.security import Security
 from tests.ui.apptest import open_page, texts
 from tests.ui.conftest import NO_SERVICE
@@ -96,3 +97,21 @@ def test_a_run_without_a_model_spec_is_not_started(fresh_forge: ForgeClient) -> 
     assert any("Give a model spec" in e for e in texts(at.error))
     assert fresh_forge.list_runs() == []
     assert os.environ[FORGE_ENV_VAR] == fresh_forge.address
+
+
+def test_the_run_page_follows_an_active_run_and_cancels_it(fresh_forge: ForgeClient, tmp_path: Path) -> None:
+    spec = tmp_path / "slow_model.py"
+    spec.write_text(SLOW_MODEL)
+    run = fresh_forge.start_run(forge_pb2.RunConfig(model_spec=str(spec), backend="cpu", budget_per_card=2))
+    _wait_for_status(fresh_forge, run.run_id, "running")
+    at = open_page("run", run=run.run_id)
+    assert _metric(at, "Status") == "running"
+    assert any("not been captured" in i for i in texts(at.info))
+    next(b for b in at.button if b.label == "Cancel this run").click().run()
+    assert not at.exception and not at.error
+    assert fresh_forge.get_run(run.run_id).status == "cancelled"
+    assert _metric(at, "Status") == "cancelled"
+
+
+def _metric(at: object, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)  # type: ignore[attr-defined]
