@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from capture_service.cards import OperatorCard
 from forge_service.config import RunConfig
-from forge_service.store import RunStore, best_candidate, package_inputs
+from forge_service.store import RunStore, audit_class, best_candidate, package_inputs
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def card_reports(store: RunStore) -> list[CardReport]:
             reason=row.reason, eager_us=eager, best_us=best_us, speedup=result.speedup if result else None,
             floor_us=row.floor_us,
             pct_of_floor=100.0 * row.floor_us / best_us if best_us and row.floor_us else None,
-            audit_class=(result.audit_class or "custom") if result else "fallback",
+            audit_class=audit_class(result),
             evaluations=store.evaluation_count(row.id), cost_usd=store.total_cost(row.id).usd,
         ))
     return reports

@@ -12,7 +12,7 @@ from google.protobuf import json_format
 
 from forge_service.config import RunConfig
 from forge_service.runs import CAST_FILE, RunManager
-from forge_service.store import RunStore, best_candidate
+from forge_service.store import RunStore, audit_class, best_candidate
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from kernel_forge.forge.v1 import service_pb2_grpc as forge_grpc
@@ -64,7 +64,7 @@ def run_cards(store: RunStore) -> list[forge_pb2.RunCard]:
             msg.best_latency_us = result.latency_us
             msg.eager_latency_us = result.eager_latency_us
             msg.speedup = result.speedup
-            msg.audit_class = result.audit_class or "custom"
+            msg.audit_class = audit_class(result)
         out.append(msg)
     return out
 

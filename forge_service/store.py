@@ -350,6 +350,13 @@ def best_candidate(store: RunStore, card_id: str) -> tuple[CandidateRow, types_p
     return store.candidate(cid), result
 
 
+def audit_class(result: types_pb2.CandidateResult | None) -> str:
+    """What runs for a card: its best kernel's class when that kernel beats eager, else eager."""
+    if result is None or not result.HasField("speedup") or result.speedup <= 1.0:
+        return "fallback"
+    return result.audit_class or "custom"
+
+
 def package_inputs(run_dir: Path) -> tuple[Any, list[Any], list[Any]]:
     """What ``packager build`` needs from a finished run: model identity, kernels, fallbacks."""
     from capture_service.cards import OperatorCard
