@@ -41,6 +41,8 @@ KEEPALIVE_SERVER_OPTIONS = [
     ("grpc.http2.min_ping_interval_without_data_ms", 20_000),
 ]
 DEFAULT_GRACE_S = 10.0
+#: How long past its grace period a stop may take before it is given up on (the process goes on).
+STOP_MARGIN_S = 10.0
 
 
 class DomainErrorInterceptor(grpc.aio.ServerInterceptor):
@@ -110,7 +112,10 @@ class BoundServer:
     async def stop(self, grace_s: float = 2.0) -> None:
         """Report NOT_SERVING, refuse new RPCs, and give in-flight ones ``grace_s`` to finish."""
         await self.health.enter_graceful_shutdown()
-        await self.server.stop(grace_s)
+        try:
+            await asyncio.wait_for(self.server.stop(grace_s), timeout=grace_s + STOP_MARGIN_S)
+        except asyncio.TimeoutError:
+            log.warning("server on %s did not confirm its stop within %.0f s", self.address, grace_s + STOP_MARGIN_S)
 
 
 def check_listen_policy(address: str, security: Security, tls: bool) -> None:
