@@ -45,6 +45,7 @@ async def embedded_services(
     from capture_service import server as capture_server
     from gpu_sandbox_service import server as sandbox_server
 
+    runs_dir = Path(runs_dir).resolve()
     started: list[Any] = []
     try:
         if capture is None:

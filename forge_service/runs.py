@@ -72,7 +72,7 @@ class RunManager:
     """Owns the runs under ``runs_dir``; several runs may execute at once."""
 
     def __init__(self, runs_dir: Path, services: ServiceAddresses) -> None:
-        self.runs_dir = Path(runs_dir)
+        self.runs_dir = Path(runs_dir).resolve()
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         self.services = services
         self._stores: dict[str, RunStore] = {}

@@ -20,6 +20,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,6 +76,18 @@ _BWRAP_BASE = [
     "--ro-bind", "/", "/", "--proc", "/proc", "--tmpfs", "/tmp", "--unshare-net", "--unshare-pid",
     "--unshare-ipc", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
 ]
+
+
+def _tmp_paths_needed() -> list[str]:
+    """Read-only binds for what the child needs that lies under /tmp, which bubblewrap replaces
+    with an empty tmpfs: the interpreter's prefix and import path (a checkout or virtual
+    environment under /tmp)."""
+    wanted = {sys.prefix, sys.exec_prefix, *(p for p in sys.path if p)}
+    paths = sorted({str(Path(p).resolve()) for p in wanted if Path(p).is_dir()})
+    under_tmp = [p for p in paths if p == "/tmp" or p.startswith("/tmp/")]
+    # a folder already bound through one of its parents needs no bind of its own
+    roots = [p for p in under_tmp if not any(p != q and p.startswith(q + "/") for q in under_tmp)]
+    return [arg for p in roots for arg in ("--ro-bind", p, p)]
 
 
 def _launcher_argv(config: str) -> list[str]:
@@ -170,8 +183,9 @@ async def run_isolated(
     command = [*_launcher_argv(json.dumps(config)), *argv]
     if features.bubblewrap:
         dev = ["--dev-bind", "/dev", "/dev"] if gpu else ["--dev", "/dev"]
-        command = [features.bubblewrap, *_BWRAP_BASE, *dev, "--bind", str(run_dir), str(run_dir),
-                   "--chdir", str(run_dir), "--", *command]
+        run_dir = run_dir.resolve()
+        command = [features.bubblewrap, *_BWRAP_BASE, *dev, *_tmp_paths_needed(), "--bind", str(run_dir),
+                   str(run_dir), "--chdir", str(run_dir), "--", *command]
     environment = dict(env or allowed_environment(run_dir))
     read_fd, write_fd = os.pipe() if result_pipe else (-1, -1)
     pass_fds: tuple[int, ...] = ()

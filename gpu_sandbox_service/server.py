@@ -22,7 +22,7 @@ async def start(address: str = "127.0.0.1:0", *, backend: str = "auto", work_dir
                 workers: int | None = None, limits: Limits | None = None,
                 security: Security | None = None) -> BoundServer:
     """Start a SandboxService on ``address``; ``work_dir`` keeps blobs and the compile cache."""
-    root = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="kforge-sandbox-"))
+    root = Path(work_dir).resolve() if work_dir is not None else Path(tempfile.mkdtemp(prefix="kforge-sandbox-"))
     blobs = BlobStore(root / "blobs")
     evaluator = Evaluator(root, backend, blobs, limits, workers=workers)
     servicer = SandboxServicer(evaluator, blobs)
