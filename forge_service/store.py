@@ -341,12 +341,17 @@ def _candidate(r: sqlite3.Row) -> CandidateRow:
 
 
 def best_candidate(store: RunStore, card_id: str) -> tuple[CandidateRow, types_pb2.CandidateResult] | None:
-    """The fastest passing candidate of a card, or None."""
+    """The passing candidate with the highest speedup over eager, or None.
+
+    Speedup, not raw latency, decides: each candidate's eager time is measured interleaved with
+    it in the same process, so the ratio is robust to the machine getting busier between
+    candidates.
+    """
     results = store.results(card_id)
     passing = [(cid, r) for cid, r in results.items() if r.status == types_pb2.PASSED and r.HasField("latency_us")]
     if not passing:
         return None
-    cid, result = min(passing, key=lambda p: (p[1].latency_us, p[0]))
+    cid, result = max(passing, key=lambda p: (p[1].speedup, -p[1].latency_us, p[0]))
     return store.candidate(cid), result
 
 
