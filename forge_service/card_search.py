@@ -194,7 +194,7 @@ class CardSearch:
         """Whether to start no new candidate; sets :attr:`stop_reason` when it says so."""
         if committed >= self.settings.budget:
             self.stop_reason = BUDGET_SPENT
-        elif self._usd_left() is not None and (self._usd_left() or 0.0) <= 0.0:
+        elif (usd_left := self._usd_left()) is not None and usd_left <= 0.0:
             self.stop_reason = DOLLARS_SPENT
         elif self._idle_proposals >= self.settings.max_idle_proposals:
             self.stop_reason = "no more proposals"
@@ -287,7 +287,7 @@ class CardSearch:
             request.budget_usd_remaining = max(usd_left, 0.0)
         results = self.store.results(self.card.id)
         for other in self.store.candidates(self.card.id):
-            if other.source and other.id in results:
+            if other.source and other.id != row.id:  # in flight too, so parallel proposals differ
                 request.tried_knobs_json.append(json.dumps(other.knobs, sort_keys=True))
         if row.parent_id:
             parent = self.store.candidate(row.parent_id)
