@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -37,9 +38,10 @@ def test_environment_is_an_allow_list_without_secrets(monkeypatch: pytest.Monkey
 
 
 def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
-    outcome = run(["/bin/sh", "-c", "sleep 300 & sleep 300"], tmp_path, timeout_s=1.0)
+    sleeper = f"sleep 300.{os.getpid()}"  # a command line no other process has
+    outcome = run(["/bin/sh", "-c", f"{sleeper} & {sleeper}"], tmp_path, timeout_s=1.0)
     assert outcome.timed_out and outcome.wall_s < 10
-    assert not _processes_named("sleep 300")
+    assert _gone(sleeper)
 
 
 def test_output_is_capped_and_the_writer_killed(tmp_path: Path) -> None:
@@ -108,6 +110,16 @@ def test_a_candidate_cannot_write_outside_its_run_dir(evaluator_without_audit: t
 def test_no_candidate_process_outlives_its_evaluation(evaluator_without_audit: tuple[Evaluator, BlobStore]) -> None:
     evaluate_entry(evaluator_without_audit, "fork_orphan")
     assert not _processes_named("kf-orphan")
+
+
+def _gone(fragment: str, wait_s: float = 5.0) -> bool:
+    """No process with this command line, allowing killed ones a moment to be reaped."""
+    deadline = time.monotonic() + wait_s
+    while _processes_named(fragment):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _processes_named(fragment: str) -> list[int]:
