@@ -7,10 +7,12 @@ server is up; they reveal nothing else. Reflection and every service RPC require
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import hmac
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -80,10 +82,40 @@ def _refusing(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHan
     async def refuse(request: Any, context: grpc.aio.ServicerContext) -> None:
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
-    for kind in ("unary_unary", "unary_stream", "stream_unary", "stream_stream"):
+    async def refuse_stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        # Streaming responses are refused from an async generator, as grpc.aio expects of them.
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+        yield  # never reached
+
+    async def refuse_after_requests(request: Any, context: grpc.aio.ServicerContext) -> None:
+        await _briefly_drain(request)
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+
+    async def refuse_stream_after_requests(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        await _briefly_drain(request)
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+        yield  # never reached
+
+    for kind, behavior in (("unary_unary", refuse), ("stream_unary", refuse_after_requests),
+                           ("unary_stream", refuse_stream), ("stream_stream", refuse_stream_after_requests)):
         if getattr(handler, kind):
-            return handler._replace(**{kind: refuse})  # type: ignore[attr-defined]
+            return handler._replace(**{kind: behavior})  # type: ignore[attr-defined]
     return handler
+
+
+async def _briefly_drain(requests: AsyncIterator[Any], max_messages: int = 16, max_s: float = 1.0) -> None:
+    """Read what a refused client already sent (bounded): aborting a call whose request stream
+    is still being written can reach the client as INTERNAL instead of UNAUTHENTICATED."""
+
+    async def drain() -> None:
+        count = 0
+        async for _ in requests:
+            count += 1
+            if count >= max_messages:
+                return
+
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(drain(), max_s)
 
 
 def client_identity(context: grpc.aio.ServicerContext) -> str:
