@@ -39,12 +39,22 @@ def query(db: Path, sql: str) -> list[tuple]:
         con.close()
 
 
+def event_count(runs: Path) -> int:
+    """Events the run has logged so far (0 while its store is still being created)."""
+    db = run_db(runs)
+    if db is None:
+        return 0
+    try:
+        return int(query(db, "SELECT COUNT(*) FROM events")[0][0])
+    except sqlite3.OperationalError:
+        return 0
+
+
 def kill_when(proc: subprocess.Popen[str], runs: Path, events: int, deadline_s: float = 300) -> None:
     """SIGKILL the whole process group once the run has logged ``events`` events."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end and proc.poll() is None:
-        db = run_db(runs)
-        if db is not None and query(db, "SELECT COUNT(*) FROM events")[0][0] >= events:
+        if event_count(runs) >= events:
             break
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
@@ -66,7 +76,7 @@ def test_killed_runs_resume_losing_and_repeating_nothing(tmp_path: Path) -> None
             [sys.executable, "-m", "forge_service.cli", "resume", run_id, "--json", "--runs-dir", str(tmp_path)],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         if round_ == 0:
-            done_so_far = query(db, "SELECT COUNT(*) FROM events")[0][0]
+            done_so_far = event_count(tmp_path)
             kill_when(resume, tmp_path, events=done_so_far + rng.randint(6, 12))
         else:
             out, err = resume.communicate(timeout=900)
