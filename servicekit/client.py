@@ -30,16 +30,43 @@ def channel(address: str, security: Security | None = None) -> grpc.aio.Channel:
     is refused unless ``insecure`` is set, so a token is never sent in the clear by accident.
     """
     security = security if security is not None else Security()
+    options = channel_options(security)
+    credentials = secured_credentials(address, security)
+    if credentials is not None:
+        return grpc.aio.secure_channel(address, credentials, options=options)
+    interceptors = bearer_token_interceptors(security.token) if security.token is not None else None
+    return grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)
+
+
+def blocking_channel(address: str, security: Security | None = None) -> grpc.Channel:
+    """A blocking channel secured like :func:`channel`; over plain text the caller sends the
+    token as per-call metadata."""
+    security = security if security is not None else Security()
+    options = channel_options(security)
+    credentials = secured_credentials(address, security)
+    if credentials is not None:
+        return grpc.secure_channel(address, credentials, options=options)
+    return grpc.insecure_channel(address, options=options)
+
+
+def channel_options(security: Security) -> list[tuple[str, str | int]]:
+    """Message limits, keepalive and, when dialling an IP, the name to check the certificate for."""
     options: list[tuple[str, str | int]] = [*CHANNEL_OPTIONS, *KEEPALIVE_CLIENT_OPTIONS]
     if security.tls_server_name:
         options.append(("grpc.ssl_target_name_override", security.tls_server_name))
+    return options
+
+
+def secured_credentials(address: str, security: Security) -> grpc.ChannelCredentials | None:
+    """TLS credentials (with the token as call credentials), or None for an allowed plain-text
+    channel; plain text to another machine without ``insecure`` is refused."""
     if security.uses_tls:
         credentials = channel_credentials(security)
         if security.token is not None:
             credentials = grpc.composite_channel_credentials(
                 credentials, grpc.access_token_call_credentials(security.token)
             )
-        return grpc.aio.secure_channel(address, credentials, options=options)
+        return credentials
     if not is_local_address(address):
         if not security.insecure:
             raise ConfigurationError(
@@ -47,5 +74,4 @@ def channel(address: str, security: Security | None = None) -> grpc.aio.Channel:
                 "give --tls-ca (and --tls-cert/--tls-key for mutual TLS), or --insecure on a trusted network"
             )
         log.warning("connecting to %s in plain text because --insecure was given", address)
-    interceptors = bearer_token_interceptors(security.token) if security.token is not None else None
-    return grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)
+    return None

@@ -14,13 +14,10 @@ from pathlib import Path
 
 import grpc
 
-from servicekit.addresses import is_local_address
+from servicekit import client as servicekit_client
 from servicekit.auth import AUTHORIZATION_KEY, BEARER_PREFIX
 from servicekit.cli_options import TOKEN_ENV_VAR
-from servicekit.errors import ConfigurationError
 from servicekit.security import Security
-from servicekit.server import CHANNEL_OPTIONS, KEEPALIVE_CLIENT_OPTIONS
-from servicekit.tls import channel_credentials
 
 FORGE_ENV_VAR = "KFORGE_UI_FORGE"
 TLS_CA_ENV_VAR = "KFORGE_UI_TLS_CA"
@@ -71,28 +68,10 @@ class ForgeTarget:
 
 
 def blocking_channel(target: ForgeTarget) -> grpc.Channel:
-    """A blocking channel secured like ``servicekit.client.channel`` secures an asyncio one.
-
-    Plain text to another machine is refused unless ``insecure`` is set; over plain text the
-    bearer token rides as per-call metadata (see :class:`ui.client.ForgeClient`).
-    """
-    security = target.security
-    options: list[tuple[str, str | int]] = [*CHANNEL_OPTIONS, *KEEPALIVE_CLIENT_OPTIONS]
-    if security.tls_server_name:
-        options.append(("grpc.ssl_target_name_override", security.tls_server_name))
-    if security.uses_tls:
-        credentials = channel_credentials(security)
-        if security.token is not None:
-            credentials = grpc.composite_channel_credentials(
-                credentials, grpc.access_token_call_credentials(security.token)
-            )
-        return grpc.secure_channel(target.address, credentials, options=options)
-    if not is_local_address(target.address) and not security.insecure:
-        raise ConfigurationError(
-            f"refusing a plain-text connection to non-loopback address {target.address}: "
-            "give --tls-ca (and --tls-cert/--tls-key for mutual TLS), or --insecure on a trusted network"
-        )
-    return grpc.insecure_channel(target.address, options=options)
+    """A blocking channel to the forge, secured as :func:`servicekit.client.channel` secures an
+    asyncio one; over plain text the bearer token rides as per-call metadata
+    (see :class:`ui.client.ForgeClient`)."""
+    return servicekit_client.blocking_channel(target.address, target.security)
 
 
 def call_metadata(target: ForgeTarget) -> tuple[tuple[str, str], ...]:
