@@ -66,7 +66,9 @@ def test_the_cast_gives_eager_outputs_and_counts_its_calls(first_run: tuple[Path
             result = loaded.model(*loaded.args)
     torch.testing.assert_close(result, reference, rtol=1e-4, atol=1e-5)
     stats = cast.stats()
-    assert set(stats) == {k["card_id"] for k in out["report"]["cards"] if k["speedup"] and k["card_id"] in stats}
+    assert len(stats) == out["report"]["kernels_packaged"]
+    faster = {c["card_id"] for c in out["report"]["cards"] if c["speedup"] and c["speedup"] > 1.0}
+    assert set(stats) <= faster  # only kernels that beat eager are packaged
     for entry in stats.values():
         assert entry["calls"] == 1 and entry["hits"] + sum(entry["fallbacks"].values()) == 1
 
