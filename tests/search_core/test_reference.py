@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 from search_core import SearchConfig, SearchError, SearchTree
 from search_core.reference import ReferenceTree, SplitMix64
 
-fixed_alpha = st.builds(
-    SearchConfig,
+config_fields = dict(
     seed=st.integers(0, 2**64 - 1),
     exploration=st.floats(0.0, 3.0),
     widen_k=st.floats(0.5, 6.0),
@@ -20,14 +19,9 @@ fixed_alpha = st.builds(
     virtual_loss=st.floats(0.0, 3.0),
     max_weight=st.floats(0.0, 1.0),
 )
+fixed_alpha = st.builds(SearchConfig, **config_fields)
 annealed_alpha = st.builds(
-    SearchConfig,
-    seed=st.integers(0, 2**64 - 1),
-    exploration=st.floats(0.0, 3.0),
-    widen_k=st.floats(0.5, 6.0),
-    widen_alpha=st.floats(0.0, 1.0),
-    virtual_loss=st.floats(0.0, 3.0),
-    max_weight=st.floats(0.0, 1.0),
+    SearchConfig, **config_fields,
     widen_alpha_end=st.floats(0.0, 1.0),
     widen_anneal_evaluations=st.integers(1, 60),
 )
