@@ -100,3 +100,19 @@ class DecodeStep(torch.nn.Module):
             **{self._cache_keyword: self._fresh_cache()},
         )
         return output.logits
+
+
+def step_model(lm: PreTrainedModel, prompt: Callable[[], torch.Tensor], variant: str) -> torch.nn.Module:
+    """The model spec's module: a prefill or, for ``decode``, one step after ``prompt()`` (made
+    only then, so a prefill model can be built on the meta device)."""
+    lm.eval()
+    if variant == "decode":
+        return DecodeStep(lm, prompt()).eval()
+    return PrefillStep(lm).eval()
+
+
+def step_inputs(prompt: torch.Tensor, variant: str) -> tuple[torch.Tensor]:
+    """The prompt (prefill) or the next token after it (decode)."""
+    if variant == "decode":
+        return (prompt[:, -1:].clone(),)
+    return (prompt,)

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from transformers import Gemma4ForCausalLM, Gemma4TextConfig
 
-from examples.paper.causal_lm import DecodeStep, PrefillStep
+from examples.paper.causal_lm import step_inputs, step_model
 from examples.paper.settings import example_size, example_variant, input_generator, seeded_build
 
 VARIANTS = ("prefill", "decode")
@@ -104,15 +104,9 @@ def get_model() -> torch.nn.Module:
     """Reduced-depth Gemma 4 E2B text decoder in bfloat16, as a prefill or a decode step."""
     with seeded_build(DTYPE):
         lm = Gemma4ForCausalLM(config())
-    lm.eval()
-    if example_variant(VARIANTS) == "decode":
-        return DecodeStep(lm, prompt_ids()).eval()
-    return PrefillStep(lm).eval()
+    return step_model(lm, prompt_ids, example_variant(VARIANTS))
 
 
 def get_inputs() -> tuple[torch.Tensor]:
     """The prompt (prefill) or the next token after it (decode)."""
-    prompt = prompt_ids()
-    if example_variant(VARIANTS) == "decode":
-        return (prompt[:, -1:].clone(),)
-    return (prompt,)
+    return step_inputs(prompt_ids(), example_variant(VARIANTS))
