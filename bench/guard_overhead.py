@@ -3,6 +3,8 @@
 Builds a cast with a relu and a softmax kernel (compiled with g++ for one (64, 256) float32
 layout), then measures per call: eager, a guarded hit (kernel included), a guarded miss
 (guard, then the original kernel), the matcher alone, and the guard cost the builder charges.
+For a GroupNorm module card it compares reading the module's side of the key afresh on every
+call with the runtime's kept reading, alone and with the match.
 
     .venv/bin/python bench/guard_overhead.py [--out bench/results/guard_overhead.json]
 """
@@ -21,9 +23,18 @@ import torch
 
 from packager import load_cast
 from packager.format import KernelEntry, ModelIdentity, build_cast
+from packager.guard import CallMatcher
 from packager.guard_cost import dispatch_entry_us, guard_cost_us, median_us
+from packager.module_state import ModuleKeyReader
 from packager.runtime import host_cpu_arch
-from packager.variant import dtype_name, encode_call, variant_key
+from packager.variant import (
+    ATTRIBUTES_KWARG,
+    dtype_name,
+    encode_call,
+    module_call_kwargs,
+    module_variant_key,
+    variant_key,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 SHAPE = (64, 256)
@@ -50,15 +61,16 @@ SOFTMAX = _HEAD + _SIGNATURE + """ {
 """
 
 
-def _card(op: str, args: list[object], result: torch.Tensor) -> dict[str, object]:
-    def spec(t: torch.Tensor) -> dict[str, object]:
-        return {"shape": list(t.shape), "stride": list(t.stride()), "dtype": dtype_name(t.dtype),
-                "storage_offset": t.storage_offset(), "aligned16": t.data_ptr() % 16 == 0}
+def _spec(t: torch.Tensor) -> dict[str, object]:
+    return {"shape": list(t.shape), "stride": list(t.stride()), "dtype": dtype_name(t.dtype),
+            "storage_offset": t.storage_offset(), "aligned16": t.data_ptr() % 16 == 0}
 
+
+def _card(op: str, args: list[object], result: torch.Tensor) -> dict[str, object]:
     key = variant_key(op, args, {})
     template, tensors = encode_call(args, {})
     return {"id": key.id, "kind": "aten", "op": op, "device": "cpu", "key": key.to_json(),
-            "inputs": [spec(t) for t in tensors], "outputs": [spec(result)], "template": template}
+            "inputs": [_spec(t) for t in tensors], "outputs": [_spec(result)], "template": template}
 
 
 def _entry(card: dict[str, object], source: str, work: Path) -> KernelEntry:
@@ -103,7 +115,29 @@ def measure() -> dict[str, object]:
             row["miss_overhead_us"] = row["cast_miss_us"] - row["eager_miss_shape_us"]
             rows[name] = {k: round(v, 3) for k, v in row.items()}
     return {"machine": platform.machine(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "shape": list(SHAPE), "dispatch_entry_us": round(dispatch_entry_us(), 3), "ops": rows}
+            "shape": list(SHAPE), "dispatch_entry_us": round(dispatch_entry_us(), 3), "ops": rows,
+            "module": measure_module()}
+
+
+def measure_module() -> dict[str, float]:
+    """A GroupNorm module card's guard: reading the module afresh against the reader's kept reading."""
+    module = torch.nn.GroupNorm(32, 128).eval()
+    x = torch.randn(1, 128, 16, 16)
+    key = module_variant_key(module, [x], {})
+    template, tensors = encode_call([x], module_call_kwargs(module, {}))
+    card = {"id": key.id, "kind": "module", "op": key.op, "device": "cpu", "key": key.to_json(),
+            "inputs": [_spec(t) for t in tensors], "outputs": [_spec(x)], "template": template}
+    plain, remembering, reader = CallMatcher(key), CallMatcher(key, remembered=(ATTRIBUTES_KWARG,)), ModuleKeyReader()
+    with torch.inference_mode():
+        row = {
+            "eager_us": median_us(lambda: module(x)),
+            "read_fresh_us": median_us(lambda: module_call_kwargs(module, {})),
+            "read_kept_us": median_us(lambda: reader.call_kwargs(module, {})),
+            "guard_fresh_us": median_us(lambda: plain.miss_reason([x], module_call_kwargs(module, {}), [])),
+            "guard_kept_us": median_us(lambda: remembering.miss_reason([x], reader.call_kwargs(module, {}), [])),
+            "guard_cost_charged_us": guard_cost_us(card),
+        }
+    return {k: round(v, 3) for k, v in row.items()}
 
 
 def main() -> None:
@@ -117,6 +151,7 @@ def main() -> None:
     for name, row in result["ops"].items():  # type: ignore[union-attr]
         print(f"{name:<9}" + "".join(f"{row[c]:>22.2f}" for c in columns))
     print(f"dispatcher -> Python kernel entry: {result['dispatch_entry_us']} us")
+    print("GroupNorm module card: " + ", ".join(f"{k} {v:.2f}" for k, v in result["module"].items()))  # type: ignore[union-attr]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
     print(json.dumps(result))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -28,6 +28,9 @@ DEVICE = "device"
 ARGS = "args"
 MISS_REASONS = (SHAPE, STRIDE, DTYPE, STORAGE_OFFSET, ALIGNMENT, DEVICE, ARGS)
 
+# Verdicts a matcher remembers at most (one per module instance and reading; see CallMatcher).
+_MAX_REMEMBERED = 4096
+
 # A check takes the live value and the list collecting the call's tensors; it returns a miss
 # reason, or None when the value matches.
 Check = Callable[[object, list[torch.Tensor]], "str | None"]
@@ -36,9 +39,14 @@ Check = Callable[[object, list[torch.Tensor]], "str | None"]
 class CallMatcher:
     """Matches live ``(args, kwargs)`` against one variant key."""
 
-    def __init__(self, key: VariantKey, *, traced: bool = False) -> None:
+    def __init__(self, key: VariantKey, *, traced: bool = False, remembered: Collection[str] = ()) -> None:
         """``traced=True`` leaves out storage offset and alignment, which torch.compile cannot trace;
-        whoever runs the kernel must then check both on the real tensors (see :func:`address_miss`)."""
+        whoever runs the kernel must then check both on the real tensors (see :func:`address_miss`).
+
+        For the keywords named in ``remembered`` (which must hold no tensors) the verdict on a
+        value object is reused when the caller passes that very object again; only callers that
+        never change such a value in place may name one.
+        """
         self.key = key
         template = json.loads(key.template)
         self._signatures = key.tensors
@@ -46,6 +54,12 @@ class CallMatcher:
         self._args = [self._compile(a) for a in template["args"]]
         self._kwargs = {name: self._compile(v) for name, v in template["kwargs"].items()}
         self._n_args = len(self._args)
+        for name in remembered:
+            if '{"tensor"' in json.dumps(template["kwargs"].get(name)):
+                raise ValueError(f"keyword {name!r} holds tensors: its verdict cannot be remembered")
+        self._remembered = frozenset(remembered)
+        # id(value) -> (value, verdict); holding the value keeps its id from being reused.
+        self._verdicts: dict[int, tuple[object, str | None]] = {}
 
     def miss_reason(
         self, args: Sequence[object], kwargs: Mapping[str, object], tensors: list[torch.Tensor]
@@ -61,10 +75,24 @@ class CallMatcher:
             kwarg_check = self._kwargs.get(name)
             if kwarg_check is None:
                 return ARGS
-            reason = kwarg_check(kwargs[name], tensors)
+            value = kwargs[name]
+            if name in self._remembered:
+                reason = self._remembered_verdict(kwarg_check, value, tensors)
+            else:
+                reason = kwarg_check(value, tensors)
             if reason is not None:
                 return reason
         return None
+
+    def _remembered_verdict(self, check: Check, value: object, tensors: list[torch.Tensor]) -> str | None:
+        known = self._verdicts.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        reason = check(value, tensors)
+        if len(self._verdicts) >= _MAX_REMEMBERED:
+            self._verdicts = {}
+        self._verdicts[id(value)] = (value, reason)
+        return reason
 
     def _compile(self, encoded: Any) -> Check:
         if isinstance(encoded, dict):
@@ -72,6 +100,9 @@ class CallMatcher:
             if tag == "tensor":
                 return _tensor_check(self._signatures[payload], self._traced)
             if tag == "list":
+                if payload and all(_is_named_tensor(item) for item in payload):
+                    names = [item["list"][0] for item in payload]
+                    return _named_tensors_check(names, [self._compile(item["list"][1]) for item in payload])
                 return _list_check([self._compile(v) for v in payload])
             return _tagged_check(tag, payload)
         return _plain_check(encoded)
@@ -129,6 +160,32 @@ def _list_check(items: list[Check]) -> Check:
             return ARGS
         for item_check, item in zip(items, value, strict=True):
             reason = item_check(item, tensors)
+            if reason is not None:
+                return reason
+        return None
+
+    return check
+
+
+def _is_named_tensor(encoded: Any) -> bool:
+    """``[name, tensor]``: how a module's parameters and buffers appear in its key."""
+    if not (isinstance(encoded, dict) and isinstance(encoded.get("list"), list) and len(encoded["list"]) == 2):
+        return False
+    name, tensor = encoded["list"]
+    return isinstance(name, str) and isinstance(tensor, dict) and "tensor" in tensor
+
+
+def _named_tensors_check(names: list[str], tensor_checks: list[Check]) -> Check:
+    """A list of ``[name, tensor]`` pairs, checked in one loop (a module's state, on every call)."""
+    n = len(names)
+
+    def check(value: object, tensors: list[torch.Tensor]) -> str | None:
+        if not isinstance(value, (list, tuple)) or len(value) != n:
+            return ARGS
+        for pair, name, tensor_check in zip(value, names, tensor_checks, strict=True):
+            if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not isinstance(pair[0], str) or pair[0] != name:
+                return ARGS
+            reason = tensor_check(pair[1], tensors)
             if reason is not None:
                 return reason
         return None

@@ -13,13 +13,14 @@ import json
 import statistics
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from packager.guard import CallMatcher
 from packager.launcher import CallDescriptors
-from packager.variant import STATE_KWARG, TensorSignature, VariantKey, decode_call, dtype_from_name
+from packager.module_state import ModuleKeyReader
+from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG, TensorSignature, VariantKey, decode_call, dtype_from_name
 
 _PROBE_LIBRARY: torch.library.Library | None = None
 
@@ -69,23 +70,42 @@ def dispatch_entry_us() -> float:
         return median_us(lambda: probe(x))
 
 
+def synthetic_module(kwargs: Mapping[str, object]) -> torch.nn.Module:
+    """A module holding a module call's state tensors and attributes, as many slots as the real one."""
+    module = torch.nn.Module()
+    state = cast("list[tuple[str, torch.Tensor]]", kwargs.get(STATE_KWARG) or [])
+    for i, (_, tensor) in enumerate(state):
+        module.register_buffer(f"state_{i}", tensor)
+    for name, value in cast("list[tuple[str, object]]", kwargs.get(ATTRIBUTES_KWARG) or []):
+        if name not in vars(module):
+            setattr(module, name, value)
+    return module
+
+
 def guard_cost_us(card: Mapping[str, Any]) -> float:
-    """Per-call cost of the runtime's path for ``card`` (a parsed OperatorCard), kernel excluded."""
+    """Per-call cost of the runtime's path for ``card`` (a parsed OperatorCard), kernel excluded.
+
+    Module cards add reading the module's side of the key (:class:`ModuleKeyReader`), measured
+    on a synthetic module with the card's tensors and attributes; aten cards add entering the
+    kernel from the dispatcher.
+    """
     key, tensors = _synthetic_call(VariantKey.from_json(card["key"]))
     args, kwargs = decode_call(json.loads(key.template), tensors)
-    matcher = CallMatcher(key)
+    is_module = card.get("kind") == "module"
+    matcher = CallMatcher(key, remembered=(ATTRIBUTES_KWARG,) if is_module else ())
     descriptors = CallDescriptors(card["inputs"], card["outputs"])
     device = torch.device("cpu")
-    is_module = card.get("kind") == "module"
-    state: list[object] = list(kwargs.get(STATE_KWARG) or [])  # type: ignore[call-overload]
 
     def guarded_path() -> None:
-        keyed = {**kwargs, STATE_KWARG: list(state)} if is_module else kwargs
         found: list[torch.Tensor] = []
-        if matcher.miss_reason(args, keyed, found) is not None:
+        if matcher.miss_reason(args, kwargs, found) is not None:
             raise AssertionError("the synthetic call does not match its own card")
         descriptors.prepare(found, descriptors.allocate_outputs(device, found))
 
     with torch.inference_mode():
         cost = median_us(guarded_path)
-    return cost if is_module else cost + dispatch_entry_us()
+        if not is_module:
+            return cost + dispatch_entry_us()
+        module, reader = synthetic_module(kwargs), ModuleKeyReader()
+        call_kwargs = {name: value for name, value in kwargs.items() if name not in (STATE_KWARG, ATTRIBUTES_KWARG)}
+        return cost + median_us(lambda: reader.call_kwargs(module, call_kwargs))

@@ -14,7 +14,7 @@ from packager.guard import CallMatcher
 from packager.launcher import KernelLauncher
 from packager.manifest import KernelRecord
 from packager.stats import KERNEL_ERROR, KernelStats
-from packager.variant import VariantKey
+from packager.variant import ATTRIBUTES_KWARG, VariantKey
 
 # Set while a kernel of this runtime runs on the current thread: a guarded op called from
 # inside (say, the output allocation) goes straight to eager instead of recursing.
@@ -40,7 +40,10 @@ class LoadedKernel:
     def __post_init__(self) -> None:
         self.key = VariantKey.from_json(self.record.card["key"])
         self.template = json.loads(self.key.template)
-        self.matcher = CallMatcher(self.key)
+        # A module's attributes come from ModuleKeyReader, which hands back the same list while
+        # the module is unchanged: its verdict is remembered rather than checked on every call.
+        remembered = (ATTRIBUTES_KWARG,) if self.record.card.get("kind") == "module" else ()
+        self.matcher = CallMatcher(self.key, remembered=remembered)
         # Under torch.compile tensors are fake and have no address: storage offset and
         # alignment are checked when the compiled graph runs the kernel.
         self.trace_matcher = CallMatcher(self.key, traced=True)

@@ -25,6 +25,7 @@ import torch
 
 from packager.guard import address_miss
 from packager.kernel import LoadedKernel
+from packager.module_state import ModuleKeyReader
 from packager.stats import AUTOGRAD, REMOVED
 from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG, decode_call, module_call_kwargs
 
@@ -46,6 +47,7 @@ class ModuleOverride:
         self._by_id = {k.card_id: k for k in kernels}
         self._own_forward: Callable[..., Any] | None = module.__dict__.get("forward")
         self._class_forward = type(module).forward
+        self._key_reader = ModuleKeyReader()
         self.active = False
         with _REGISTRY_LOCK:
             self.token = f"{next(_TOKENS)}"
@@ -79,9 +81,10 @@ class ModuleOverride:
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         module = self._module()
-        keyed_kwargs = module_call_kwargs(module, kwargs)
         if torch.compiler.is_compiling():
-            return self._forward_traced(args, kwargs, keyed_kwargs)
+            # Read afresh at trace time: dynamo guards on what the trace read, not on a cache.
+            return self._forward_traced(args, kwargs, module_call_kwargs(module, kwargs))
+        keyed_kwargs = self._key_reader.call_kwargs(module, kwargs)
         misses: list[tuple[LoadedKernel, str]] = []
         for kernel in self._kernels:
             tensors: list[torch.Tensor] = []

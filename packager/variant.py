@@ -213,20 +213,27 @@ def module_state(module: torch.nn.Module) -> list[list[object]]:
 
 
 def module_attributes(module: torch.nn.Module) -> dict[str, object]:
-    """The module's public plain attributes (``eps``, ``num_groups``, ``training``, ...).
+    """The public plain attributes (``eps``, ``num_groups``, ``training``, ...) of the module tree.
 
     They change what its forward computes, so they are part of its variant and a kernel bakes
-    them in.
+    them in. A submodule's are named by its path (``norm.eps``): a norm + activation block with
+    another ``num_groups`` in its norm is another variant.
     """
     attributes: dict[str, object] = {}
-    for name, value in vars(module).items():
-        if name.startswith("_"):
-            continue
-        if isinstance(value, _PLAIN):
-            attributes[name] = value
-        elif isinstance(value, (list, tuple)) and all(isinstance(v, _PLAIN) for v in value):
-            attributes[name] = list(value)
+    for path, submodule in module.named_modules():
+        for name, value in vars(submodule).items():
+            if name.startswith("_") or not is_plain_attribute(value):
+                continue
+            qualified = f"{path}.{name}" if path else name
+            attributes[qualified] = list(value) if isinstance(value, (list, tuple)) else value
     return attributes
+
+
+def is_plain_attribute(value: object) -> bool:
+    """A scalar, string, dtype or None, or a list or tuple of them: what a module's key records."""
+    if isinstance(value, (list, tuple)):
+        return all(isinstance(v, _PLAIN) for v in value)
+    return isinstance(value, _PLAIN)
 
 
 def module_variant_key(module: torch.nn.Module, args: Sequence[object], kwargs: Mapping[str, object]) -> VariantKey:

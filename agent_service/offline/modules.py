@@ -57,12 +57,19 @@ GATE_EXPRESSIONS = {
 
 
 def _attribute(card: OperatorCard, *names: str, allow_none: bool = False) -> Any:
-    """The module attribute recorded under the first of ``names``; missing (or None) refuses the card."""
+    """The module attribute recorded under the first of ``names``; missing (or None) refuses the card.
+
+    A name is the module's own attribute or, failing that, the one submodule's (``norm.eps``).
+    """
+    attributes = card.module_attributes
     for name in names:
-        if name in card.module_attributes:
-            value = card.module_attributes[name]
+        found = [name] if name in attributes else [k for k in attributes if k.endswith(f".{name}")]
+        if len(found) > 1:
+            raise UnsupportedCard(f"several submodules have attribute {name}: {', '.join(sorted(found))}")
+        if found:
+            value = attributes[found[0]]
             if value is None and not allow_none:
-                raise UnsupportedCard(f"module attribute {name} is None")
+                raise UnsupportedCard(f"module attribute {found[0]} is None")
             return value
     raise UnsupportedCard(f"module card lacks attribute {' / '.join(names)} (capture records it in module_attributes)")
 

@@ -12,7 +12,7 @@ import torch
 
 from capture_service.cards import OperatorCard, TensorSpec
 from packager.abi import KernelLibrary
-from packager.variant import decode_call, module_variant_key, tensor_signature, variant_key
+from packager.variant import decode_call, module_attributes, module_variant_key, tensor_signature, variant_key
 
 REPO = Path(__file__).resolve().parents[2]
 INCLUDE = REPO / "gpu_sandbox_service" / "include"
@@ -47,14 +47,16 @@ def aten_card(
 
 def module_card(module: torch.nn.Module, args: Sequence[torch.Tensor],
                 attributes: dict[str, Any] | None = None) -> tuple[OperatorCard, list[torch.Tensor]]:
+    """A module card; ``attributes`` default to what capture records (submodules' by their path)."""
     key = module_variant_key(module, args, {})
+    attributes = module_attributes(module) if attributes is None else attributes
     data = key.to_json()
     state = [t for _, t in module.named_parameters()] + [t for _, t in module.named_buffers()]
     with torch.inference_mode():
         outs = _outputs(module(*args))
     card = OperatorCard(id=key.id, kind="module", op=key.op, device=args[0].device.type, key=data,
                         inputs=[spec(t) for t in [*args, *state]], outputs=[spec(o) for o in outs],
-                        template=data["template"], module_attributes=attributes or {})
+                        template=data["template"], module_attributes=attributes)
     return card, outs
 
 

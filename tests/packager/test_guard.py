@@ -1,9 +1,10 @@
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from packager.guard import CallMatcher, address_miss
-from packager.variant import variant_key
+from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG, encode_call, variant_key
 
 OP = "aten::_softmax.default"
 
@@ -37,6 +38,35 @@ def test_matcher_accepts_exactly_the_calls_with_the_card_key(card_call, live_cal
     hit = matcher.miss_reason(*live_call, tensors) is None
     assert hit == (variant_key(OP, *live_call) == expected)
     assert matcher.miss_reason(*card_call, []) is None
+
+
+@st.composite
+def module_calls(draw: st.DrawFn) -> tuple[list[object], dict[str, object]]:
+    """A module call as its key sees it: forward arguments, attributes, and ``[name, tensor]`` state."""
+    args, _ = draw(calls())
+    names = draw(st.lists(st.sampled_from(["weight", "bias", "norm.weight"]), min_size=1, max_size=2))
+    attributes = [["eps", draw(st.sampled_from([1e-5, 1e-6]))], ["training", draw(st.booleans())]]
+    return args, {ATTRIBUTES_KWARG: attributes, STATE_KWARG: [[name, _tensor(draw)] for name in names]}
+
+
+@settings(max_examples=150, deadline=None)
+@given(module_calls(), module_calls())
+def test_module_matcher_accepts_exactly_the_calls_with_the_card_key(card_call, live_call) -> None:
+    expected = variant_key("Block", *card_call)
+    matcher = CallMatcher(expected, remembered=(ATTRIBUTES_KWARG,))
+    for _ in range(2):  # the second time, the verdict on the same attributes list is remembered
+        tensors: list[torch.Tensor] = []
+        hit = matcher.miss_reason(*live_call, tensors) is None
+        assert hit == (variant_key("Block", *live_call) == expected)
+        if hit:
+            assert all(a is b for a, b in zip(tensors, encode_call(*live_call)[1], strict=True))
+    assert matcher.miss_reason(*card_call, []) is None
+
+
+def test_only_keywords_without_tensors_can_be_remembered() -> None:
+    key = variant_key("Block", [], {STATE_KWARG: [["weight", torch.ones(2)]]})
+    with pytest.raises(ValueError, match="holds tensors"):
+        CallMatcher(key, remembered=(STATE_KWARG,))
 
 
 def unaligned(shape: tuple[int, ...]) -> torch.Tensor:

@@ -47,6 +47,29 @@ def test_module_misses_fall_back_to_the_original_forward(net_cast) -> None:
     assert stats["hits"] == 0 and stats["fallbacks"] == {"shape": 1, "dtype": 1, "stride": 1}
 
 
+def test_changes_to_an_applied_module_are_seen_on_the_next_call(net_cast) -> None:
+    """The guard keeps what it read of a module, but never past a change to it."""
+    net, x, block, _, cast = net_cast
+    block1 = net.block1
+    with torch.no_grad(), cast.applied_to(net):
+        block1(x)
+        block1.scale = 2.0  # a new plain attribute: another variant
+        block1(x)
+        del block1.scale
+        block1(x)
+        block1.weight = torch.nn.Parameter(torch.ones(8, dtype=torch.float64))  # replaced parameter
+        block1(x)
+        block1.weight = torch.nn.Parameter(torch.ones(8))
+        torch.testing.assert_close(block1(x), torch.relu(x))
+        block1.weight.data = torch.ones(16)[::2]  # same Parameter object, other stride
+        block1(x)
+        block1.train()
+        block1(x)
+    stats = cast.stats()[block.id]
+    assert stats["hits"] == 3
+    assert stats["fallbacks"] == {"args": 2, "dtype": 1, "stride": 1}
+
+
 def test_module_on_another_device_is_a_device_miss(net_cast) -> None:
     _net, x, block, _, cast = net_cast
     meta_net = SmallNet().to("meta")

@@ -3,6 +3,7 @@ import torch
 from packager.variant import (
     decode_call,
     encode_call,
+    module_attributes,
     module_variant_key,
     tensor_signature,
     variant_key,
@@ -49,3 +50,15 @@ def test_module_attributes_split_variants() -> None:
     assert module_variant_key(torch.nn.LayerNorm(8, eps=1e-6), [x], {}) != key
     assert module_variant_key(torch.nn.LayerNorm(8, eps=1e-5).eval(), [x], {}) != key  # training differs
     assert module_variant_key(torch.nn.LayerNorm(8, eps=1e-5), [x], {}) == key
+
+
+def test_submodule_attributes_split_the_variants_of_a_block() -> None:
+    """A norm + activation block whose norm has other groups is another variant, though its tensors agree."""
+    x = torch.randn(1, 8, 4, 4)
+
+    def block(groups: int) -> torch.nn.Module:
+        return torch.nn.Sequential(torch.nn.GroupNorm(groups, 8), torch.nn.SiLU()).eval()
+
+    assert module_variant_key(block(2), [x], {}) != module_variant_key(block(4), [x], {})
+    assert module_variant_key(block(2), [x], {}) == module_variant_key(block(2), [x], {})
+    assert module_attributes(block(2))["0.num_groups"] == 2
