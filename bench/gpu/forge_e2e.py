@@ -2,7 +2,9 @@
 
 Runs the real CLI (embedded services, offline proposer) per model and keeps its JSON outcome:
 per card eager µs, best µs, speedup and % of the bandwidth floor, and the model's end-to-end
-latency eager / .cast / torch.compile / .cast + torch.compile with output parity.
+latency eager / .cast / torch.compile / .cast + torch.compile with output parity. Each searched
+card's own call is then timed under torch.compile too (bench/card_compile.py, in a child
+process), giving the best kernel's speedup over torch.compile card by card.
 
 KF_BENCH_FORGE_MODELS picks models (comma-separated names of MODELS), KF_BENCH_FORGE_BUDGET the
 evaluations per card, KF_BENCH_FORGE_CARDS the cards per model.
@@ -48,13 +50,35 @@ def optimize(name: str, spec: str, env: dict[str, str], runs: Path, budget: int,
     out = json.loads(proc.stdout)
     report = out["report"]
     cards_out = [
-        {k: c.get(k) for k in ("op", "kind", "time_share", "status", "reason", "eager_us", "best_us", "speedup",
-                               "floor_us", "pct_of_floor", "audit_class", "evaluations")}
+        {k: c.get(k) for k in ("card_id", "op", "kind", "time_share", "status", "reason", "eager_us", "best_us",
+                               "speedup", "floor_us", "pct_of_floor", "audit_class", "evaluations")}
         for c in report.get("cards", []) if c.get("status") != "skipped"
     ]
+    add_compile_baselines(Path(out["run"].get("run_dir") or runs / str(out["run"]["run_id"])), cards_out)
     return {"ok": True, "seconds": seconds, "run_status": out["run"]["status"],
             "evaluations": out["run"].get("evaluations_done"), "cards": cards_out,
             "end_to_end": report.get("end_to_end"), "kernels_packaged": report.get("kernels_packaged")}
+
+
+def add_compile_baselines(run_dir: Path, cards: list[dict]) -> None:
+    """Each card's torch.compile µs and the best kernel's speedup over it (or why it is missing)."""
+    ids = [str(c["card_id"]) for c in cards if c.get("card_id")]
+    if not ids:
+        return
+    cmd = [sys.executable, str(ROOT / "bench/card_compile.py"), str(run_dir), "--json", "--device", "cuda"]
+    cmd += [arg for card_id in ids for arg in ("--card", card_id)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
+        baselines = json.loads(proc.stdout) if proc.returncode == 0 else {}
+        error = "" if proc.returncode == 0 else proc.stderr[-800:]
+    except subprocess.TimeoutExpired:
+        baselines, error = {}, "card_compile timed out after 600 s"
+    for card in cards:
+        row = baselines.get(str(card.get("card_id")), {"error": error})
+        card["compile_us"] = row.get("compile_us")
+        card["compile_error"] = row.get("error")
+        best, compiled = card.get("best_us"), row.get("compile_us")
+        card["speedup_vs_compile"] = round(compiled / best, 3) if best and compiled else None
 
 
 def run(out_dir: Path) -> dict:
