@@ -21,7 +21,16 @@ from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.compiler import Compiler, detect_toolchain
 from gpu_sandbox_service.device import describe_device, resolve_backend
 from gpu_sandbox_service.harness.protocol import REQUEST_FILE, HarnessReport, HarnessRequest
-from gpu_sandbox_service.isolation import EXIT_LAUNCH_FAILED, ResourceLimits, allowed_environment, run_isolated
+from gpu_sandbox_service.isolation import (
+    EXIT_LAUNCH_FAILED,
+    Profile,
+    ResourceLimits,
+    allowed_environment,
+    detect_features,
+    profiles,
+    run_isolated,
+)
+from gpu_sandbox_service.kernel_isolation import choose_kernel_profile
 from gpu_sandbox_service.models import (
     CandidateStatus,
     DeviceInfo,
@@ -52,6 +61,7 @@ class Evaluator:
         self._device: DeviceInfo | None = None
         self._compiler: Compiler | None = None
         self._pool: WorkerPool | None = None
+        self._profile: Profile | None = None  # None: the strongest isolation (cpu); cuda picks its own
         self._ready = asyncio.Lock()
 
     async def device_info(self) -> DeviceInfo:
@@ -59,6 +69,12 @@ class Evaluator:
         await self._prepare()
         assert self._device is not None
         return self._device
+
+    @property
+    def isolation(self) -> str:
+        """How candidates are isolated here; for cuda, known once the device was described."""
+        profile = self._profile or profiles(detect_features(), gpu=False)[0]
+        return profile.describe()
 
     async def _prepare(self) -> None:
         async with self._ready:
@@ -68,6 +84,9 @@ class Evaluator:
             toolchain = await asyncio.to_thread(detect_toolchain, self.backend, device.arch)
             self._compiler = Compiler(toolchain, self.work_dir / "cache", self.scratch, self.limits)
             self._pool = WorkerPool(self.backend, device.device_count, self.workers)
+            if self.backend == "cuda":
+                self._profile = await choose_kernel_profile("cuda", self._compiler, self.scratch, self.limits,
+                                                            self._pool)
             self._device = device.model_copy(update={"sandbox_id": self.sandbox_id})
 
     async def evaluate(self, request: EvaluationRequest) -> EvaluationResult:
@@ -154,7 +173,7 @@ class Evaluator:
                     HARNESS, run_dir=run_dir, limits=ResourceLimits.for_run(self.limits, self.backend),
                     timeout_s=timeout, output_cap_bytes=self.limits.output_cap_bytes,
                     log_tail_bytes=self.limits.log_tail_bytes, env=allowed_environment(run_dir, slot_env),
-                    gpu=self.backend == "cuda", result_pipe=True,
+                    gpu=self.backend == "cuda", result_pipe=True, profile=self._profile,
                 )
         finally:
             await asyncio.to_thread(shutil.rmtree, run_dir, True)

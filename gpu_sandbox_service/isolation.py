@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +38,52 @@ ENVIRONMENT_ALLOW_LIST = (
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
 RESULT_FD_LIMIT_BYTES = 16 * 1024 * 1024
 EXIT_LAUNCH_FAILED = 125  # the launcher could not set up isolation (see launcher.py)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Which namespaces a sandboxed process gets: bubblewrap's, or the launcher's own."""
+
+    bubblewrap: bool
+    network: bool
+    pid: bool
+
+    def describe(self) -> str:
+        where = "bubblewrap (read-only fs)" if self.bubblewrap else "launcher"
+        spaces = [name for name, on in (("network", self.network), ("pid", self.pid)) if on]
+        return f"{where}, {' + '.join(spaces) + ' namespaces' if spaces else 'no namespaces'}"
+
+
+def profiles(features: IsolationFeatures, gpu: bool) -> list[Profile]:
+    """The profiles to try, strongest first.
+
+    CPU runs get the strongest this machine allows. GPU runs may need less: under the launcher's
+    own namespaces every CUDA call failed on an H200 host (cudaErrorOperatingSystem;
+    bench/results/gpu_suite_2026-11-30_h200.md), so a GPU sandbox tries each weaker profile with
+    a canary kernel (:func:`choose_profile`) and keeps the strongest that works.
+    """
+    bubblewrap = features.bubblewrap is not None
+    namespaces = bubblewrap or features.namespaces
+    strongest = Profile(bubblewrap, namespaces, namespaces)
+    if not gpu:
+        return [strongest]
+    weaker = [Profile(bubblewrap, namespaces, False), Profile(bubblewrap, False, False), Profile(False, False, False)]
+    return list(dict.fromkeys([strongest, *weaker]))
+
+
+async def choose_profile(candidates: Sequence[Profile], works: Callable[[Profile], Awaitable[str | None]]
+                         ) -> tuple[Profile, list[str]]:
+    """The first profile under which ``works`` (None, or why not) succeeds, and why stronger ones failed.
+
+    Raises :class:`RuntimeError` naming every failure when none works.
+    """
+    failures: list[str] = []
+    for profile in candidates:
+        problem = await works(profile)
+        if problem is None:
+            return profile, failures
+        failures.append(f"{profile.describe()}: {problem}")
+    raise RuntimeError("; ".join(failures) or "no isolation profile to try")
 
 
 @dataclass(frozen=True)
@@ -57,7 +103,7 @@ class IsolationFeatures:
 def detect_features() -> IsolationFeatures:
     """Probe bubblewrap and unshare once; fall back quietly, and log what is missing."""
     bwrap = shutil.which("bwrap")
-    if bwrap and _works([bwrap, *_BWRAP_BASE, "--dev", "/dev", "--", "/bin/true"]):
+    if bwrap and _works([bwrap, *_BWRAP_BASE, "--unshare-net", "--unshare-pid", "--dev", "/dev", "--", "/bin/true"]):
         return IsolationFeatures(bwrap, namespaces=True)
     config = json.dumps({"cwd": "/", "new_network": True, "new_pid": True})
     namespaces = _works([*_launcher_argv(config), "/bin/true"])
@@ -73,8 +119,8 @@ def _works(argv: list[str]) -> bool:
 
 
 _BWRAP_BASE = [
-    "--ro-bind", "/", "/", "--proc", "/proc", "--tmpfs", "/tmp", "--unshare-net", "--unshare-pid",
-    "--unshare-ipc", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+    "--ro-bind", "/", "/", "--proc", "/proc", "--tmpfs", "/tmp", "--unshare-ipc", "--die-with-parent",
+    "--new-session", "--cap-drop", "ALL",
 ]
 
 
@@ -166,25 +212,27 @@ async def run_isolated(
     env: Mapping[str, str] | None = None,
     gpu: bool = False,
     result_pipe: bool = False,
+    profile: Profile | None = None,
 ) -> ProcessOutcome:
     """Run ``argv`` isolated with ``run_dir`` as its only writable directory.
 
-    With ``result_pipe`` the program gets ``KF_RESULT_FD``, a pipe to write its answer to; the
-    answer is kept apart from its (capped) stdout/stderr, which the candidate shares.
+    ``profile`` defaults to the strongest this machine allows (:func:`profiles`). With
+    ``result_pipe`` the program gets ``KF_RESULT_FD``, a pipe to write its answer to; the answer
+    is kept apart from its (capped) stdout/stderr, which the candidate shares.
     """
     features = detect_features()
-    # Under the launcher's own namespaces every CUDA call failed on the H200 host
-    # (cudaErrorOperatingSystem; bench/results/gpu_suite_2026-11-30_h200.md). The PID namespace,
-    # which has no /proc of its own here, is the likely cause: GPU runs keep the network
-    # namespace and rely on the process-group kill instead.
-    own_namespaces = features.namespaces and not features.bubblewrap
+    profile = profile or profiles(features, gpu)[0]
+    own = not profile.bubblewrap
     config = {"cwd": str(run_dir), "limits": limits.as_config(),
-              "new_network": own_namespaces, "new_pid": own_namespaces and not gpu}
+              "new_network": own and profile.network, "new_pid": own and profile.pid}
     command = [*_launcher_argv(json.dumps(config)), *argv]
-    if features.bubblewrap:
+    if profile.bubblewrap:
+        if features.bubblewrap is None:
+            raise RuntimeError("a bubblewrap profile was asked for, but bubblewrap does not work here")
         dev = ["--dev-bind", "/dev", "/dev"] if gpu else ["--dev", "/dev"]
+        spaces = [flag for flag, on in (("--unshare-net", profile.network), ("--unshare-pid", profile.pid)) if on]
         run_dir = run_dir.resolve()
-        command = [features.bubblewrap, *_BWRAP_BASE, *dev, *_tmp_paths_needed(), "--bind", str(run_dir),
+        command = [features.bubblewrap, *_BWRAP_BASE, *spaces, *dev, *_tmp_paths_needed(), "--bind", str(run_dir),
                    str(run_dir), "--chdir", str(run_dir), "--", *command]
     environment = dict(env or allowed_environment(run_dir))
     read_fd, write_fd = os.pipe() if result_pipe else (-1, -1)

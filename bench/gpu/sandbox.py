@@ -146,7 +146,8 @@ def run(out_dir: Path) -> dict:
 
     async def measure() -> dict[str, object]:
         device = await evaluator.device_info()
-        return {"device": device.model_dump(), "corpus": await corpus_verdicts(evaluator, store),
+        return {"device": device.model_dump(), "isolation": evaluator.isolation,
+                "corpus": await corpus_verdicts(evaluator, store),
                 "candidate_seconds": await seconds_per_candidate(evaluator, store)}
 
     results = asyncio.run(measure())
