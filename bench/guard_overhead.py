@@ -29,6 +29,7 @@ from packager.module_state import ModuleKeyReader
 from packager.runtime import host_cpu_arch
 from packager.variant import (
     ATTRIBUTES_KWARG,
+    VariantKey,
     dtype_name,
     encode_call,
     module_call_kwargs,
@@ -66,10 +67,10 @@ def _spec(t: torch.Tensor) -> dict[str, object]:
             "storage_offset": t.storage_offset(), "aligned16": t.data_ptr() % 16 == 0}
 
 
-def _card(op: str, args: list[object], result: torch.Tensor) -> dict[str, object]:
-    key = variant_key(op, args, {})
-    template, tensors = encode_call(args, {})
-    return {"id": key.id, "kind": "aten", "op": op, "device": "cpu", "key": key.to_json(),
+def _card(key: VariantKey, args: list[object], kwargs: dict[str, object], result: torch.Tensor,
+          kind: str = "aten") -> dict[str, object]:
+    template, tensors = encode_call(args, kwargs)
+    return {"id": key.id, "kind": kind, "op": key.op, "device": "cpu", "key": key.to_json(),
             "inputs": [_spec(t) for t in tensors], "outputs": [_spec(result)], "template": template}
 
 
@@ -98,7 +99,7 @@ def measure() -> dict[str, object]:
     rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp, torch.inference_mode():
         work = Path(tmp)
-        cards = {name: _card(op, args, fn(x)) for name, (op, args, fn, _) in calls.items()}
+        cards = {name: _card(variant_key(op, args, {}), args, {}, fn(x)) for name, (op, args, fn, _) in calls.items()}
         entries = [_entry(cards[name], source, work) for name, (*_, source) in calls.items()]
         build_cast(work / "bench.cast", ModelIdentity("bench", "bench", "bench"), entries, [])
         cast = load_cast(work / "bench.cast")
@@ -124,9 +125,7 @@ def measure_module() -> dict[str, float]:
     module = torch.nn.GroupNorm(32, 128).eval()
     x = torch.randn(1, 128, 16, 16)
     key = module_variant_key(module, [x], {})
-    template, tensors = encode_call([x], module_call_kwargs(module, {}))
-    card = {"id": key.id, "kind": "module", "op": key.op, "device": "cpu", "key": key.to_json(),
-            "inputs": [_spec(t) for t in tensors], "outputs": [_spec(x)], "template": template}
+    card = _card(key, [x], module_call_kwargs(module, {}), x, kind="module")
     plain, remembering, reader = CallMatcher(key), CallMatcher(key, remembered=(ATTRIBUTES_KWARG,)), ModuleKeyReader()
     with torch.inference_mode():
         row = {

@@ -23,6 +23,7 @@ from gpu_sandbox_service.device import describe_device, resolve_backend
 from gpu_sandbox_service.harness.protocol import REQUEST_FILE, HarnessReport, HarnessRequest
 from gpu_sandbox_service.isolation import (
     EXIT_LAUNCH_FAILED,
+    ProcessOutcome,
     Profile,
     ResourceLimits,
     allowed_environment,
@@ -85,8 +86,9 @@ class Evaluator:
             self._compiler = Compiler(toolchain, self.work_dir / "cache", self.scratch, self.limits)
             self._pool = WorkerPool(self.backend, device.device_count, self.workers)
             if self.backend == "cuda":
-                self._profile = await choose_kernel_profile("cuda", self._compiler, self.scratch, self.limits,
-                                                            self._pool)
+                self._profile = await choose_kernel_profile(
+                    "cuda", self._compiler, self.scratch,
+                    lambda argv, run_dir, profile: self._spawn(argv, run_dir, self.limits.run_timeout_s, profile))
             self._device = device.model_copy(update={"sandbox_id": self.sandbox_id})
 
     async def evaluate(self, request: EvaluationRequest) -> EvaluationResult:
@@ -164,17 +166,7 @@ class Evaluator:
             harness_request = self._stage(request, library, run_dir, verify_fresh)
             (run_dir / REQUEST_FILE).write_text(harness_request.model_dump_json())
             timeout = request.options.run_timeout_s or self.limits.run_timeout_s
-            async with self._pool.run_slot() as slot_env:
-                if self.backend == "cpu":
-                    # Eager's and the candidate's OpenMP pools share the cores; spinning idle
-                    # threads of one would bill their time to the other.
-                    slot_env = {**slot_env, "OMP_WAIT_POLICY": "PASSIVE"}
-                outcome = await run_isolated(
-                    HARNESS, run_dir=run_dir, limits=ResourceLimits.for_run(self.limits, self.backend),
-                    timeout_s=timeout, output_cap_bytes=self.limits.output_cap_bytes,
-                    log_tail_bytes=self.limits.log_tail_bytes, env=allowed_environment(run_dir, slot_env),
-                    gpu=self.backend == "cuda", result_pipe=True, profile=self._profile,
-                )
+            outcome = await self._spawn(HARNESS, run_dir, timeout, self._profile, result_pipe=True)
         finally:
             await asyncio.to_thread(shutil.rmtree, run_dir, True)
         log = outcome.log_tail.replace(str(run_dir) + "/", "")
@@ -200,6 +192,22 @@ class Evaluator:
         how = f"was killed by {signal_name}" if signal_name else f"exited with status {outcome.returncode}"
         return HarnessReport(status=CandidateStatus.RUNTIME_ERROR,
                              error_message=f"the candidate process {how} before reporting a verdict"), log
+
+    async def _spawn(self, argv: list[str], run_dir: Path, timeout_s: float, profile: Profile | None,
+                     result_pipe: bool = False) -> ProcessOutcome:
+        """Run ``argv`` isolated in one of the pool's slots, with a candidate run's limits."""
+        assert self._pool is not None
+        async with self._pool.run_slot() as slot_env:
+            if self.backend == "cpu":
+                # Eager's and the candidate's OpenMP pools share the cores; spinning idle
+                # threads of one would bill their time to the other.
+                slot_env = {**slot_env, "OMP_WAIT_POLICY": "PASSIVE"}
+            return await run_isolated(
+                argv, run_dir=run_dir, limits=ResourceLimits.for_run(self.limits, self.backend), timeout_s=timeout_s,
+                output_cap_bytes=self.limits.output_cap_bytes, log_tail_bytes=self.limits.log_tail_bytes,
+                env=allowed_environment(run_dir, slot_env), gpu=self.backend == "cuda", result_pipe=result_pipe,
+                profile=profile,
+            )
 
     def _stage(self, request: EvaluationRequest, library: Path, run_dir: Path, verify_fresh: bool) -> HarnessRequest:
         """Put what the harness reads into its run dir; it sees nothing else of the sandbox."""

@@ -14,21 +14,11 @@ from __future__ import annotations
 import logging
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from gpu_sandbox_service.compiler import Compiler
-from gpu_sandbox_service.isolation import (
-    Profile,
-    ResourceLimits,
-    allowed_environment,
-    choose_profile,
-    detect_features,
-    profiles,
-    run_isolated,
-)
-from gpu_sandbox_service.models import Limits
-from gpu_sandbox_service.pool import WorkerPool
+from gpu_sandbox_service.isolation import ProcessOutcome, Profile, choose_profile, detect_features, profiles
 from gpu_sandbox_service.pycommand import python_module_command
 from servicekit.errors import FailedPrecondition
 
@@ -64,13 +54,17 @@ __global__ void kf_canary(const float *x, float *y, int64_t n) {
 }
 
 
-async def choose_kernel_profile(backend: str, compiler: Compiler, scratch: Path, limits: Limits, pool: WorkerPool,
+# Runs a program (argv) isolated under a profile with run_dir as its only writable directory, the
+# way the evaluator runs a candidate (its slot, limits and environment).
+Spawn = Callable[[list[str], Path, Profile], Awaitable[ProcessOutcome]]
+
+
+async def choose_kernel_profile(backend: str, compiler: Compiler, scratch: Path, spawn: Spawn,
                                 candidates: Sequence[Profile] | None = None) -> Profile:
     """The profile ``backend``'s candidates run under; FailedPrecondition if kernels cannot run at all.
 
     ``candidates`` default to :func:`profiles` for the backend, strongest first.
     """
-    gpu = backend == "cuda"
     built = await compiler.compile(SOURCES[backend], [])
     if built.library is None:
         raise FailedPrecondition(f"the sandbox cannot build its canary kernel ({built.error}): {built.log[-1500:]}")
@@ -81,23 +75,18 @@ async def choose_kernel_profile(backend: str, compiler: Compiler, scratch: Path,
         run_dir.mkdir()
         try:
             shutil.copyfile(library, run_dir / "canary.so")
-            async with pool.run_slot() as slot_env:
-                outcome = await run_isolated(
-                    [*CANARY, backend, str(run_dir / "canary.so")], run_dir=run_dir,
-                    limits=ResourceLimits.for_run(limits, backend), timeout_s=limits.run_timeout_s,
-                    output_cap_bytes=limits.output_cap_bytes, log_tail_bytes=limits.log_tail_bytes,
-                    env=allowed_environment(run_dir, slot_env), gpu=gpu, profile=profile,
-                )
+            outcome = await spawn([*CANARY, backend, str(run_dir / "canary.so")], run_dir, profile)
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
         if outcome.returncode == 0:
             return None
         if outcome.timed_out:
-            return f"timed out after {limits.run_timeout_s:g} s"
+            return "timed out"
         return outcome.log_tail.strip()[-500:] or f"exit status {outcome.returncode}"
 
     try:
-        profile, failures = await choose_profile(candidates or profiles(detect_features(), gpu), problem_under)
+        ladder = candidates or profiles(detect_features(), gpu=backend == "cuda")
+        profile, failures = await choose_profile(ladder, problem_under)
     except RuntimeError as exc:
         raise FailedPrecondition(f"not even a trivial kernel runs in this sandbox: {exc}") from exc
     for failure in failures:

@@ -55,7 +55,7 @@ class CallMatcher:
         self._kwargs = {name: self._compile(v) for name, v in template["kwargs"].items()}
         self._n_args = len(self._args)
         for name in remembered:
-            if '{"tensor"' in json.dumps(template["kwargs"].get(name)):
+            if _holds_tensor(template["kwargs"].get(name)):
                 raise ValueError(f"keyword {name!r} holds tensors: its verdict cannot be remembered")
         self._remembered = frozenset(remembered)
         # id(value) -> (value, verdict); holding the value keeps its id from being reused.
@@ -165,6 +165,13 @@ def _list_check(items: list[Check]) -> Check:
         return None
 
     return check
+
+
+def _holds_tensor(encoded: Any) -> bool:
+    """Whether an encoded template value contains a tensor anywhere."""
+    if isinstance(encoded, dict):
+        return "tensor" in encoded or any(_holds_tensor(v) for v in encoded.values())
+    return isinstance(encoded, list) and any(_holds_tensor(v) for v in encoded)
 
 
 def _is_named_tensor(encoded: Any) -> bool:

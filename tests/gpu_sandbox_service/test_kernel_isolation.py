@@ -12,6 +12,7 @@ import pytest
 from gpu_sandbox_service.canary import main as canary_main
 from gpu_sandbox_service.compiler import Compiler, detect_toolchain
 from gpu_sandbox_service.isolation import (
+    ProcessOutcome,
     Profile,
     ResourceLimits,
     choose_profile,
@@ -20,7 +21,7 @@ from gpu_sandbox_service.isolation import (
     run_isolated,
 )
 from gpu_sandbox_service.kernel_isolation import SOURCES, choose_kernel_profile
-from gpu_sandbox_service.pool import WorkerPool
+from servicekit.errors import FailedPrecondition
 from tests.gpu_sandbox_service.conftest import TEST_LIMITS
 
 LIMITS = ResourceLimits(cpu_time_s=60, max_processes=4096, open_files=256, file_size_bytes=1 << 20,
@@ -34,10 +35,25 @@ def _compiler(tmp_path: Path) -> Compiler:
     return Compiler(detect_toolchain("cpu", "cpu"), tmp_path / "cache", tmp_path / "scratch", TEST_LIMITS)
 
 
+async def _spawn(argv: list[str], run_dir: Path, profile: Profile) -> ProcessOutcome:
+    return await run_isolated(argv, run_dir=run_dir, limits=LIMITS, timeout_s=20.0, output_cap_bytes=1 << 16,
+                              log_tail_bytes=1024, profile=profile)
+
+
 def test_the_cpu_canary_runs_under_the_strongest_profile(tmp_path: Path) -> None:
-    chosen = asyncio.run(choose_kernel_profile("cpu", _compiler(tmp_path), tmp_path / "scratch", TEST_LIMITS,
-                                               WorkerPool("cpu")))
+    chosen = asyncio.run(choose_kernel_profile("cpu", _compiler(tmp_path), tmp_path / "scratch", _spawn))
     assert chosen == profiles(detect_features(), gpu=False)[0]
+
+
+def test_a_broken_canary_names_each_profile_it_failed_under(tmp_path: Path) -> None:
+    async def spawn_broken(argv: list[str], run_dir: Path, profile: Profile) -> ProcessOutcome:
+        (run_dir / "canary.so").write_bytes(b"not a shared object")
+        return await _spawn(argv, run_dir, profile)
+
+    ladder = profiles(detect_features(), gpu=True)
+    with pytest.raises(FailedPrecondition, match="not even a trivial kernel runs") as info:
+        asyncio.run(choose_kernel_profile("cpu", _compiler(tmp_path), tmp_path / "scratch", spawn_broken, ladder))
+    assert all(p.describe() in str(info.value) for p in ladder)
 
 
 def test_gpu_profiles_weaken_step_by_step_to_none() -> None:
@@ -51,8 +67,7 @@ def test_the_first_profile_that_works_is_kept_and_the_stronger_failures_named(tm
     ladder = profiles(detect_features(), gpu=True)
 
     async def problem_under(profile: Profile) -> str | None:
-        outcome = await run_isolated([sys.executable, "-c", NEEDS_HOST_NETWORK], run_dir=tmp_path, limits=LIMITS,
-                                     timeout_s=20.0, output_cap_bytes=1 << 16, log_tail_bytes=1024, profile=profile)
+        outcome = await _spawn([sys.executable, "-c", NEEDS_HOST_NETWORK], tmp_path, profile)
         return None if outcome.returncode == 0 else f"exit status {outcome.returncode}"
 
     chosen, failures = asyncio.run(choose_profile(ladder, problem_under))
