@@ -380,7 +380,7 @@ def package_inputs(run_dir: Path) -> tuple[Any, list[Any], list[Any]]:
             artifact = store.artifact(best[0].id) if best else None
             if best is None or artifact is None:
                 reason = row.reason or ("no candidate passed verification" if row.selected else "not searched")
-                fallbacks.append(FallbackEntry(card_id=row.id, op=card.op, reason=reason))
+                fallbacks.append(FallbackEntry(card_id=row.id, op=card.op, reason=reason, calls=card.call_count))
                 continue
             cand, result = best
             kernels.append(KernelEntry(

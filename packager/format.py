@@ -10,6 +10,11 @@ Archive layout::
 A kernel is packaged only if it is faster than eager *with the guard's cost added*:
 ``eager_latency_us / (latency_us + guard_cost_us)`` must exceed 1 and reach ``min_speedup``;
 otherwise its card is listed as a fallback with the numbers that ruled it out.
+
+The dispatch is installed per op, so every call of that op pays for a look at the guard, the
+calls of cards left on eager too. Per op (and arch), the time the kernels save over their
+calls must exceed what the misses cost (the other cards' calls times the guard's cost);
+otherwise every kernel of that op becomes a fallback, and the op keeps running untouched.
 """
 
 from __future__ import annotations
@@ -18,11 +23,12 @@ import datetime
 import hashlib
 import json
 import math
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from packager.archive import FORMAT_VERSION, write_archive
 from packager.errors import CastBuildError
@@ -76,6 +82,8 @@ class FallbackEntry:
     card_id: str
     op: str
     reason: str
+    calls: int = 0  # the card's captured call count: each of its calls meets the op's guard
+
 
 
 def _producer() -> str:
@@ -142,6 +150,41 @@ def _record(entry: KernelEntry, card: dict[str, Any], guard_us: float, effective
     )
 
 
+class _Candidate(NamedTuple):
+    entry: KernelEntry
+    card: dict[str, Any]
+    guard_us: float
+    effective: float
+
+
+def _calls(card: Mapping[str, Any]) -> int:
+    """A card's captured call count (at least 1: a card exists because it was called)."""
+    count = card.get("call_count", 0)
+    return max(int(count), 1) if isinstance(count, (int, float)) else 1
+
+
+def unprofitable_ops(candidates: Sequence[_Candidate], missed_calls: Mapping[str, int]) -> dict[tuple[str, str], str]:
+    """``(arch, op)`` -> why its kernels cost the model more than they save, for each such op.
+
+    Saved: per kernel, calls x (eager - kernel - guard). Lost: the op's calls that stay on eager
+    (``missed_calls``) x the guard's cost, which a miss pays too (matching, then handing the
+    call back to the original kernel).
+    """
+    groups: dict[tuple[str, str], list[_Candidate]] = defaultdict(list)
+    for candidate in candidates:
+        groups[(candidate.entry.arch, candidate.entry.op)].append(candidate)
+    reasons: dict[tuple[str, str], str] = {}
+    for (arch, op), members in groups.items():
+        saved_us = sum(_calls(c.card) * (c.entry.eager_latency_us - c.entry.latency_us - c.guard_us) for c in members)
+        misses = missed_calls.get(op, 0)
+        lost_us = misses * max(c.guard_us for c in members)
+        if saved_us <= lost_us:
+            reasons[(arch, op)] = (
+                f"{arch}: the kernels of {op} save {saved_us:.1f} us over their captured calls, but its {misses} "
+                f"calls left on eager would pay {lost_us:.1f} us for the guard; the op stays on eager")
+    return reasons
+
+
 def build_cast(
     path: Path,
     model: ModelIdentity,
@@ -168,10 +211,12 @@ def build_cast(
         seen.add((entry.card_id, entry.arch))
         checked.append((entry, _check_entry(entry, where)))
 
-    records: list[KernelRecord] = []
     dropped = [FallbackRecord(f.card_id, f.op, f.reason) for f in fallbacks]
-    files: dict[str, bytes] = {}
+    missed_calls: dict[str, int] = defaultdict(int)
+    for fallback in fallbacks:
+        missed_calls[fallback.op] += max(fallback.calls, 0)
     guard_costs: dict[str, float] = {}
+    survivors: list[_Candidate] = []
     for entry, card in checked:
         if entry.card_id not in guard_costs:
             guard_costs[entry.card_id] = guard_cost_us(card)
@@ -183,6 +228,18 @@ def build_cast(
                 f"{guard_us:.2f} us per call (eager {entry.eager_latency_us:.2f} us, kernel "
                 f"{entry.latency_us:.2f} us); needs more than 1x and at least {min_speedup:g}x"
             )))
+            missed_calls[entry.op] += _calls(card)
+            continue
+        survivors.append(_Candidate(entry, card, guard_us, effective))
+    unprofitable = unprofitable_ops(survivors, missed_calls)
+
+    records: list[KernelRecord] = []
+    files: dict[str, bytes] = {}
+    for candidate in survivors:
+        entry, card, guard_us, effective = candidate
+        reason = unprofitable.get((entry.arch, entry.op))
+        if reason:
+            dropped.append(FallbackRecord(entry.card_id, entry.op, reason))
             continue
         record = _record(entry, card, guard_us, effective)
         files[record.source_path] = entry.source.encode()

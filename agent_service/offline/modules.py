@@ -30,6 +30,8 @@ RMS_NORM_ROUND_THEN_WEIGHT = {"LlamaRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm", "Q
                               "examples.small_transformer.RMSNorm"}
 RMS_NORM_ZERO_CENTRED = {"GemmaRMSNorm", "Gemma2RMSNorm", "Gemma3RMSNorm", "Qwen3_5MoeRMSNorm", "Qwen3_5RMSNorm",
                          "Qwen3NextRMSNorm"}
+# x * rsqrt(mean(x²) + eps), cast to the weight's dtype when that is half precision, times the weight.
+DIFFUSERS_RMS_NORM = "diffusers.models.normalization.RMSNorm"
 RMS_NORM_GATED = {"Qwen3_5MoeRMSNormGated", "Qwen3_5RMSNormGated", "Qwen3NextRMSNormGated"}
 GATED_ACTIVATIONS = {"SiluAndMul": "silu", "SiLUAndMul": "silu", "SwiGLUActivation": "silu", "GeluAndMul": "gelu",
                      "GELUAndMul": "gelu", "GeluTanhAndMul": "gelu_tanh", "examples.small_transformer.SiLUGate": "silu"}
@@ -101,13 +103,21 @@ def _rms(card: OperatorCard, name: str, forward: list[TensorArg], state: dict[st
     if weight is not None and weight.spec.shape != [x.spec.shape[-1]]:
         raise UnsupportedCard(f"weight of shape {weight.spec.shape} does not match the normalised dim")
     eps = _attribute(card, "eps", "variance_epsilon", allow_none=name == TORCH_RMS_NORM)
+    round_before_weight = name in RMS_NORM_ROUND_THEN_WEIGHT or gated
+    if name == DIFFUSERS_RMS_NORM:
+        if _state(state, "bias") is not None:
+            raise UnsupportedCard(f"{name} with a bias is not templated")
+        half_weight = weight is not None and weight.spec.dtype in ("float16", "bfloat16")
+        if half_weight and weight is not None and weight.spec.dtype != x.spec.dtype:
+            raise UnsupportedCard(f"{name}: a {weight.spec.dtype} weight on {x.spec.dtype} input is not templated")
+        round_before_weight = half_weight
     outer, length, _ = row_layout(x.spec, [len(x.spec.shape) - 1])
     return RowPlan(
         family="module_rms_norm", summary=f"{name} of {x.spec.shape} {x.spec.dtype}", kind="rms_norm",
         inputs=tuple(card.inputs), outputs=tuple(card.outputs), x=x.index, rows=outer, length=length, y=0,
         weight=weight.index if weight is not None else None,
         weight_offset=1.0 if name in RMS_NORM_ZERO_CENTRED else 0.0,
-        round_before_weight=name in RMS_NORM_ROUND_THEN_WEIGHT or gated,
+        round_before_weight=round_before_weight,
         gate=forward[1].index if gated else None, gate_activation="silu",
         eps=FLOAT32_EPS if eps is None else float(eps),
     )
@@ -185,7 +195,8 @@ def module_plan(card: OperatorCard) -> KernelPlan:
     forward, state = module_tensors(card)
     if not forward:
         raise UnsupportedCard(f"{card.op}: no forward tensors")
-    rms = _listed(card, RMS_NORM_WEIGHT | RMS_NORM_ROUND_THEN_WEIGHT | RMS_NORM_ZERO_CENTRED | RMS_NORM_GATED)
+    rms = _listed(card, RMS_NORM_WEIGHT | RMS_NORM_ROUND_THEN_WEIGHT | RMS_NORM_ZERO_CENTRED | RMS_NORM_GATED
+                  | {DIFFUSERS_RMS_NORM})
     if rms is not None:
         return _rms(card, rms, forward, state)
     gated = _listed(card, GATED_ACTIVATIONS)

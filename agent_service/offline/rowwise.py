@@ -11,6 +11,7 @@ tree. On cpu rows are spread over OpenMP threads and reduced with ``omp simd`` l
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent_service.models import DeviceDescription
 from agent_service.offline import cxx
@@ -22,6 +23,7 @@ from capture_service.cards import TensorSpec
 
 KINDS = ("sum", "mean", "amax", "softmax", "log_softmax", "layer_norm", "rms_norm", "group_norm")
 MAX_CACHED_FLOATS = 64
+SPLIT_MIN_LENGTH = 8192
 
 ACTIVATIONS = {
     "silu": "(({v}) / (1.0f + KF_EXP(-({v}))))",
@@ -193,24 +195,44 @@ class RowPlan:
                 "fast_math": (True, False),
             })
         vec = self._max_vector()
+        splits = self._split_choices(device, vec)
         if self.inner != 1:
             modes: tuple[str, ...] = ("columns", "thread")
         elif self.length <= 1024:
             modes = ("warp", "block") + (("thread",) if self.length <= 64 else ())
         else:
-            modes = ("block", "warp")
-        return KnobSpace({
+            modes = (("split",) if splits else ()) + ("block", "warp")
+        choices: dict[str, tuple[Any, ...]] = {
             "mode": modes,
             "threads_per_block": (256, 128, 512, 1024) if modes[0] != "warp" else (256, 128, 512),
             "vector": (vec, 1) if vec > 1 else (1,),
             "stats": self._stats_choices(),
             "cache_row": (True, False) if self._rereads_row() else (False,),
             "reduce": ("shuffle", "smem_tree"),
-        })
+        }
+        if splits:
+            choices["blocks_per_row"] = splits
+        return KnobSpace(choices)
+
+    def _split_choices(self, device: DeviceDescription, vec: int) -> tuple[int, ...]:
+        """Blocks per row for split mode, offered when fewer rows than SMs would idle the device.
+
+        One block per row leaves most SMs idle when rows are few and long (group norm at batch 1
+        has 32 rows of up to millions of elements); split mode gives each row several blocks,
+        which reduce partial statistics that a second kernel merges before writing.
+        """
+        sms = device.sm_count if device.sm_count > 0 else 132
+        if self.inner != 1 or self.rows >= sms or self.length < SPLIT_MIN_LENGTH:
+            return ()
+        most = max(2, self.length // (vec * 256))
+        wanted = (cxx.ceil_div(2 * sms, self.rows), cxx.ceil_div(sms, self.rows), cxx.ceil_div(4 * sms, self.rows))
+        return tuple(dict.fromkeys(min(max(2, n), most) for n in wanted))
 
     def render(self, backend: str, knobs: Knobs, device: DeviceDescription) -> str:
         knobs = self.knob_space(backend, device).normalise(knobs)
-        return _render_cuda(self, knobs, device) if backend == "cuda" else _render_cpu(self, knobs)
+        if backend != "cuda":
+            return _render_cpu(self, knobs)
+        return _render_cuda_split(self, knobs) if knobs["mode"] == "split" else _render_cuda(self, knobs, device)
 
     # ---- shared pieces -----------------------------------------------------------------------
 
@@ -548,6 +570,120 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
                          void *stream) {{
 {cxx.guard(plan.inputs, plan.outputs, aligned)}
   kf_rows<<<{grid}, {shape.block}, 0, (cudaStream_t)stream>>>({args});
+{cxx.cuda_launch_epilogue()}
+}}
+"""
+
+
+# ---- cuda, split rows ----------------------------------------------------------------------------
+
+# Per kind: (initial partial, per-element update, block reduction, merge across blocks, finish).
+# Norm statistics are shifted sums (count, sum, sum of squares of v - shift) within a block,
+# turned into (count, mean, M2) once per block and merged across blocks with Chan's formula.
+_SPLIT_STATS: dict[str, tuple[str, str, str, str, str]] = {
+    "sum": ("{0.0f, 0.0f, 0.0f}", "s.a += v;", "kf_sum_op", "kf_sum_op", "st_sum = s.a;"),
+    "mean": ("{0.0f, 0.0f, 0.0f}", "s.a += v;", "kf_sum_op", "kf_sum_op", "st_sum = s.a;"),
+    "amax": ("{-INFINITY, 0.0f, 0.0f}", "s.a = fmaxf(s.a, v);", "kf_max_op", "kf_max_op", "st_m = s.a;"),
+    "softmax": ("{-INFINITY, 0.0f, 0.0f}",
+                "if (v > s.a) { s.b = s.b * KF_EXP(s.a - v) + 1.0f; s.a = v; } else s.b += KF_EXP(v - s.a);",
+                "kf_online_op", "kf_online_op", "st_m = s.a; st_sum = s.b;"),
+    "rms_norm": ("{0.0f, 0.0f, 0.0f}", "s.a += v * v;", "kf_sum_op", "kf_sum_op", "st_sumsq = s.a;"),
+    "layer_norm": ("{0.0f, 0.0f, 0.0f}", "{ const float d = v - shift; s.a += 1.0f; s.b += d; s.c += d * d; }",
+                   "kf_sum_op", "kf_welford_op", "st_mean = s.b; st_var = s.c / {n};"),
+}
+_SPLIT_STATS["log_softmax"] = _SPLIT_STATS["softmax"]
+_SPLIT_STATS["group_norm"] = _SPLIT_STATS["layer_norm"]
+_SPLIT_DECLS = {"sum": "float st_sum;", "mean": "float st_sum;", "amax": "float st_m;",
+                "softmax": "float st_m, st_sum;", "log_softmax": "float st_m, st_sum;", "rms_norm": "float st_sumsq;",
+                "layer_norm": "float st_mean, st_var;", "group_norm": "float st_mean, st_var;"}
+
+
+def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
+    """Two kernels: per-block partial statistics of a row chunk, then merge and write the chunk."""
+    block, vec, splits = int(knobs["threads_per_block"]), int(knobs["vector"]), int(knobs["blocks_per_row"])
+    length = plan.length
+    chunk = cxx.ceil_div(cxx.ceil_div(length, splits), vec) * vec
+    init, update, block_op, merge_op, finish = _SPLIT_STATS[plan.kind]
+    finish = finish.replace("{n}", cxx.cfloat(float(length)))
+    shifted = plan.kind in ("layer_norm", "group_norm")
+    tree = "true" if knobs["reduce"] == "smem_tree" else "false"
+    smem = block if tree == "true" else 32
+    xt = cxx.element_type(plan.inputs[plan.x].dtype, "cuda")
+    to_welford = ("    if (s.a > 0.0f) {\n      const float m = s.b / s.a;\n"
+                  "      s.c = fmaxf(s.c - m * s.b, 0.0f);\n      s.b = shift + m;\n    }\n" if shifted else "")
+
+    def chunk_loop(body: str, before: str = "", after: str = "") -> str:
+        load = (f"      const kf_vec<{xt}, {vec}> lv = kf_load_vec<{xt}, {vec}>(x + base + j0);\n" if vec > 1 else "")
+        value = "kf_to_f32(lv.v[k])" if vec > 1 else "kf_to_f32(x[base + j0])"
+        return (f"    for (int64_t j0 = begin + (int64_t)threadIdx.x * {vec}; j0 < end; j0 += {block * vec}LL) {{\n"
+                f"{load}{before}#pragma unroll\n      for (int k = 0; k < {vec}; ++k) {{\n"
+                f"        const int64_t j = j0 + k; (void)j;\n        const float v = {value};\n        {body}\n"
+                f"      }}\n{after}    }}\n")
+
+    shift_decl = "  const float shift = kf_to_f32(x[base]); (void)shift;\n"
+    locate = (f"  const int64_t row = blockIdx.x / {splits};\n"
+              f"  const int64_t base = row * {length}LL;\n"
+              f"  const int64_t begin = (int64_t)(blockIdx.x % {splits}) * {chunk}LL;\n"
+              f"  const int64_t end = begin + {chunk}LL < {length}LL ? begin + {chunk}LL : {length}LL;\n"
+              "  (void)base; (void)end;\n")
+    write = ""
+    if plan.y is not None:
+        yt = cxx.element_type(plan.outputs[plan.y].dtype, "cuda")
+        expr = plan._write_expr("cuda")
+        if vec > 1:
+            write = chunk_loop(f"const int64_t idx = base + j; (void)idx; {plan._channel_c()}\n"
+                               f"        out.v[k] = kf_from_f32<{yt}>({expr});",
+                               before=f"      kf_vec<{yt}, {vec}> out;\n",
+                               after=f"      kf_store_vec<{yt}, {vec}>(y + base + j0, out);\n")
+        else:
+            write = chunk_loop(f"const int64_t idx = base + j; {plan._channel_c()}\n"
+                               f"        y[idx] = kf_from_f32<{yt}>({expr});")
+    row_writes = ""
+    for name, value in plan._row_output_values().items():
+        if name in plan.row_outputs:
+            t = cxx.element_type(plan.outputs[plan.row_outputs[name]].dtype, "cuda")
+            row_writes += f"    r_{name}[row] = kf_from_f32<{t}>({value});\n"
+    if row_writes:
+        row_writes = f"  if (blockIdx.x % {splits} == 0 && threadIdx.x == 0) {{\n{row_writes}  }}\n"
+    params, args = plan._params("cuda")
+    xparam = params.split(",")[0]
+    aligned = []
+    if vec > 1:
+        aligned = [f"inputs[{plan.x}].data"] + ([f"outputs[{plan.y}].data"] if plan.y is not None else [])
+        aligned += [f"inputs[{plan.gate}].data"] if plan.gate is not None else []
+    grid = plan.rows * splits
+    return f"""{cxx.CUDA_PRELUDE}
+{CUDA_ROW_HELPERS}
+{_math_macros("cuda", True)}
+/* {plan.summary}; {knobs} */
+__global__ void __launch_bounds__({block}) kf_partials({xparam}, kf_stat *__restrict__ partials) {{
+  __shared__ kf_stat smem[{smem}];
+{locate}{shift_decl}  kf_stat s = {init};
+{chunk_loop(update)}  s = kf_group_reduce<{block}, {tree}>(s, {block_op}(), smem);
+  if (threadIdx.x == 0) {{
+{to_welford}    partials[blockIdx.x] = s;
+  }}
+}}
+
+__global__ void __launch_bounds__({block}) kf_apply({params}, const kf_stat *__restrict__ partials) {{
+{locate}  const kf_stat *mine = partials + row * {splits};
+  kf_stat s = mine[0];
+  for (int p = 1; p < {splits}; ++p) s = {merge_op}()(s, mine[p]);
+  {_SPLIT_DECLS[plan.kind]}
+  {finish}
+  {plan._row_stats_c()}
+{write}{row_writes}}}
+
+extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
+                         void *stream) {{
+{cxx.guard(plan.inputs, plan.outputs, aligned)}
+  cudaStream_t s = (cudaStream_t)stream;
+  kf_stat *partials = nullptr;
+  if (cudaMallocAsync((void **)&partials, {grid} * sizeof(kf_stat), s) != cudaSuccess)
+    return {cxx.STATUS_LAUNCH_FAILED};
+  kf_partials<<<{grid}, {block}, 0, s>>>((const {xt} *)inputs[{plan.x}].data, partials);
+  kf_apply<<<{grid}, {block}, 0, s>>>({args}, partials);
+  cudaFreeAsync(partials, s);
 {cxx.cuda_launch_epilogue()}
 }}
 """

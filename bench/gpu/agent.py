@@ -14,6 +14,7 @@ Needs torch with CUDA, nvcc, and pydantic (carry its wheels where the image lack
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -129,6 +130,15 @@ def module_case(module: nn.Module, args: list[torch.Tensor], attributes: dict[st
     return card, (call, len(args), state)
 
 
+def _diffusers_rms_norm(dim: int) -> nn.Module:
+    from diffusers.models.normalization import RMSNorm
+
+    module = RMSNorm(dim, eps=1e-6)
+    with torch.no_grad():
+        module.weight.normal_()
+    return module
+
+
 def _cases() -> list[tuple[str, OperatorCard, Any]]:
     aten = torch.ops.aten
     bf16, dev = torch.bfloat16, "cuda"
@@ -157,6 +167,15 @@ def _cases() -> list[tuple[str, OperatorCard, Any]]:
         ("rms_norm head_dim bf16", aten.rms_norm.default, [r(65536, 256), [256], r(256), 1e-6], {}),
         ("group_norm vae bf16", aten.native_group_norm.default,
          [r(1, 512, 128, 128), r(512), r(512), 1, 512, 16384, 32, 1e-6], {}),
+        ("group_norm vae 512@128 f32", aten.group_norm.default,
+         [r(1, 512, 128, 128, dtype=torch.float32), 32, r(512, dtype=torch.float32), r(512, dtype=torch.float32),
+          1e-6], {}),
+        ("group_norm vae 512@128 bf16", aten.group_norm.default, [r(1, 512, 128, 128), 32, r(512), r(512), 1e-6], {}),
+        ("group_norm vae 256@512 bf16", aten.group_norm.default, [r(1, 256, 512, 512), 32, r(256), r(256), 1e-6], {}),
+        ("group_norm vae 128@1024 bf16", aten.group_norm.default,
+         [r(1, 128, 1024, 1024), 32, r(128), r(128), 1e-6], {}),
+        ("softmax attention 8x4096x4096 bf16", aten._softmax.default, [r(8, 4096, 4096), -1, False], {}),
+        ("softmax vocab 512x262144 bf16", aten._softmax.default, [r(512, 262144), -1, False], {}),
         ("batch_norm resnet bf16", aten._native_batch_norm_legit_no_training.default,
          [r(32, 256, 56, 56), r(256), r(256), r(256), r(256).abs() + 0.1, 0.1, 1e-5], {}),
         ("global avg pool bf16", aten.mean.dim, [r(32, 2048, 7, 7), [-1, -2], True], {}),
@@ -167,6 +186,8 @@ def _cases() -> list[tuple[str, OperatorCard, Any]]:
          {"memory_format": torch.contiguous_format}),
         ("softmax over dim 1 f32", aten._softmax.default, [r(64, 128, 1024, dtype=torch.float32), 1, False], {}),
     ]
+    wanted = [w for w in os.environ.get("KF_BENCH_AGENT_CASES", "").split(",") if w]
+    specs = [spec for spec in specs if not wanted or any(w in spec[0] for w in wanted)]
     cases = []
     for name, op, args, kwargs in specs:
         card, call = aten_case(op, args, kwargs)
@@ -178,8 +199,11 @@ def _cases() -> list[tuple[str, OperatorCard, Any]]:
         ("SiluAndMul bf16", SiluAndMul(), [r(4096, 16384)], {}),
         ("GroupNormSiLU bf16", GroupNormSiLU(32, 512).to(dev, bf16), [r(1, 512, 128, 128)],
          {"eps": 1e-6, "num_groups": 32}),
+        ("diffusers RMSNorm qk bf16", _diffusers_rms_norm(64).to(dev, bf16), [r(2, 4429, 24, 64)], {"eps": 1e-6}),
     ]
     for name, module, args, attributes in modules:
+        if wanted and not any(w in name for w in wanted):
+            continue
         card, bundle = module_case(module, args, attributes)
         cases.append((name, card, bundle))
     return cases
@@ -315,6 +339,14 @@ def _bench_case(name: str, card: OperatorCard, bundle: Any, device: DeviceDescri
                 if best is None or kernel_us < best["kernel_us"]:
                     best, best_source = entry, p.source
             variants.append(entry)
+    if best is not None and os.environ.get("KF_BENCH_AGENT_COMPILE") == "1":
+        try:
+            compiled = torch.compile(lambda *xs: call(list(xs)), dynamic=False)
+            compiled(*inputs)
+            best["compile_us"] = timer.measure([lambda: compiled(*inputs)])[0]
+            best["speedup_vs_compile"] = best["compile_us"] / best["kernel_us"]
+        except Exception as exc:  # the kernel's numbers stand without the baseline
+            best["compile_error"] = repr(exc)[-500:]
     family = variants[0]["knobs"].get("family") if variants else None
     verified = sum(v["status"] == "passed" for v in variants)
     return {
@@ -325,15 +357,17 @@ def _bench_case(name: str, card: OperatorCard, bundle: Any, device: DeviceDescri
 
 
 def _table(results: list[dict[str, Any]]) -> str:
-    lines = ["| card | family | shape | dtype | variants passed | eager µs | best µs | speedup | best knobs |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| card | family | shape | dtype | variants passed | eager µs | compile µs | best µs | speedup | "
+             "vs compile | best knobs |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         best = r.get("best") or {}
         knobs = {k: v for k, v in (best.get("knobs") or {}).items() if k != "family"}
         lines.append(
             f"| {r['name']} | {r.get('family', '-')} | {r.get('shape', '-')} | {r.get('dtype', '-')} | "
             f"{r.get('variants_passed', 0)}/{len(r.get('variants', []))} | {best.get('eager_us', float('nan')):.1f} | "
-            f"{best.get('kernel_us', float('nan')):.1f} | {best.get('speedup', float('nan')):.2f} | {knobs} |"
+            f"{best.get('compile_us', float('nan')):.1f} | {best.get('kernel_us', float('nan')):.1f} | "
+            f"{best.get('speedup', float('nan')):.2f} | {best.get('speedup_vs_compile', float('nan')):.2f} | {knobs} |"
         )
     return "\n".join(lines) + "\n"
 

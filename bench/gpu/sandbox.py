@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -61,16 +62,18 @@ async def seconds_per_candidate(evaluator: Evaluator, store: BlobStore) -> dict[
     card = card_from_call("aten::_softmax.default", [torch.randn(4096, 4096, device="cuda"), -1, False], {}, store)
     prelude = (CORPUS / "cuda" / "_prelude.inc").read_text()
     body = (CORPUS / "cuda" / "softmax_ok.cu").read_text()
-    seconds, statuses, speedups = [], [], []
+    seconds, compile_seconds, statuses, speedups = [], [], [], []
     for _ in range(SPEED_CANDIDATES):
         source = f"// nonce {uuid.uuid4().hex}\n{prelude}\n{body}"
         started = time.perf_counter()
         result = await evaluator.evaluate(EvaluationRequest(candidate_id="speed", card=card, source=source,
                                                             backend="cuda"))
         seconds.append(time.perf_counter() - started)
+        compile_seconds.append(result.compile_s)
         statuses.append(result.status.value)
         speedups.append(result.speedup)
-    return {"median_s": statistics.median(seconds), "seconds": seconds, "statuses": statuses, "speedups": speedups}
+    return {"median_s": statistics.median(seconds), "seconds": seconds, "compile_seconds": compile_seconds,
+            "statuses": statuses, "speedups": speedups}
 
 
 LOAD_INLINE_WRAPPER = """
@@ -153,6 +156,8 @@ def run(out_dir: Path) -> dict:
     results = asyncio.run(measure())
     (out_dir / "sandbox.json").write_text(json.dumps(results, indent=1, default=str))
     try:
+        if os.environ.get("KF_BENCH_SANDBOX_LOAD_INLINE", "1") == "0":
+            raise RuntimeError("skipped (KF_BENCH_SANDBOX_LOAD_INLINE=0)")
         results["load_inline_seconds"] = load_inline_seconds()
     except Exception as exc:  # keep what was measured
         results["load_inline_seconds"] = {"median_s": None, "error": f"{type(exc).__name__}: {exc}"[-2000:]}

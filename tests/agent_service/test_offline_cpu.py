@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import torch
+from diffusers.models.normalization import RMSNorm as DiffusersRMSNorm
 
 from agent_service.models import DeviceDescription, ParentCandidate, ProposalRequest
 from agent_service.offline.proposer import propose_offline
@@ -179,6 +180,13 @@ def test_aten_family_compiles_and_matches_eager(case: Case, build_dir: Path) -> 
     _verify(card, lambda ins: reference(card, op, ins), inputs_for, case.family, build_dir)
 
 
+def _random_weights(module: torch.nn.Module) -> torch.nn.Module:
+    with torch.no_grad():
+        for parameter in module.parameters():
+            parameter.normal_()
+    return module
+
+
 MODULE_CASES = [
     ("llama_rms_norm_bf16", lambda: LlamaRMSNorm(64), [r(3, 5, 64, dtype=bf16)], {"variance_epsilon": 1e-6},
      "module_rms_norm"),
@@ -186,6 +194,10 @@ MODULE_CASES = [
     ("qwen_gated_rms_norm_bf16", lambda: Qwen3_5MoeRMSNormGated(32), [r(6, 32, dtype=bf16), r(6, 32, dtype=bf16)],
      {"variance_epsilon": 1e-6}, "module_rms_norm"),
     ("torch_rms_norm_default_eps", lambda: torch.nn.RMSNorm(40), [r(3, 40)], {"eps": None}, "module_rms_norm"),
+    ("diffusers_rms_norm_bf16", lambda: _random_weights(DiffusersRMSNorm(64, eps=1e-6, elementwise_affine=True)),
+     [r(2, 3, 64, dtype=bf16)], None, "module_rms_norm"),
+    ("diffusers_rms_norm_no_weight", lambda: DiffusersRMSNorm(40, eps=1e-5, elementwise_affine=False), [r(5, 40)],
+     None, "module_rms_norm"),
     ("silu_and_mul_bf16", SiluAndMul, [r(4, 128, dtype=bf16)], {}, "module_gated_activation"),
     ("gelu_and_mul_two_inputs", GeluAndMul, [r(4, 24), r(4, 24)], {}, "module_gated_activation"),
     ("group_norm_silu", lambda: GroupNormSiLU(4, 8), [r(2, 8, 6, 6)], None,

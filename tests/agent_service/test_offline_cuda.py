@@ -69,6 +69,13 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         ("group_norm_bf16", aten.native_group_norm.default,
          [r(2, 128, 32, 32, dtype=bf16), r(128, dtype=bf16), r(128, dtype=bf16), 2, 128, 1024, 32, 1e-6], {},
          [{}, {"stats": "one_pass"}]),
+        ("group_norm_split_bf16", aten.group_norm.default,
+         [r(1, 64, 64, 64, dtype=bf16), 32, r(64, dtype=bf16), r(64, dtype=bf16), 1e-6], {},
+         [{}, {"vector": 1, "reduce": "smem_tree", "threads_per_block": 1024}]),
+        ("native_group_norm_split_stats", aten.native_group_norm.default,
+         [r(1, 256, 32, 32), r(256), r(256), 1, 256, 1024, 32, 1e-5], {}, [{}]),
+        ("softmax_split_rows", aten._softmax.default, [r(4, 16384), -1, False], {}, [{}, {"vector": 1}]),
+        ("sum_split_rows", aten.sum.dim_IntList, [r(8, 65536, dtype=bf16), [-1]], {}, [{}]),
         ("batch_norm_bf16", aten._native_batch_norm_legit_no_training.default,
          [r(32, 64, 28, 28, dtype=bf16), r(64, dtype=bf16), r(64, dtype=bf16), r(64, dtype=bf16),
           r(64, dtype=bf16).abs(), 0.1, 1e-5], {}, [{}]),
@@ -114,6 +121,17 @@ def _nvcc(source: str, path: Path) -> tuple[int, str]:
     proc = subprocess.run([str(NVCC), "-arch=sm_90", "-O3", "-c", "-Xcompiler", "-fPIC", "-I", str(INCLUDE),
                            "-o", str(path.with_suffix(".o")), str(path)], capture_output=True, text=True)
     return proc.returncode, proc.stderr
+
+
+def test_few_long_rows_are_split_across_blocks_and_many_rows_are_not() -> None:
+    def space(*shape: int) -> Any:
+        card, _ = aten_card(aten._softmax.default, [r(*shape), -1, False])
+        return plan_for_card(_on_cuda(card), "cuda").knob_space("cuda", H200).choices
+
+    few_long = space(32, 65536)
+    assert few_long["mode"][0] == "split"
+    assert few_long["blocks_per_row"][0] == -(-2 * 132 // 32)  # two blocks per SM by default
+    assert "blocks_per_row" not in space(4096, 65536) and "blocks_per_row" not in space(32, 1024)
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")

@@ -42,6 +42,21 @@ def test_kernel_whose_speedup_does_not_survive_the_guard_is_left_on_eager(tmp_pa
     assert list(load_cast(tmp_path / "m.cast").kernels) == [strong.card_id]
 
 
+def test_op_whose_misses_cost_more_than_its_kernels_save_stays_on_eager(tmp_path: Path, artifacts) -> None:
+    card = relu_card(torch.randn(4, 8)).model_copy(update={"call_count": 2})
+    kernel = entry(card, RELU, artifacts["relu"], eager_us=60.0, kernel_us=20.0)  # saves about 2 x 40 us
+    other_relu_calls = FallbackEntry("other", "aten::relu.default", "no proposal for this card", calls=5000)
+    manifest = build_cast(tmp_path / "a.cast", MODEL, [kernel], [other_relu_calls])
+    assert not manifest.kernels
+    reason = next(f.reason for f in manifest.fallbacks if f.card_id == card.id)
+    assert "aten::relu.default" in reason and "5000 calls left on eager" in reason
+
+    few_misses = dataclasses.replace(other_relu_calls, calls=1)
+    assert [k.card_id for k in build_cast(tmp_path / "b.cast", MODEL, [kernel], [few_misses]).kernels] == [card.id]
+    other_op = dataclasses.replace(other_relu_calls, op="aten::gelu.default")
+    assert build_cast(tmp_path / "c.cast", MODEL, [kernel], [other_op]).kernels
+
+
 def test_min_speedup_drops_slower_kernels(tmp_path: Path, artifacts) -> None:
     x = torch.randn(4, 8)
     kernel = entry(relu_card(x), RELU, artifacts["relu"], eager_us=1000.0, kernel_us=400.0)
