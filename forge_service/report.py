@@ -2,6 +2,8 @@
 
 End-to-end figures come from running the model with the ``.cast`` applied (guards on) in a
 child process (:mod:`forge_service.e2e`); per-card gains are never summed into a model figure.
+A ``.cast`` must not make the model slower: when the model runs slower with it, the op whose
+kernels save the least is left on eager and the model measured again, a few times at most.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
@@ -19,9 +23,13 @@ from capture_service.cards import OperatorCard
 from forge_service.config import RunConfig
 from forge_service.store import RunStore, audit_class, best_candidate, package_inputs
 
+if TYPE_CHECKING:
+    from packager.manifest import CastManifest
+
 log = logging.getLogger(__name__)
 
 E2E_TIMEOUT_S = 900
+MAX_PRUNED_OPS = 4
 
 
 class CardReport(BaseModel):
@@ -68,6 +76,7 @@ class RunReport(BaseModel):
     end_to_end: EndToEnd
     cast_path: str | None
     kernels_packaged: int
+    pruned_ops: dict[str, str] = {}  # op -> why it was left on eager after measuring the model
 
     def summary_line(self) -> str:
         found = [c for c in self.cards if c.speedup]
@@ -89,6 +98,8 @@ class RunReport(BaseModel):
             )
         e = self.end_to_end
         lines += ["", "## End to end (guards on)", ""]
+        lines += [f"Left on eager after measuring the model: `{op}` ({why})." for op, why in self.pruned_ops.items()]
+        lines += [""] if self.pruned_ops else []
         if not e.measured:
             lines.append(f"Not measured: {e.error}")
         else:
@@ -135,21 +146,73 @@ def card_reports(store: RunStore) -> list[CardReport]:
     return reports
 
 
-def write_cast(store: RunStore, min_speedup: float | None, path: Path) -> int:
-    """Build the run's .cast at ``path`` from its best kernels; returns how many it holds."""
-    from packager.format import build_cast
+def write_cast(store: RunStore, min_speedup: float | None, path: Path,
+               excluded_ops: Mapping[str, str] | None = None) -> CastManifest:
+    """Build the run's .cast at ``path`` from its best kernels, less those of ``excluded_ops``.
 
+    ``excluded_ops`` defaults to the ops the run's report left on eager after measuring the
+    model, so an exported .cast is the one that was measured.
+    """
+    from packager.format import FallbackEntry, build_cast
+
+    if excluded_ops is None:
+        excluded_ops = pruned_ops(store)
     model, kernels, fallbacks = package_inputs(store.run_dir)
     config = RunConfig.model_validate_json(store.run_row()["config_json"])
-    manifest = build_cast(path, model, kernels, fallbacks,
-                          min_speedup=config.min_speedup if min_speedup is None else min_speedup)
-    return len(manifest.kernels)
+    kept = [k for k in kernels if k.op not in excluded_ops]
+    fallbacks = fallbacks + [
+        FallbackEntry(k.card_id, k.op, excluded_ops[k.op], calls=OperatorCard.from_json(k.card_json).call_count)
+        for k in kernels if k.op in excluded_ops
+    ]
+    return build_cast(path, model, kept, fallbacks,
+                      min_speedup=config.min_speedup if min_speedup is None else min_speedup)
 
 
-def measure_end_to_end(config: RunConfig, cast_path: Path, backend: str) -> EndToEnd:
+def pruned_ops(store: RunStore) -> dict[str, str]:
+    """The ops the run's report left on eager because the model ran slower with them."""
+    report_json = store.run_row()["report_json"]
+    return dict(json.loads(report_json).get("pruned_ops") or {}) if report_json else {}
+
+
+def least_saving_op(manifest: CastManifest) -> str | None:
+    """The op whose kernels are estimated to save the least time over their captured calls."""
+    saving: dict[str, float] = {}
+    for k in manifest.kernels:
+        calls = max(int(k.card.get("call_count") or 0), 1)
+        saving[k.op] = saving.get(k.op, 0.0) + calls * (k.eager_latency_us - k.latency_us - k.guard_cost_us)
+    return min(saving, key=lambda op: saving[op]) if saving else None
+
+
+def is_slower(e2e: EndToEnd) -> bool:
+    return bool(e2e.measured and e2e.eager_ms and e2e.cast_ms and e2e.cast_ms > e2e.eager_ms)
+
+
+def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend: str
+                        ) -> tuple[CastManifest, EndToEnd, dict[str, str]]:
+    """The .cast, its end-to-end figures, and the ops left on eager because the model ran slower."""
+    excluded: dict[str, str] = {}
+    manifest = write_cast(store, None, path, excluded)
+    e2e = measure_end_to_end(config, path, backend)
+    pruned = False
+    while is_slower(e2e) and len(excluded) < MAX_PRUNED_OPS:
+        op = least_saving_op(manifest)
+        if op is None:
+            break
+        excluded[op] = (f"left on eager: the model ran slower with the .cast ({e2e.cast_ms:.3f} ms against "
+                        f"{e2e.eager_ms:.3f} ms eager) and this op's kernels were estimated to save the least")
+        log.info("pruning %s: %s", op, excluded[op])
+        manifest = write_cast(store, None, path, excluded)
+        e2e = measure_end_to_end(config, path, backend, with_compile=False)
+        pruned = True
+    if pruned:
+        e2e = measure_end_to_end(config, path, backend)
+    return manifest, e2e, excluded
+
+
+def measure_end_to_end(config: RunConfig, cast_path: Path, backend: str, with_compile: bool = True) -> EndToEnd:
     """Run :mod:`forge_service.e2e` in a child process; a failure is reported, not raised."""
     cmd = [sys.executable, "-m", "forge_service.e2e", "--model", config.model_spec, "--cast", str(cast_path),
-           "--device", backend, "--grad-mode", config.grad_mode]
+           "--device", backend, "--grad-mode", config.grad_mode] + ([] if with_compile else ["--no-compile"])
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=E2E_TIMEOUT_S,
                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -166,9 +229,10 @@ def build_report(store: RunStore, config: RunConfig) -> RunReport:
     device = json.loads(run["device_json"] or "{}")
     cast_path = store.run_dir / "model.cast"
     kernels_packaged = 0
+    pruned: dict[str, str] = {}
     try:
-        kernels_packaged = write_cast(store, None, cast_path)
-        e2e = measure_end_to_end(config, cast_path, device.get("backend", "cpu"))
+        manifest, e2e, pruned = package_and_measure(store, config, cast_path, device.get("backend", "cpu"))
+        kernels_packaged = len(manifest.kernels)
     except Exception as exc:  # a report is still written when packaging fails
         log.exception("packaging failed")
         e2e = EndToEnd(measured=False, error=f"packaging failed: {exc}")
@@ -176,6 +240,7 @@ def build_report(store: RunStore, config: RunConfig) -> RunReport:
         run_id=run["id"], model_spec=config.model_spec, backend=device.get("backend", config.backend),
         device=device.get("name", ""), cards=card_reports(store), end_to_end=e2e,
         cast_path=str(cast_path) if cast_path.is_file() else None, kernels_packaged=kernels_packaged,
+        pruned_ops=pruned,
     )
     (store.run_dir / "report.json").write_text(report.model_dump_json(indent=1))
     (store.run_dir / "report.md").write_text(report.markdown())

@@ -24,6 +24,8 @@ from capture_service.cards import TensorSpec
 KINDS = ("sum", "mean", "amax", "softmax", "log_softmax", "layer_norm", "rms_norm", "group_norm")
 MAX_CACHED_FLOATS = 64
 SPLIT_MIN_LENGTH = 8192
+TILE_MAX_LENGTH = 256
+TILE_FLOATS = 8192  # shared memory per block for tile mode: 32 KiB
 
 ACTIVATIONS = {
     "silu": "(({v}) / (1.0f + KF_EXP(-({v}))))",
@@ -200,6 +202,8 @@ class RowPlan:
             modes: tuple[str, ...] = ("columns", "thread")
         elif self.length <= 1024:
             modes = ("warp", "block") + (("thread",) if self.length <= 64 else ())
+            if self._tiles_rows():
+                modes = ("tile", *modes)
         else:
             modes = (("split",) if splits else ()) + ("block", "warp")
         choices: dict[str, tuple[Any, ...]] = {
@@ -214,6 +218,16 @@ class RowPlan:
             choices["blocks_per_row"] = splits
         return KnobSpace(choices)
 
+    def _tiles_rows(self) -> bool:
+        """Short rows reduced to one value each (global pooling): staged through shared memory.
+
+        A row of 49 elements is too short for a warp and too unaligned for vectors; a block
+        copies a run of whole rows to shared memory with 16-byte loads, then each thread
+        reduces one row there.
+        """
+        return (self.inner == 1 and self.y is None and self.kind in ("sum", "mean", "amax")
+                and self.length <= TILE_MAX_LENGTH and set(self.row_outputs) == {"value"})
+
     def _split_choices(self, device: DeviceDescription, vec: int) -> tuple[int, ...]:
         """Blocks per row for split mode, offered when fewer rows than SMs would idle the device.
 
@@ -225,14 +239,18 @@ class RowPlan:
         if self.inner != 1 or self.rows >= sms or self.length < SPLIT_MIN_LENGTH:
             return ()
         most = max(2, self.length // (vec * 256))
-        wanted = (cxx.ceil_div(2 * sms, self.rows), cxx.ceil_div(sms, self.rows), cxx.ceil_div(4 * sms, self.rows))
+        wanted = (cxx.ceil_div(4 * sms, self.rows), cxx.ceil_div(2 * sms, self.rows), cxx.ceil_div(8 * sms, self.rows))
         return tuple(dict.fromkeys(min(max(2, n), most) for n in wanted))
 
     def render(self, backend: str, knobs: Knobs, device: DeviceDescription) -> str:
         knobs = self.knob_space(backend, device).normalise(knobs)
         if backend != "cuda":
             return _render_cpu(self, knobs)
-        return _render_cuda_split(self, knobs) if knobs["mode"] == "split" else _render_cuda(self, knobs, device)
+        if knobs["mode"] == "split":
+            return _render_cuda_split(self, knobs, device)
+        if knobs["mode"] == "tile":
+            return _render_cuda_tile(self, knobs, device)
+        return _render_cuda(self, knobs, device)
 
     # ---- shared pieces -----------------------------------------------------------------------
 
@@ -598,8 +616,41 @@ _SPLIT_DECLS = {"sum": "float st_sum;", "mean": "float st_sum;", "amax": "float 
                 "layer_norm": "float st_mean, st_var;", "group_norm": "float st_mean, st_var;"}
 
 
-def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
-    """Two kernels: per-block partial statistics of a row chunk, then merge and write the chunk."""
+# The partials come from the device's default memory pool: keep a little of it reserved, or every
+# synchronisation returns it to the driver and the next call pays to map it again.
+_CUDA_POOL_KEEP = r"""
+static void kf_keep_pool_memory(void) {
+  static bool done[64];
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64 || done[device]) return;
+  cudaMemPool_t pool;
+  if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
+    uint64_t keep = 0;
+    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    if (keep < (1ull << 20)) {
+      keep = 1ull << 20;
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+  }
+  done[device] = true;
+}
+"""
+
+
+def _rows_per_launch(plan: RowPlan, device: DeviceDescription) -> int:
+    """Rows per pair of launches, so a pair's rows stay in L2 between its two reads of them."""
+    row_bytes = plan.length * cxx.ELEMENT_BYTES[plan.inputs[plan.x].dtype]
+    if device.l2_bytes <= 0 or plan.rows * row_bytes <= device.l2_bytes // 2:
+        return plan.rows
+    return max(1, (device.l2_bytes // 2) // row_bytes)
+
+
+def _render_cuda_split(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
+    """Two kernels: per-block partial statistics of a row chunk, then merge and write the chunk.
+
+    Rows too large for L2 together are done a few at a time, so that the second kernel re-reads
+    its rows from L2 rather than from memory.
+    """
     block, vec, splits = int(knobs["threads_per_block"]), int(knobs["vector"]), int(knobs["blocks_per_row"])
     length = plan.length
     chunk = cxx.ceil_div(cxx.ceil_div(length, splits), vec) * vec
@@ -621,7 +672,7 @@ def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
                 f"      }}\n{after}    }}\n")
 
     shift_decl = "  const float shift = kf_to_f32(x[base]); (void)shift;\n"
-    locate = (f"  const int64_t row = blockIdx.x / {splits};\n"
+    locate = (f"  const int64_t row = row0 + blockIdx.x / {splits};\n"
               f"  const int64_t base = row * {length}LL;\n"
               f"  const int64_t begin = (int64_t)(blockIdx.x % {splits}) * {chunk}LL;\n"
               f"  const int64_t end = begin + {chunk}LL < {length}LL ? begin + {chunk}LL : {length}LL;\n"
@@ -651,21 +702,23 @@ def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
     if vec > 1:
         aligned = [f"inputs[{plan.x}].data"] + ([f"outputs[{plan.y}].data"] if plan.y is not None else [])
         aligned += [f"inputs[{plan.gate}].data"] if plan.gate is not None else []
-    grid = plan.rows * splits
+    per_launch = _rows_per_launch(plan, device)
     return f"""{cxx.CUDA_PRELUDE}
 {CUDA_ROW_HELPERS}
 {_math_macros("cuda", True)}
 /* {plan.summary}; {knobs} */
-__global__ void __launch_bounds__({block}) kf_partials({xparam}, kf_stat *__restrict__ partials) {{
+{_CUDA_POOL_KEEP}
+__global__ void __launch_bounds__({block}) kf_partials({xparam}, kf_stat *__restrict__ partials, int64_t row0) {{
   __shared__ kf_stat smem[{smem}];
 {locate}{shift_decl}  kf_stat s = {init};
 {chunk_loop(update)}  s = kf_group_reduce<{block}, {tree}>(s, {block_op}(), smem);
   if (threadIdx.x == 0) {{
-{to_welford}    partials[blockIdx.x] = s;
+{to_welford}    partials[row0 * {splits} + blockIdx.x] = s;
   }}
 }}
 
-__global__ void __launch_bounds__({block}) kf_apply({params}, const kf_stat *__restrict__ partials) {{
+__global__ void __launch_bounds__({block}) kf_apply({params}, const kf_stat *__restrict__ partials,
+                                                 int64_t row0) {{
 {locate}  const kf_stat *mine = partials + row * {splits};
   kf_stat s = mine[0];
   for (int p = 1; p < {splits}; ++p) s = {merge_op}()(s, mine[p]);
@@ -678,12 +731,82 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
                          void *stream) {{
 {cxx.guard(plan.inputs, plan.outputs, aligned)}
   cudaStream_t s = (cudaStream_t)stream;
+  kf_keep_pool_memory();
   kf_stat *partials = nullptr;
-  if (cudaMallocAsync((void **)&partials, {grid} * sizeof(kf_stat), s) != cudaSuccess)
+  if (cudaMallocAsync((void **)&partials, {plan.rows * splits} * sizeof(kf_stat), s) != cudaSuccess)
     return {cxx.STATUS_LAUNCH_FAILED};
-  kf_partials<<<{grid}, {block}, 0, s>>>((const {xt} *)inputs[{plan.x}].data, partials);
-  kf_apply<<<{grid}, {block}, 0, s>>>({args}, partials);
+  for (int64_t row0 = 0; row0 < {plan.rows}LL; row0 += {per_launch}LL) {{
+    const int64_t rows = {plan.rows}LL - row0 < {per_launch}LL ? {plan.rows}LL - row0 : {per_launch}LL;
+    kf_partials<<<(unsigned)(rows * {splits}), {block}, 0, s>>>((const {xt} *)inputs[{plan.x}].data, partials, row0);
+    kf_apply<<<(unsigned)(rows * {splits}), {block}, 0, s>>>({args}, partials, row0);
+  }}
   cudaFreeAsync(partials, s);
+{cxx.cuda_launch_epilogue()}
+}}
+"""
+
+
+# ---- cuda, short rows tiled through shared memory ---------------------------------------------------
+
+_TILE_STATS = {"sum": ("0.0f", "acc += v;", "acc"), "mean": ("0.0f", "acc += v;", "acc / {n}"),
+               "amax": ("-INFINITY", "acc = fmaxf(acc, v);", "acc")}
+
+
+def _render_cuda_tile(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
+    """A block stages whole rows in shared memory (16-byte loads when aligned); a thread reduces each."""
+    block, length = int(knobs["threads_per_block"]), plan.length
+    x_spec = plan.inputs[plan.x]
+    xt = cxx.element_type(x_spec.dtype, "cuda")
+    vec = 16 // cxx.ELEMENT_BYTES[x_spec.dtype] if x_spec.aligned16 else 1
+    pitch = length | 1  # an odd row pitch: threads reading rows side by side hit distinct banks
+    rows_per_block = min(block, TILE_FLOATS // pitch) // vec * vec
+    if rows_per_block == 0:
+        raise UnsupportedCard("rows too long to tile")
+    init, update, value = _TILE_STATS[plan.kind]
+    value = value.replace("{n}", cxx.cfloat(float(length)))
+    out = plan.outputs[plan.row_outputs["value"]]
+    ot = cxx.element_type(out.dtype, "cuda")
+    grid = max(1, min(cxx.ceil_div(plan.rows, rows_per_block), cuda_grid_limit(device, block)))
+    vector_load = (
+        f"    if (n == {rows_per_block * length}LL) {{\n"
+        f"      for (int64_t i = threadIdx.x; i < n / {vec}; i += {block}) {{\n"
+        f"        const kf_vec<{xt}, {vec}> lv = kf_load_vec<{xt}, {vec}>(src + i * {vec});\n"
+        f"#pragma unroll\n        for (int k = 0; k < {vec}; ++k) {{\n"
+        f"          const int64_t e = i * {vec} + k;\n"
+        f"          tile[(e / {length}) * {pitch} + e % {length}] = kf_to_f32(lv.v[k]);\n"
+        "        }\n      }\n    } else\n") if vec > 1 else ""
+    aligned = [f"inputs[{plan.x}].data"] if vec > 1 else []
+    return f"""{cxx.CUDA_PRELUDE}
+/* {plan.summary}; {knobs} */
+__global__ void __launch_bounds__({block}) kf_tile(const {xt} *__restrict__ x, {ot} *__restrict__ r_value) {{
+  __shared__ float tile[{rows_per_block * pitch}];
+  for (int64_t row0 = (int64_t)blockIdx.x * {rows_per_block}; row0 < {plan.rows}LL;
+       row0 += (int64_t)gridDim.x * {rows_per_block}) {{
+    const int64_t rows = {plan.rows}LL - row0 < {rows_per_block} ? {plan.rows}LL - row0 : {rows_per_block};
+    const int64_t n = rows * {length}LL;
+    const {xt} *src = x + row0 * {length}LL;
+{vector_load}    {{
+      for (int64_t e = threadIdx.x; e < n; e += {block})
+        tile[(e / {length}) * {pitch} + e % {length}] = kf_to_f32(src[e]);
+    }}
+    __syncthreads();
+    for (int r = threadIdx.x; r < rows; r += {block}) {{
+      float acc = {init};
+      for (int j = 0; j < {length}; ++j) {{
+        const float v = tile[r * {pitch} + j];
+        {update}
+      }}
+      r_value[row0 + r] = kf_from_f32<{ot}>({value});
+    }}
+    __syncthreads();
+  }}
+}}
+
+extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
+                         void *stream) {{
+{cxx.guard(plan.inputs, plan.outputs, aligned)}
+  kf_tile<<<{grid}, {block}, 0, (cudaStream_t)stream>>>((const {xt} *)inputs[{plan.x}].data,
+                                                         ({ot} *)outputs[{plan.row_outputs["value"]}].data);
 {cxx.cuda_launch_epilogue()}
 }}
 """

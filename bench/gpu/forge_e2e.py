@@ -32,21 +32,25 @@ MODELS: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 
-def optimize(name: str, spec: str, env: dict[str, str], runs: Path, budget: int, cards: int) -> dict:
-    cmd = [sys.executable, "-m", "forge_service.cli", "optimize", spec, "--backend", "cuda", "--budget", str(budget),
+def optimize(name: str, spec: str, env: dict[str, str], runs: Path, budget: int, cards: int, log: Path) -> dict:
+    """One ``kforge optimize`` run; its progress goes to ``log`` so a run cut short still shows how far it got."""
+    cmd = [sys.executable, "-m", "forge_service.cli", "-v", "optimize", spec, "--backend", "cuda",
+           "--budget", str(budget),
            "--max-cards", str(cards), "--json", "--runs-dir", str(runs), "--out", str(runs / f"{name}.cast"),
            "--sample-budget-mb", os.environ.get("KF_BENCH_FORGE_SAMPLE_MB", "8192"), "--samples", "1"]
     started = time.perf_counter()
     timeout = float(os.environ.get("KF_BENCH_FORGE_TIMEOUT", "1500"))
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **env},
-                              timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
+        with log.open("w") as progress:
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=progress, text=True, cwd=ROOT,
+                                  env={**os.environ, **env}, timeout=timeout)
+    except subprocess.TimeoutExpired:
         return {"ok": False, "seconds": timeout, "error": f"timed out after {timeout:g} s",
-                "stderr": (exc.stderr or b"")[-3000:].decode(errors="replace")}
+                "stderr": log.read_text(errors="replace")[-3000:]}
     seconds = round(time.perf_counter() - started, 1)
     if proc.returncode != 0:
-        return {"ok": False, "seconds": seconds, "stderr": proc.stderr[-3000:], "stdout": proc.stdout[-2000:]}
+        return {"ok": False, "seconds": seconds, "stderr": log.read_text(errors="replace")[-3000:],
+                "stdout": proc.stdout[-2000:]}
     out = json.loads(proc.stdout)
     report = out["report"]
     cards_out = [
@@ -90,7 +94,7 @@ def run(out_dir: Path) -> dict:
     runs_dir = Path(tempfile.mkdtemp(prefix="kforge-bench-runs-"))  # blobs are large: keep them off out_dir
     for name in names:
         spec, env = MODELS[name]
-        results[name] = optimize(name, spec, env, runs_dir, budget, cards)
+        results[name] = optimize(name, spec, env, runs_dir, budget, cards, out_dir / f"{name}.log")
         (out_dir / "forge_e2e.json").write_text(json.dumps(results, indent=1))
         print(json.dumps({name: {k: v for k, v in results[name].items() if k != "cards"}}, default=str)[:1500],
               flush=True)

@@ -1,0 +1,35 @@
+"""Choosing what the end-to-end check leaves on eager when the model runs slower with a .cast."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from forge_service.report import EndToEnd, is_slower, least_saving_op
+from packager.format import build_cast
+from tests.packager.conftest import MODEL, RELU, SOFTMAX, compile_kernel, entry, relu_card, softmax_card
+
+
+def test_the_op_estimated_to_save_least_over_its_calls_is_left_on_eager_first(tmp_path: Path) -> None:
+    x = torch.randn(4, 8)
+    relu = relu_card(x).model_copy(update={"call_count": 10})  # 10 calls saving about 10 us each
+    softmax = softmax_card(x).model_copy(update={"call_count": 1})  # one call saving about 990 us
+    kernels = [
+        entry(relu, RELU, compile_kernel(RELU, tmp_path, "relu"), eager_us=100.0, kernel_us=50.0),
+        entry(softmax, SOFTMAX, compile_kernel(SOFTMAX, tmp_path, "softmax"), eager_us=1000.0, kernel_us=10.0),
+    ]
+    manifest = build_cast(tmp_path / "m.cast", MODEL, kernels, [])
+    assert {k.op for k in manifest.kernels} == {"aten::relu.default", "aten::_softmax.default"}
+    assert least_saving_op(manifest) == "aten::relu.default"
+
+    heavy_relu = relu.model_copy(update={"call_count": 1000})
+    kernels[0] = entry(heavy_relu, RELU, kernels[0].artifact, eager_us=100.0, kernel_us=50.0)
+    assert least_saving_op(build_cast(tmp_path / "n.cast", MODEL, kernels, [])) == "aten::_softmax.default"
+    assert least_saving_op(build_cast(tmp_path / "e.cast", MODEL, [], [])) is None
+
+
+def test_only_a_measured_cast_slower_than_eager_counts_as_slower() -> None:
+    assert is_slower(EndToEnd(measured=True, eager_ms=4.3, cast_ms=5.8))
+    assert not is_slower(EndToEnd(measured=True, eager_ms=4.3, cast_ms=4.1))
+    assert not is_slower(EndToEnd(measured=False, error="model failed"))
