@@ -239,7 +239,7 @@ class RowPlan:
         if self.inner != 1 or self.rows >= sms or self.length < SPLIT_MIN_LENGTH:
             return ()
         most = max(2, self.length // (vec * 256))
-        wanted = (cxx.ceil_div(4 * sms, self.rows), cxx.ceil_div(2 * sms, self.rows), cxx.ceil_div(8 * sms, self.rows))
+        wanted = (cxx.ceil_div(2 * sms, self.rows), cxx.ceil_div(4 * sms, self.rows), cxx.ceil_div(sms, self.rows))
         return tuple(dict.fromkeys(min(max(2, n), most) for n in wanted))
 
     def render(self, backend: str, knobs: Knobs, device: DeviceDescription) -> str:
@@ -247,7 +247,7 @@ class RowPlan:
         if backend != "cuda":
             return _render_cpu(self, knobs)
         if knobs["mode"] == "split":
-            return _render_cuda_split(self, knobs, device)
+            return _render_cuda_split(self, knobs)
         if knobs["mode"] == "tile":
             return _render_cuda_tile(self, knobs, device)
         return _render_cuda(self, knobs, device)
@@ -637,19 +637,11 @@ static void kf_keep_pool_memory(void) {
 """
 
 
-def _rows_per_launch(plan: RowPlan, device: DeviceDescription) -> int:
-    """Rows per pair of launches, so a pair's rows stay in L2 between its two reads of them."""
-    row_bytes = plan.length * cxx.ELEMENT_BYTES[plan.inputs[plan.x].dtype]
-    if device.l2_bytes <= 0 or plan.rows * row_bytes <= device.l2_bytes // 2:
-        return plan.rows
-    return max(1, (device.l2_bytes // 2) // row_bytes)
-
-
-def _render_cuda_split(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
+def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
     """Two kernels: per-block partial statistics of a row chunk, then merge and write the chunk.
 
-    Rows too large for L2 together are done a few at a time, so that the second kernel re-reads
-    its rows from L2 rather than from memory.
+    Doing rows a few at a time so that the second read comes from L2 was measured slower on the
+    H200 (fewer blocks per launch): the whole tensor goes in one pair of launches.
     """
     block, vec, splits = int(knobs["threads_per_block"]), int(knobs["vector"]), int(knobs["blocks_per_row"])
     length = plan.length
@@ -672,7 +664,7 @@ def _render_cuda_split(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -
                 f"      }}\n{after}    }}\n")
 
     shift_decl = "  const float shift = kf_to_f32(x[base]); (void)shift;\n"
-    locate = (f"  const int64_t row = row0 + blockIdx.x / {splits};\n"
+    locate = (f"  const int64_t row = blockIdx.x / {splits};\n"
               f"  const int64_t base = row * {length}LL;\n"
               f"  const int64_t begin = (int64_t)(blockIdx.x % {splits}) * {chunk}LL;\n"
               f"  const int64_t end = begin + {chunk}LL < {length}LL ? begin + {chunk}LL : {length}LL;\n"
@@ -702,23 +694,22 @@ def _render_cuda_split(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -
     if vec > 1:
         aligned = [f"inputs[{plan.x}].data"] + ([f"outputs[{plan.y}].data"] if plan.y is not None else [])
         aligned += [f"inputs[{plan.gate}].data"] if plan.gate is not None else []
-    per_launch = _rows_per_launch(plan, device)
+    grid = plan.rows * splits
     return f"""{cxx.CUDA_PRELUDE}
 {CUDA_ROW_HELPERS}
 {_math_macros("cuda", True)}
 /* {plan.summary}; {knobs} */
 {_CUDA_POOL_KEEP}
-__global__ void __launch_bounds__({block}) kf_partials({xparam}, kf_stat *__restrict__ partials, int64_t row0) {{
+__global__ void __launch_bounds__({block}) kf_partials({xparam}, kf_stat *__restrict__ partials) {{
   __shared__ kf_stat smem[{smem}];
 {locate}{shift_decl}  kf_stat s = {init};
 {chunk_loop(update)}  s = kf_group_reduce<{block}, {tree}>(s, {block_op}(), smem);
   if (threadIdx.x == 0) {{
-{to_welford}    partials[row0 * {splits} + blockIdx.x] = s;
+{to_welford}    partials[blockIdx.x] = s;
   }}
 }}
 
-__global__ void __launch_bounds__({block}) kf_apply({params}, const kf_stat *__restrict__ partials,
-                                                 int64_t row0) {{
+__global__ void __launch_bounds__({block}) kf_apply({params}, const kf_stat *__restrict__ partials) {{
 {locate}  const kf_stat *mine = partials + row * {splits};
   kf_stat s = mine[0];
   for (int p = 1; p < {splits}; ++p) s = {merge_op}()(s, mine[p]);
@@ -733,13 +724,10 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
   cudaStream_t s = (cudaStream_t)stream;
   kf_keep_pool_memory();
   kf_stat *partials = nullptr;
-  if (cudaMallocAsync((void **)&partials, {plan.rows * splits} * sizeof(kf_stat), s) != cudaSuccess)
+  if (cudaMallocAsync((void **)&partials, {grid} * sizeof(kf_stat), s) != cudaSuccess)
     return {cxx.STATUS_LAUNCH_FAILED};
-  for (int64_t row0 = 0; row0 < {plan.rows}LL; row0 += {per_launch}LL) {{
-    const int64_t rows = {plan.rows}LL - row0 < {per_launch}LL ? {plan.rows}LL - row0 : {per_launch}LL;
-    kf_partials<<<(unsigned)(rows * {splits}), {block}, 0, s>>>((const {xt} *)inputs[{plan.x}].data, partials, row0);
-    kf_apply<<<(unsigned)(rows * {splits}), {block}, 0, s>>>({args}, partials, row0);
-  }}
+  kf_partials<<<{grid}, {block}, 0, s>>>((const {xt} *)inputs[{plan.x}].data, partials);
+  kf_apply<<<{grid}, {block}, 0, s>>>({args}, partials);
   cudaFreeAsync(partials, s);
 {cxx.cuda_launch_epilogue()}
 }}
