@@ -216,6 +216,7 @@ class RowPlan:
         }
         if splits:
             choices["blocks_per_row"] = splits
+            choices["unroll"] = (1, 4)  # split mode: vectors loaded ahead of use, per thread
         return KnobSpace(choices)
 
     def _tiles_rows(self) -> bool:
@@ -644,6 +645,7 @@ def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
     H200 (fewer blocks per launch): the whole tensor goes in one pair of launches.
     """
     block, vec, splits = int(knobs["threads_per_block"]), int(knobs["vector"]), int(knobs["blocks_per_row"])
+    unroll = int(knobs["unroll"])
     length = plan.length
     chunk = cxx.ceil_div(cxx.ceil_div(length, splits), vec) * vec
     init, update, block_op, merge_op, finish = _SPLIT_STATS[plan.kind]
@@ -656,12 +658,19 @@ def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
                   "      s.c = fmaxf(s.c - m * s.b, 0.0f);\n      s.b = shift + m;\n    }\n" if shifted else "")
 
     def chunk_loop(body: str, before: str = "", after: str = "") -> str:
-        load = (f"      const kf_vec<{xt}, {vec}> lv = kf_load_vec<{xt}, {vec}>(x + base + j0);\n" if vec > 1 else "")
-        value = "kf_to_f32(lv.v[k])" if vec > 1 else "kf_to_f32(x[base + j0])"
-        return (f"    for (int64_t j0 = begin + (int64_t)threadIdx.x * {vec}; j0 < end; j0 += {block * vec}LL) {{\n"
-                f"{load}{before}#pragma unroll\n      for (int k = 0; k < {vec}; ++k) {{\n"
-                f"        const int64_t j = j0 + k; (void)j;\n        const float v = {value};\n        {body}\n"
-                f"      }}\n{after}    }}\n")
+        """This thread's vectors of the chunk, ``unroll`` loads issued before any is used."""
+        step = block * vec
+        return (f"    for (int64_t jb = begin + (int64_t)threadIdx.x * {vec}; jb < end; jb += {step * unroll}LL) {{\n"
+                f"      kf_vec<{xt}, {vec}> loaded[{unroll}];\n"
+                f"#pragma unroll\n      for (int u = 0; u < {unroll}; ++u) {{\n"
+                f"        const int64_t j0 = jb + (int64_t)u * {step};\n"
+                f"        if (j0 < end) loaded[u] = kf_load_vec<{xt}, {vec}>(x + base + j0);\n      }}\n"
+                f"#pragma unroll\n      for (int u = 0; u < {unroll}; ++u) {{\n"
+                f"        const int64_t j0 = jb + (int64_t)u * {step};\n        if (j0 >= end) break;\n"
+                f"        const kf_vec<{xt}, {vec}> lv = loaded[u];\n"
+                f"{before}#pragma unroll\n        for (int k = 0; k < {vec}; ++k) {{\n"
+                f"          const int64_t j = j0 + k; (void)j;\n          const float v = kf_to_f32(lv.v[k]);\n"
+                f"          {body}\n        }}\n{after}      }}\n    }}\n")
 
     shift_decl = "  const float shift = kf_to_f32(x[base]); (void)shift;\n"
     locate = (f"  const int64_t row = blockIdx.x / {splits};\n"
@@ -673,14 +682,14 @@ def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
     if plan.y is not None:
         yt = cxx.element_type(plan.outputs[plan.y].dtype, "cuda")
         expr = plan._write_expr("cuda")
-        if vec > 1:
-            write = chunk_loop(f"const int64_t idx = base + j; (void)idx; {plan._channel_c()}\n"
-                               f"        out.v[k] = kf_from_f32<{yt}>({expr});",
-                               before=f"      kf_vec<{yt}, {vec}> out;\n",
-                               after=f"      kf_store_vec<{yt}, {vec}>(y + base + j0, out);\n")
-        else:
-            write = chunk_loop(f"const int64_t idx = base + j; {plan._channel_c()}\n"
-                               f"        y[idx] = kf_from_f32<{yt}>({expr});")
+        channel = plan._channel_c()
+        per_vector = ""
+        if channel and plan.spatial % vec == 0:  # a vector never crosses a channel: one division per vector
+            per_vector, channel = "        " + channel.replace(" + j / ", " + j0 / ") + "\n", ""
+        write = chunk_loop(f"const int64_t idx = base + j; (void)idx; {channel}\n"
+                           f"          out.v[k] = kf_from_f32<{yt}>({expr});",
+                           before=f"        kf_vec<{yt}, {vec}> out;\n{per_vector}",
+                           after=f"        kf_store_vec<{yt}, {vec}>(y + base + j0, out);\n")
     row_writes = ""
     for name, value in plan._row_output_values().items():
         if name in plan.row_outputs:
