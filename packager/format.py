@@ -85,7 +85,6 @@ class FallbackEntry:
     calls: int = 0  # the card's captured call count: each of its calls meets the op's guard
 
 
-
 def _producer() -> str:
     try:
         return f"kernel-forge {metadata.version('kernel-forge')}"
@@ -163,7 +162,7 @@ def _calls(card: Mapping[str, Any]) -> int:
     return max(int(count), 1) if isinstance(count, (int, float)) else 1
 
 
-def unprofitable_ops(candidates: Sequence[_Candidate], missed_calls: Mapping[str, int]) -> dict[tuple[str, str], str]:
+def _unprofitable_ops(candidates: Sequence[_Candidate], missed_calls: Mapping[str, int]) -> dict[tuple[str, str], str]:
     """``(arch, op)`` -> why its kernels cost the model more than they save, for each such op.
 
     Saved: per kernel, calls x (eager - kernel - guard). Lost: the op's calls that stay on eager
@@ -198,7 +197,8 @@ def build_cast(
 
     Every entry is checked first (a bad one raises CastBuildError naming it; nothing is
     written). Kernels whose speedup does not survive the guard's measured per-call cost, or
-    falls below ``min_speedup``, become fallbacks.
+    falls below ``min_speedup``, become fallbacks, as do all kernels of an op whose calls left on
+    eager would pay more for the guard than the kernels save.
     """
     if not (math.isfinite(min_speedup) and min_speedup > 0):
         raise CastBuildError(f"min_speedup must be a positive number, got {min_speedup!r}")
@@ -231,7 +231,7 @@ def build_cast(
             missed_calls[entry.op] += _calls(card)
             continue
         survivors.append(_Candidate(entry, card, guard_us, effective))
-    unprofitable = unprofitable_ops(survivors, missed_calls)
+    unprofitable = _unprofitable_ops(survivors, missed_calls)
 
     records: list[KernelRecord] = []
     files: dict[str, bytes] = {}
