@@ -5,7 +5,9 @@ weight, gated) and group norm are one kernel shape: a row of ``length`` elements
 ``inner``) is reduced to a few statistics, then each element is written from them. On cuda a
 row belongs to one thread, one warp or one block; the row is held in registers when it fits
 (one pass over memory), read with 16-byte vectors, reduced with warp shuffles or a shared-memory
-tree. On cpu rows are spread over OpenMP threads and reduced with ``omp simd`` loops.
+tree. Few long rows are split over several blocks whose partial statistics a second kernel
+merges (split mode); short rows reduced to one value are staged through shared memory (tile
+mode). On cpu rows are spread over OpenMP threads and reduced with ``omp simd`` loops.
 """
 
 from __future__ import annotations
