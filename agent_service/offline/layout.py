@@ -45,6 +45,21 @@ def is_dense(spec: TensorSpec) -> bool:
     return True
 
 
+def storage_order_rows(x: TensorSpec, same_layout: Sequence[TensorSpec]) -> tuple[int, int] | None:
+    """``(rows, length)`` when rows over ``x``'s last dim may be walked in storage order, else None.
+
+    That holds when ``x`` is dense with its last dim innermost (stride 1), and every tensor
+    written or read per element has exactly ``x``'s shape and strides: row ``r`` is then the
+    storage run ``[r * length, (r + 1) * length)`` of each, whatever the logical order of rows.
+    """
+    if not x.shape or (x.shape[-1] != 1 and x.stride[-1] != 1) or not is_dense(x) or min(x.stride, default=0) < 0:
+        return None
+    if any(s.shape != x.shape or s.stride != x.stride for s in same_layout):
+        return None
+    length = x.shape[-1]
+    return (x.numel // length if length else 0), length
+
+
 def coalesce(
     shape: Sequence[int], out_strides: Sequence[int], operand_strides: Sequence[Sequence[int]]
 ) -> tuple[list[int], list[int], list[list[int]]]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from agent_service.offline.call import TensorArg, UnsupportedCard, module_tensors
 from agent_service.offline.elementwise import ElementwisePlan, Operand
-from agent_service.offline.layout import row_layout
+from agent_service.offline.layout import is_contiguous, row_layout, storage_order_rows
 from agent_service.offline.ops_elementwise import UNARY
 from agent_service.offline.ops_rowwise import FLOAT32_EPS
 from agent_service.offline.plan import KernelPlan
@@ -111,9 +111,12 @@ def _rms(card: OperatorCard, name: str, forward: list[TensorArg], state: dict[st
         if half_weight and weight is not None and weight.spec.dtype != x.spec.dtype:
             raise UnsupportedCard(f"{name}: a {weight.spec.dtype} weight on {x.spec.dtype} input is not templated")
         round_before_weight = half_weight
-    outer, length, _ = row_layout(x.spec, [len(x.spec.shape) - 1])
+    per_element = [card.outputs[0]] + ([forward[1].spec] if gated else [])
+    storage = storage_order_rows(x.spec, per_element) if not is_contiguous(x.spec) else None
+    outer, length = storage if storage is not None else row_layout(x.spec, [len(x.spec.shape) - 1])[:2]
     return RowPlan(
         family="module_rms_norm", summary=f"{name} of {x.spec.shape} {x.spec.dtype}", kind="rms_norm",
+        storage_order=storage is not None,
         inputs=tuple(card.inputs), outputs=tuple(card.outputs), x=x.index, rows=outer, length=length, y=0,
         weight=weight.index if weight is not None else None,
         weight_offset=1.0 if name in RMS_NORM_ZERO_CENTRED else 0.0,

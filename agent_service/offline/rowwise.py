@@ -19,7 +19,7 @@ from agent_service.models import DeviceDescription
 from agent_service.offline import cxx
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.knobs import Knobs, KnobSpace
-from agent_service.offline.layout import is_contiguous
+from agent_service.offline.layout import is_contiguous, storage_order_rows
 from agent_service.offline.plan import cpu_thread_choices, cuda_grid_limit
 from capture_service.cards import TensorSpec
 
@@ -133,6 +133,9 @@ class RowPlan:
     channels: int = 0
     spatial: int = 1
     activation: str | None = None  # applied to the written value (norm + activation modules)
+    # Rows over the last dim of a dense permuted tensor (a transposed view), walked in storage
+    # order: the output and gate share the input's strides, so row r is storage [r*length, ...).
+    storage_order: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -141,12 +144,18 @@ class RowPlan:
         specs += [self.outputs[i] for i in self.row_outputs.values()]
         if any(s.dtype not in cxx.FLOAT_DTYPES for s in specs):
             raise UnsupportedCard("only float32, float16 and bfloat16 rows are templated")
-        if not is_contiguous(self.inputs[self.x]):
+        x = self.inputs[self.x]
+        per_element = [self.outputs[self.y]] if self.y is not None else []
+        per_element += [self.inputs[self.gate]] if self.gate is not None else []
+        if self.storage_order:
+            if self.row_outputs or self.kind == "group_norm" or storage_order_rows(x, per_element) is None:
+                raise UnsupportedCard("rows cannot be walked in storage order")
+        elif not is_contiguous(x):
             raise UnsupportedCard("row input is not contiguous")
-        if self.y is not None:
-            out = self.outputs[self.y]
-            if out.shape != self.inputs[self.x].shape or not is_contiguous(out):
-                raise UnsupportedCard("elementwise output does not share the input's contiguous layout")
+        elif any(not is_contiguous(s) for s in per_element):
+            raise UnsupportedCard("elementwise output or gate does not share the input's contiguous layout")
+        if any(s.shape != x.shape for s in per_element):
+            raise UnsupportedCard("elementwise output or gate does not have the input's shape")
         for name, index in self.row_outputs.items():
             out = self.outputs[index]
             if out.numel != self.rows or not is_contiguous(out):
@@ -156,10 +165,8 @@ class RowPlan:
                 spec = self.inputs[t]
                 if not is_contiguous(spec) or spec.dtype not in cxx.FLOAT_DTYPES:
                     raise UnsupportedCard("weight/bias is not a contiguous float tensor")
-        if self.gate is not None:
-            gate = self.inputs[self.gate]
-            if gate.shape != self.inputs[self.x].shape or not is_contiguous(gate) or gate.dtype not in cxx.FLOAT_DTYPES:
-                raise UnsupportedCard("gate does not share the input's contiguous layout")
+        if self.gate is not None and self.inputs[self.gate].dtype not in cxx.FLOAT_DTYPES:
+            raise UnsupportedCard("gate is not a float tensor")
 
     # ---- knobs -------------------------------------------------------------------------------
 

@@ -200,6 +200,8 @@ def _cases() -> list[tuple[str, OperatorCard, Any]]:
         ("GroupNormSiLU bf16", GroupNormSiLU(32, 512).to(dev, bf16), [r(1, 512, 128, 128)],
          {"eps": 1e-6, "num_groups": 32}),
         ("diffusers RMSNorm qk bf16", _diffusers_rms_norm(64).to(dev, bf16), [r(2, 4429, 24, 64)], {"eps": 1e-6}),
+        ("diffusers RMSNorm qk heads-first view bf16", _diffusers_rms_norm(64).to(dev, bf16),
+         [r(2, 4429, 24, 64).transpose(1, 2)], {"eps": 1e-6}),
     ]
     for name, module, args, attributes in modules:
         if wanted and not any(w in name for w in wanted):

@@ -198,6 +198,8 @@ MODULE_CASES = [
      [r(2, 3, 64, dtype=bf16)], None, "module_rms_norm"),
     ("diffusers_rms_norm_no_weight", lambda: DiffusersRMSNorm(40, eps=1e-5, elementwise_affine=False), [r(5, 40)],
      None, "module_rms_norm"),
+    ("diffusers_rms_norm_transposed_heads", lambda: _random_weights(DiffusersRMSNorm(64, eps=1e-6)),
+     [r(2, 5, 3, 64, dtype=bf16).transpose(1, 2)], None, "module_rms_norm"),
     ("silu_and_mul_bf16", SiluAndMul, [r(4, 128, dtype=bf16)], {}, "module_gated_activation"),
     ("gelu_and_mul_two_inputs", GeluAndMul, [r(4, 24), r(4, 24)], {}, "module_gated_activation"),
     ("group_norm_silu", lambda: GroupNormSiLU(4, 8), [r(2, 8, 6, 6)], None,

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import torch
+from diffusers.models.normalization import RMSNorm as DiffusersRMSNorm
 
 from agent_service.models import DeviceDescription
 from agent_service.offline.catalog import plan_for_card
@@ -101,6 +102,8 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         ("silu_and_mul", SiluAndMul(), [r(16, 2048, dtype=bf16)], {}),
         ("gelu_and_mul", GeluAndMul(), [r(16, 512), r(16, 512)], {}),
         ("group_norm_silu", GroupNormSiLU(8, 32), [r(2, 32, 16, 16)], None),
+        ("diffusers_rms_norm_transposed", DiffusersRMSNorm(64, eps=1e-6).to(bf16),
+         [r(2, 5, 3, 64, dtype=bf16).transpose(1, 2)], None),
     ]
     for name, module, args, attributes in modules:
         card, _ = module_card(module, args, attributes)
