@@ -4,7 +4,8 @@ Builds a cast with a relu and a softmax kernel (compiled with g++ for one (64, 2
 layout), then measures per call: eager, a guarded hit (kernel included), a guarded miss
 (guard, then the original kernel), the matcher alone, and the guard cost the builder charges.
 For a GroupNorm module card it compares reading the module's side of the key afresh on every
-call with the runtime's kept reading, alone and with the match.
+call with the runtime's kept reading, alone and with the match; for an op with several kernels,
+a call none of them takes, turned away by the first-argument shape lookup or by every matcher.
 
     .venv/bin/python bench/guard_overhead.py [--out bench/results/guard_overhead.json]
 """
@@ -117,7 +118,31 @@ def measure() -> dict[str, object]:
             rows[name] = {k: round(v, 3) for k, v in row.items()}
     return {"machine": platform.machine(), "torch": torch.__version__, "threads": torch.get_num_threads(),
             "shape": list(SHAPE), "dispatch_entry_us": round(dispatch_entry_us(), 3), "ops": rows,
-            "module": measure_module()}
+            "misses_among_kernels": measure_misses_among_kernels(), "module": measure_module()}
+
+
+def measure_misses_among_kernels(n_kernels: int = 4) -> dict[str, float]:
+    """A relu call of a shape none of the op's ``n_kernels`` kernels takes (ResNet-50 has dozens of
+    batch norm shapes, few of them with kernels): the override's lookup by first-argument shape
+    against running every kernel's matcher, in one run."""
+    x = torch.randn(*SHAPE)
+    with tempfile.TemporaryDirectory() as tmp, torch.inference_mode():
+        work = Path(tmp)
+        entries = []
+        for i in range(n_kernels):
+            t = torch.randn(8 * (i + 1), SHAPE[1])
+            entries.append(_entry(_card(variant_key("aten::relu.default", [t], {}), [t], {}, torch.relu(t)), RELU,
+                                  work))
+        build_cast(work / "many.cast", ModelIdentity("bench", "bench", "bench"), entries, [])
+        cast = load_cast(work / "many.cast")
+        row = {"kernels": float(n_kernels), "eager_us": median_us(lambda: torch.relu(x))}
+        with cast.applied_to():
+            (override,) = cast._aten  # the override itself: measured with its index and without
+            row["miss_by_lookup_us"] = median_us(lambda: torch.relu(x))
+            index, override._by_first_shape = override._by_first_shape, None
+            row["miss_by_matchers_us"] = median_us(lambda: torch.relu(x))
+            override._by_first_shape = index
+    return {k: round(v, 3) for k, v in row.items()}
 
 
 def measure_module() -> dict[str, float]:
@@ -151,6 +176,8 @@ def main() -> None:
         print(f"{name:<9}" + "".join(f"{row[c]:>22.2f}" for c in columns))
     print(f"dispatcher -> Python kernel entry: {result['dispatch_entry_us']} us")
     print("GroupNorm module card: " + ", ".join(f"{k} {v:.2f}" for k, v in result["module"].items()))  # type: ignore[union-attr]
+    print("miss among an op's kernels: " + ", ".join(
+        f"{k} {v:.2f}" for k, v in result["misses_among_kernels"].items()))  # type: ignore[union-attr]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
     print(json.dumps(result))

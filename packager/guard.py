@@ -52,6 +52,10 @@ class CallMatcher:
         self._signatures = key.tensors
         self._traced = traced
         self._args = [self._compile(a) for a in template["args"]]
+        first = template["args"][0] if template["args"] else None
+        self.first_shape: torch.Size | None = (
+            torch.Size(key.tensors[first["tensor"]].shape) if isinstance(first, dict) and "tensor" in first else None
+        )  # the first argument's shape when it is a tensor: lets a dispatcher skip whole matchers
         self._kwargs = {name: self._compile(v) for name, v in template["kwargs"].items()}
         self._n_args = len(self._args)
         for name in remembered:

@@ -7,7 +7,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from packager import load_cast
 from packager.format import build_cast
 from packager.variant import variant_key
-from tests.packager.conftest import FAILING, MODEL, SOFTMAX, aten_card, entry, relu_card
+from tests.packager.conftest import FAILING, MODEL, RELU, SOFTMAX, aten_card, entry, relu_card
 from tests.packager.test_guard import unaligned
 
 
@@ -45,6 +45,22 @@ def test_every_kind_of_guard_miss_falls_back_to_eager(relu_softmax_cast) -> None
         torch.softmax(x.to("meta"), -1)  # a device the kernel was not built for never reaches the CPU override
     fallbacks = cast.stats()[relu_softmax_cast.softmax.id]["fallbacks"]
     assert fallbacks == {**dict.fromkeys(misses, 1), "args": 1}
+
+
+def test_kernels_of_one_op_each_take_their_own_shape_and_other_shapes_miss_them_all(
+    tmp_path: Path, artifacts
+) -> None:
+    small, large, other = torch.randn(4, 8), torch.randn(6, 8), torch.randn(5, 8)
+    cards = [relu_card(small), relu_card(large)]
+    build_cast(tmp_path / "two.cast", MODEL, [entry(c, RELU, artifacts["relu"]) for c in cards], [])
+    cast = load_cast(tmp_path / "two.cast")
+    with torch.inference_mode(), cast.applied_to():
+        results = [torch.relu(t) for t in (small, large, other, large)]
+        torch.relu(small.double())  # the first argument's shape is a kernel's, its dtype is not
+    assert all(torch.equal(r, torch.relu(t)) for r, t in zip(results, (small, large, other, large), strict=True))
+    stats = cast.stats()
+    assert stats[cards[0].id] == {"calls": 3, "hits": 1, "fallbacks": {"shape": 1, "dtype": 1}}
+    assert stats[cards[1].id] == {"calls": 4, "hits": 2, "fallbacks": {"shape": 2}}
 
 
 def test_failing_kernel_falls_back_and_is_counted(tmp_path: Path, artifacts) -> None:
