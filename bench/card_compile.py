@@ -74,6 +74,7 @@ def card_baselines(capture_dir: Path, card_ids: Sequence[str], device: str, *, r
                    backend: str = "inductor") -> dict[str, dict[str, object]]:
     """:func:`card_baseline` for each card id; a card that cannot be replayed or compiled gets its error."""
     cards = {card.id: card for card in CardSet.load(capture_dir).cards}
+    blobs = BlobStore(capture_dir)
     results: dict[str, dict[str, object]] = {}
     for card_id in card_ids:
         card = cards.get(card_id)
@@ -81,7 +82,7 @@ def card_baselines(capture_dir: Path, card_ids: Sequence[str], device: str, *, r
             results[card_id] = {"error": f"no card {card_id} in {capture_dir}"}
             continue
         try:
-            results[card_id] = card_baseline(card, BlobStore(capture_dir), device, rounds=rounds, backend=backend)
+            results[card_id] = card_baseline(card, blobs, device, rounds=rounds, backend=backend)
         except Exception as exc:  # one card's failure must not lose the others' numbers
             results[card_id] = {"op": card.op, "error": f"{type(exc).__name__}: {exc}"[:800]}
         torch._dynamo.reset()

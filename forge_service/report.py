@@ -176,10 +176,11 @@ def pruned_ops(store: RunStore) -> dict[str, str]:
 
 def least_saving_op(manifest: CastManifest) -> str | None:
     """The op whose kernels are estimated to save the least time over their captured calls."""
+    from packager.format import saving_us
+
     saving: dict[str, float] = {}
     for k in manifest.kernels:
-        calls = max(int(k.card.get("call_count") or 0), 1)
-        saving[k.op] = saving.get(k.op, 0.0) + calls * (k.eager_latency_us - k.latency_us - k.guard_cost_us)
+        saving[k.op] = saving.get(k.op, 0.0) + saving_us(k.card, k.eager_latency_us, k.latency_us, k.guard_cost_us)
     return min(saving, key=lambda op: saving[op]) if saving else None
 
 
@@ -193,7 +194,6 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
     excluded: dict[str, str] = {}
     manifest = write_cast(store, None, path, excluded)
     e2e = measure_end_to_end(config, path, backend)
-    pruned = False
     while is_slower(e2e) and len(excluded) < MAX_PRUNED_OPS:
         op = least_saving_op(manifest)
         if op is None:
@@ -203,8 +203,7 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
         log.info("pruning %s: %s", op, excluded[op])
         manifest = write_cast(store, None, path, excluded)
         e2e = measure_end_to_end(config, path, backend, with_compile=False)
-        pruned = True
-    if pruned:
+    if excluded:
         e2e = measure_end_to_end(config, path, backend)
     return manifest, e2e, excluded
 

@@ -2,9 +2,9 @@
 
 The override is registered with ``torch.library.Library("aten", "IMPL")`` at ``CPU`` or ``CUDA``
 (below autograd, so gradients still use the op's own derivative formula). It matches the live
-call against each of the op's kernels; on an exact hit the kernel runs, on a miss or a kernel
-error the original kernel (``torch.library.get_kernel``, taken before the override was
-registered) runs with the same dispatch key set. torch.compile with inductor generates its own
+call against the op's kernels (:class:`packager.kernel.KernelSet`); on an exact hit the kernel
+runs, on a miss or a kernel error the original kernel (``torch.library.get_kernel``, taken
+before the override was registered) runs with the same dispatch key set. torch.compile with inductor generates its own
 code for aten ops and so bypasses these overrides; graphs run by the ``eager`` and
 ``aot_eager`` backends call them.
 """
@@ -15,8 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from packager.guard import SHAPE
-from packager.kernel import LoadedKernel, inside_kernel
+from packager.kernel import KernelSet, LoadedKernel, inside_kernel
 
 DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA"}
 
@@ -49,21 +48,6 @@ def _result_shape(overload: torch._ops.OpOverload) -> str:
     raise UnsupportedOp(f"{overload.name()} returns {kinds}; only tensors can come from a kernel")
 
 
-def _index_by_first_shape(kernels: Sequence[LoadedKernel]) -> dict[torch.Size, tuple[LoadedKernel, ...]] | None:
-    """Kernels by the shape of their first argument, or None when one of them takes no tensor there.
-
-    Most calls an override sees are misses (other shapes of the same op); a dictionary lookup
-    turns them away without running each kernel's matcher.
-    """
-    index: dict[torch.Size, tuple[LoadedKernel, ...]] = {}
-    for kernel in kernels:
-        shape = kernel.matcher.first_shape
-        if shape is None:
-            return None
-        index[shape] = (*index.get(shape, ()), kernel)
-    return index
-
-
 class AtenOverride:
     """The guarded implementation of one aten overload at one dispatch key."""
 
@@ -72,8 +56,7 @@ class AtenOverride:
         self.dispatch_key = DISPATCH_KEYS[backend]
         self.overload = resolve_overload(op)
         self._result = _result_shape(self.overload)
-        self._kernels = tuple(kernels)
-        self._by_first_shape = _index_by_first_shape(self._kernels)
+        self._kernels = KernelSet(kernels)
         self._original: torch._C._SafeKernelFunction | None = None
         self._library: torch.library.Library | None = None
 
@@ -97,29 +80,15 @@ class AtenOverride:
 
     def __call__(self, keyset: torch._C.DispatchKeySet, *args: object, **kwargs: object) -> object:
         if not inside_kernel():
-            candidates = self._candidates(args)
-            misses: dict[int, str] = {}
-            for kernel in candidates:
-                tensors: list[torch.Tensor] = []
-                reason = kernel.matcher.miss_reason(args, kwargs, tensors)
-                if reason is not None:
-                    misses[id(kernel)] = reason
-                    continue
+            found = self._kernels.match(args, kwargs)
+            if found is not None:
+                kernel, tensors = found
                 outputs = kernel.try_launch(tensors)
                 if outputs is not None:
                     return self._shape(outputs)
-                break  # the kernel failed and was counted; eager serves this call
-            else:
-                for kernel in self._kernels:  # those not tried differ in the first argument's shape
-                    kernel.stats.fallback(misses.get(id(kernel), SHAPE))
+                # the kernel failed and was counted; eager serves this call
         assert self._original is not None
         return self._original.call_boxed(keyset, *args, **kwargs)
-
-    def _candidates(self, args: Sequence[object]) -> Sequence[LoadedKernel]:
-        """The kernels whose first argument has the live call's first argument's shape."""
-        if self._by_first_shape is None or not args or not isinstance(args[0], torch.Tensor):
-            return self._kernels
-        return self._by_first_shape.get(args[0].shape, ())
 
     def _shape(self, outputs: list[torch.Tensor]) -> object:
         if self._result == "single":

@@ -162,6 +162,11 @@ def _calls(card: Mapping[str, Any]) -> int:
     return max(int(count), 1) if isinstance(count, (int, float)) else 1
 
 
+def saving_us(card: Mapping[str, Any], eager_us: float, kernel_us: float, guard_us: float) -> float:
+    """What a card's kernel is estimated to save over the card's captured calls, guard included."""
+    return _calls(card) * (eager_us - kernel_us - guard_us)
+
+
 def _unprofitable_ops(candidates: Sequence[_Candidate], missed_calls: Mapping[str, int]) -> dict[tuple[str, str], str]:
     """``(arch, op)`` -> why its kernels cost the model more than they save, for each such op.
 
@@ -174,7 +179,7 @@ def _unprofitable_ops(candidates: Sequence[_Candidate], missed_calls: Mapping[st
         groups[(candidate.entry.arch, candidate.entry.op)].append(candidate)
     reasons: dict[tuple[str, str], str] = {}
     for (arch, op), members in groups.items():
-        saved_us = sum(_calls(c.card) * (c.entry.eager_latency_us - c.entry.latency_us - c.guard_us) for c in members)
+        saved_us = sum(saving_us(c.card, c.entry.eager_latency_us, c.entry.latency_us, c.guard_us) for c in members)
         misses = missed_calls.get(op, 0)
         lost_us = misses * max(c.guard_us for c in members)
         if saved_us <= lost_us:

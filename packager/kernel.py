@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from packager.guard import CallMatcher
+from packager.guard import SHAPE, CallMatcher
 from packager.launcher import KernelLauncher
 from packager.manifest import KernelRecord
 from packager.stats import KERNEL_ERROR, KernelStats
@@ -78,6 +78,44 @@ class LoadedKernel:
 
     def fake_outputs(self, device: torch.device) -> list[torch.Tensor]:
         return self.launcher.descriptors.allocate_outputs(device)
+
+
+class KernelSet:
+    """The kernels one override chooses from (an op's, or a module instance's), matched on a live call.
+
+    When every kernel takes a tensor as its first argument they are looked up by its shape: most
+    calls an override sees are misses (other shapes of the same op), and a dictionary lookup
+    turns them away without running each kernel's matcher.
+    """
+
+    def __init__(self, kernels: Sequence[LoadedKernel]) -> None:
+        self.kernels = tuple(kernels)
+        self._by_first_shape: dict[torch.Size, tuple[LoadedKernel, ...]] | None = {}
+        for kernel in self.kernels:
+            shape = kernel.matcher.first_shape
+            if shape is None:
+                self._by_first_shape = None
+                break
+            self._by_first_shape[shape] = (*self._by_first_shape.get(shape, ()), kernel)
+
+    def match(self, args: Sequence[object], kwargs: Mapping[str, object]
+              ) -> tuple[LoadedKernel, list[torch.Tensor]] | None:
+        """The kernel whose key the call matches, with the call's tensors; None after counting each miss."""
+        misses: dict[int, str] = {}
+        for kernel in self._candidates(args):
+            tensors: list[torch.Tensor] = []
+            reason = kernel.matcher.miss_reason(args, kwargs, tensors)
+            if reason is None:
+                return kernel, tensors
+            misses[id(kernel)] = reason
+        for kernel in self.kernels:  # those not tried differ in the first argument's shape
+            kernel.stats.fallback(misses.get(id(kernel), SHAPE))
+        return None
+
+    def _candidates(self, args: Sequence[object]) -> Sequence[LoadedKernel]:
+        if self._by_first_shape is None or not args or not isinstance(args[0], torch.Tensor):
+            return self.kernels
+        return self._by_first_shape.get(args[0].shape, ())
 
 
 def card_mutates(card: Mapping[str, Any]) -> bool:

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from packager.guard import address_miss
-from packager.kernel import LoadedKernel
+from packager.kernel import KernelSet, LoadedKernel
 from packager.module_state import ModuleKeyReader
 from packager.stats import AUTOGRAD, REMOVED
 from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG, decode_call, module_call_kwargs
@@ -43,7 +43,7 @@ class ModuleOverride:
 
     def __init__(self, module: torch.nn.Module, kernels: Sequence[LoadedKernel]) -> None:
         self._module_ref = weakref.ref(module)
-        self._kernels = tuple(kernels)
+        self._kernels = KernelSet(kernels)
         self._by_id = {k.card_id: k for k in kernels}
         self._own_forward: Callable[..., Any] | None = module.__dict__.get("forward")
         self._class_forward = type(module).forward
@@ -84,27 +84,20 @@ class ModuleOverride:
         if torch.compiler.is_compiling():
             # Read afresh at trace time: dynamo guards on what the trace read, not on a cache.
             return self._forward_traced(args, kwargs, module_call_kwargs(module, kwargs))
-        keyed_kwargs = self._key_reader.call_kwargs(module, kwargs)
-        misses: list[tuple[LoadedKernel, str]] = []
-        for kernel in self._kernels:
-            tensors: list[torch.Tensor] = []
-            reason = kernel.matcher.miss_reason(args, keyed_kwargs, tensors)
-            if reason is not None:
-                misses.append((kernel, reason))
-                continue
-            if _needs_autograd(tensors):
-                kernel.stats.fallback(AUTOGRAD)
-                return self.original(*args, **kwargs)
-            outputs = kernel.try_launch(tensors)
-            if outputs is None:
-                return self.original(*args, **kwargs)
-            return outputs[0] if len(outputs) == 1 else tuple(outputs)
-        for kernel, reason in misses:
-            kernel.stats.fallback(reason)
-        return self.original(*args, **kwargs)
+        found = self._kernels.match(args, self._key_reader.call_kwargs(module, kwargs))
+        if found is None:
+            return self.original(*args, **kwargs)
+        kernel, tensors = found
+        if _needs_autograd(tensors):
+            kernel.stats.fallback(AUTOGRAD)
+            return self.original(*args, **kwargs)
+        outputs = kernel.try_launch(tensors)
+        if outputs is None:
+            return self.original(*args, **kwargs)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _forward_traced(self, args: tuple[Any, ...], kwargs: dict[str, Any], keyed_kwargs: dict[str, Any]) -> Any:
-        for kernel in self._kernels:
+        for kernel in self._kernels.kernels:
             tensors: list[torch.Tensor] = []
             if kernel.trace_matcher.miss_reason(args, keyed_kwargs, tensors) is not None:
                 continue

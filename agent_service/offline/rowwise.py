@@ -25,6 +25,10 @@ from capture_service.cards import TensorSpec
 
 KINDS = ("sum", "mean", "amax", "softmax", "log_softmax", "layer_norm", "rms_norm", "group_norm")
 MAX_CACHED_FLOATS = 64
+# The per-row statistics each kind finishes with, declared in the kernel before they are set.
+_STAT_DECLS = {"sum": "float st_sum;", "mean": "float st_sum;", "amax": "float st_m;",
+               "softmax": "float st_m, st_sum;", "log_softmax": "float st_m, st_sum;", "rms_norm": "float st_sumsq;",
+               "layer_norm": "float st_mean, st_var;", "group_norm": "float st_mean, st_var;"}
 SPLIT_MIN_LENGTH = 8192
 TILE_MAX_LENGTH = 256
 TILE_FLOATS = 8192  # shared memory per block for tile mode: 32 KiB
@@ -352,6 +356,20 @@ class RowPlan:
         per_group = self.channels // self.groups
         return f"const int64_t ch = (row % {self.groups}LL) * {per_group}LL + j / {self.spatial}LL; (void)ch;"
 
+    def _row_output_writes(self, backend: str, indent: str) -> str:
+        """Statements storing each per-row output of ``row`` from the finished statistics."""
+        writes = ""
+        for name, value in self._row_output_values().items():
+            if name in self.row_outputs:
+                t = cxx.element_type(self.outputs[self.row_outputs[name]].dtype, backend)
+                writes += f"{indent}r_{name}[row] = kf_from_f32<{t}>({value});\n"
+        return writes
+
+    def _vector_pointers(self) -> list[str]:
+        """The pointers a vectorised kernel moves 16 bytes at a time (which must be aligned)."""
+        pointers = [f"inputs[{self.x}].data"] + ([f"outputs[{self.y}].data"] if self.y is not None else [])
+        return pointers + ([f"inputs[{self.gate}].data"] if self.gate is not None else [])
+
 
 def _math_macros(backend: str, fast: bool) -> str:
     if backend == "cuda":
@@ -411,10 +429,7 @@ def _render_cpu(plan: RowPlan, knobs: Knobs) -> str:
                  "      const float v = kf_to_f32(x[idx]);\n"
                  f"      {plan._channel_c()}\n"
                  f"      y[idx] = kf_from_f32<{yt}>({plan._write_expr('cpu')});\n    }}\n")
-    for name, value in plan._row_output_values().items():
-        if name in plan.row_outputs:
-            t = cxx.element_type(plan.outputs[plan.row_outputs[name]].dtype, "cpu")
-            write += f"    r_{name}[row] = kf_from_f32<{t}>({value});\n"
+    write += plan._row_output_writes("cpu", "    ")
     params, args = plan._params("cpu")
     threads = f" num_threads({knobs['threads']})" if knobs["threads"] else ""
     return f"""{cxx.CPU_PRELUDE}
@@ -506,15 +521,12 @@ def _render_cuda(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
                 f"    s = {reducer}(s, {op}(), smem);\n    {finish} }}\n")
 
     zero = "{0.0f, 0.0f, 0.0f}"
-    decl = ""
+    decl = _STAT_DECLS[kind]
     if kind in ("sum", "mean"):
-        decl = "float st_sum;"
         passes.append(reduce_pass(zero, "s.a += v;", "kf_sum_op", "st_sum = s.a;", first))
     elif kind == "amax":
-        decl = "float st_m;"
         passes.append(reduce_pass("{-INFINITY, 0.0f, 0.0f}", "s.a = fmaxf(s.a, v);", "kf_max_op", "st_m = s.a;", first))
     elif kind in ("softmax", "log_softmax"):
-        decl = "float st_m, st_sum;"
         if knobs["stats"] == "online":
             passes.append(reduce_pass(
                 "{-INFINITY, 0.0f, 0.0f}",
@@ -525,7 +537,6 @@ def _render_cuda(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
                                       first))
             passes.append(reduce_pass(zero, "s.a += KF_EXP(v - st_m);", "kf_sum_op", "st_sum = s.a;", later))
     elif kind in ("layer_norm", "group_norm"):
-        decl = "float st_mean, st_var;"
         n = cxx.cfloat(float(plan.length))
         if knobs["stats"] == "one_pass":
             passes.append(reduce_pass(
@@ -536,7 +547,6 @@ def _render_cuda(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
             passes.append(reduce_pass(zero, "s.a += (v - st_mean) * (v - st_mean);", "kf_sum_op",
                                       f"st_var = s.a / {n};", later))
     elif kind == "rms_norm":
-        decl = "float st_sumsq;"
         passes.append(reduce_pass(zero, "s.a += v * v;", "kf_sum_op", "st_sumsq = s.a;", first))
     source_after = later
     stats = "".join(passes) + "    " + plan._row_stats_c() + "\n"
@@ -556,11 +566,7 @@ def _render_cuda(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
             body = (f"const int64_t idx = base + j * {plan.inner}LL; {plan._channel_c()}\n"
                     f"          y[idx] = kf_from_f32<{yt}>({expr});")
             write = _cuda_foreach(plan, shape, body, source_after)
-    row_writes = ""
-    for name, value in plan._row_output_values().items():
-        if name in plan.row_outputs:
-            t = cxx.element_type(plan.outputs[plan.row_outputs[name]].dtype, "cuda")
-            row_writes += f"      r_{name}[row] = kf_from_f32<{t}>({value});\n"
+    row_writes = plan._row_output_writes("cuda", "      ")
     if row_writes:
         row_writes = f"    if (t == 0 && live) {{\n{row_writes}    }}\n"
     params, args = plan._params("cuda")
@@ -578,10 +584,7 @@ def _render_cuda(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
         row_loop = (f"  const int t = threadIdx.x % {nt};\n"
                     f"  for (int64_t row = (int64_t)blockIdx.x * {gpb} + threadIdx.x / {nt}; row < {plan.rows}LL;\n"
                     f"       row += (int64_t)gridDim.x * {gpb}) {{\n    const bool live = true;\n")
-    aligned = []
-    if shape.vec > 1:
-        aligned = [f"inputs[{plan.x}].data"] + ([f"outputs[{plan.y}].data"] if plan.y is not None else [])
-        aligned += [f"inputs[{plan.gate}].data"] if plan.gate is not None else []
+    aligned = plan._vector_pointers() if shape.vec > 1 else []
     cache_decl = f"    float cache[{shape.items * shape.vec}]; (void)cache;\n" if shape.cache else ""
     return f"""{cxx.CUDA_PRELUDE}
 {CUDA_ROW_HELPERS}
@@ -621,10 +624,6 @@ _SPLIT_STATS: dict[str, tuple[str, str, str, str, str]] = {
 }
 _SPLIT_STATS["log_softmax"] = _SPLIT_STATS["softmax"]
 _SPLIT_STATS["group_norm"] = _SPLIT_STATS["layer_norm"]
-_SPLIT_DECLS = {"sum": "float st_sum;", "mean": "float st_sum;", "amax": "float st_m;",
-                "softmax": "float st_m, st_sum;", "log_softmax": "float st_m, st_sum;", "rms_norm": "float st_sumsq;",
-                "layer_norm": "float st_mean, st_var;", "group_norm": "float st_mean, st_var;"}
-
 
 # The partials come from the device's default memory pool: keep a little of it reserved, or every
 # synchronisation returns it to the driver and the next call pays to map it again.
@@ -699,19 +698,12 @@ def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
                            f"          out.v[k] = kf_from_f32<{yt}>({expr});",
                            before=f"        kf_vec<{yt}, {vec}> out;\n{per_vector}",
                            after=f"        kf_store_vec<{yt}, {vec}>(y + base + j0, out);\n")
-    row_writes = ""
-    for name, value in plan._row_output_values().items():
-        if name in plan.row_outputs:
-            t = cxx.element_type(plan.outputs[plan.row_outputs[name]].dtype, "cuda")
-            row_writes += f"    r_{name}[row] = kf_from_f32<{t}>({value});\n"
+    row_writes = plan._row_output_writes("cuda", "    ")
     if row_writes:
         row_writes = f"  if (blockIdx.x % {splits} == 0 && threadIdx.x == 0) {{\n{row_writes}  }}\n"
     params, args = plan._params("cuda")
     xparam = params.split(",")[0]
-    aligned = []
-    if vec > 1:
-        aligned = [f"inputs[{plan.x}].data"] + ([f"outputs[{plan.y}].data"] if plan.y is not None else [])
-        aligned += [f"inputs[{plan.gate}].data"] if plan.gate is not None else []
+    aligned = plan._vector_pointers() if vec > 1 else []
     grid = plan.rows * splits
     return f"""{cxx.CUDA_PRELUDE}
 {CUDA_ROW_HELPERS}
@@ -731,7 +723,7 @@ __global__ void __launch_bounds__({block}) kf_apply({params}, const kf_stat *__r
 {locate}  const kf_stat *mine = partials + row * {splits};
   kf_stat s = mine[0];
   for (int p = 1; p < {splits}; ++p) s = {merge_op}()(s, mine[p]);
-  {_SPLIT_DECLS[plan.kind]}
+  {_STAT_DECLS[plan.kind]}
   {finish}
   {plan._row_stats_c()}
 {write}{row_writes}}}
