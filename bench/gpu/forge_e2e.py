@@ -7,7 +7,8 @@ card's own call is then timed under torch.compile too (bench/card_compile.py, in
 process), giving the best kernel's speedup over torch.compile card by card.
 
 KF_BENCH_FORGE_MODELS picks models (comma-separated names of MODELS), KF_BENCH_FORGE_BUDGET the
-evaluations per card, KF_BENCH_FORGE_CARDS the cards per model.
+evaluations per card, KF_BENCH_FORGE_CARDS the cards per model. Each model's result also says how
+much of its captured eager time the offline proposer covers (``_coverage``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.append(str(Path(__file__).resolve().parent))
+from _coverage import card_table, offline_covers  # noqa: E402
 
 # name -> (model spec, environment)
 MODELS: dict[str, tuple[str, dict[str, str]]] = {
@@ -58,10 +61,22 @@ def optimize(name: str, spec: str, env: dict[str, str], runs: Path, budget: int,
                                "speedup", "floor_us", "pct_of_floor", "audit_class", "evaluations")}
         for c in report.get("cards", []) if c.get("status") != "skipped"
     ]
-    add_compile_baselines(Path(out["run"].get("run_dir") or runs / str(out["run"]["run_id"])), cards_out)
+    run_dir = Path(out["run"].get("run_dir") or runs / str(out["run"]["run_id"]))
+    add_compile_baselines(run_dir, cards_out)
     return {"ok": True, "seconds": seconds, "run_status": out["run"]["status"],
             "evaluations": out["run"].get("evaluations_done"), "cards": cards_out,
-            "end_to_end": report.get("end_to_end"), "kernels_packaged": report.get("kernels_packaged")}
+            "end_to_end": report.get("end_to_end"), "kernels_packaged": report.get("kernels_packaged"),
+            "pruned_ops": report.get("pruned_ops"), "coverage": coverage(run_dir)}
+
+
+def coverage(run_dir: Path) -> dict:
+    """The run's captured cards: top ones by share and the share the offline proposer covers."""
+    try:
+        from capture_service.cards import CardSet
+
+        return card_table(CardSet.load(run_dir / "capture"), offline_covers())
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def add_compile_baselines(run_dir: Path, cards: list[dict]) -> None:

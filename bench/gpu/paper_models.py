@@ -41,6 +41,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # First on the path, so the project's packages win over this folder's same-named bench modules.
 if not sys.path or sys.path[0] != str(REPO_ROOT):
     sys.path.insert(0, str(REPO_ROOT))
+sys.path.append(str(Path(__file__).resolve().parent))
+from _coverage import card_table, offline_covers  # noqa: E402
 
 #: (spec, variant) pairs in the paper's order; "" is a spec without variants.
 CONFIGURATIONS: tuple[tuple[str, str], ...] = (
@@ -57,7 +59,6 @@ SUBSET_ENV = "KF_BENCH_PAPER_MODELS"
 WARMUP = 3
 REPS = 20
 COMPILE_DEADLINE_S = 90.0
-TOP_CARDS = 10
 RESULT_FILE = "paper_models.json"
 
 
@@ -102,61 +103,6 @@ def median_latency_ms(call: Callable[[], object], warmup: int = WARMUP, reps: in
     return {"median_ms": statistics.median(times), "min_ms": min(times), "reps": float(reps)}
 
 
-def _offline_covers() -> Callable[[Any], bool] | str:
-    """Whether the offline proposer has a template for a card, or why that cannot be told."""
-    try:
-        catalog = import_module("agent_service.offline.catalog")
-        unsupported = import_module("agent_service.offline.call").UnsupportedCard
-    except Exception as exc:
-        return f"agent_service unavailable: {_error(exc)}"
-
-    def covers(card: Any) -> bool:
-        try:
-            catalog.plan_for_card(card, "cuda")
-        except unsupported:
-            return False
-        except Exception:
-            return False
-        return True
-
-    return covers
-
-
-def card_table(cards: Any, covers: Callable[[Any], bool] | str) -> dict[str, Any]:
-    """Top aten cards by time share, and the share of eager time the offline proposer covers."""
-    aten = [c for c in cards.cards if c.kind == "aten"]
-    modules = [c for c in cards.cards if c.kind == "module"]
-    ranked = sorted(aten, key=lambda c: c.time_share, reverse=True)
-    table: dict[str, Any] = {
-        "n_cards": len(cards.cards),
-        "n_aten_cards": len(aten),
-        "n_module_cards": len(modules),
-        "captured_eager_us": cards.total_eager_us,
-    }
-    rows = []
-    for card in ranked[:TOP_CARDS]:
-        row = {
-            "op": card.op,
-            "input_shapes": [spec.shape for spec in card.inputs],
-            "dtypes": sorted({spec.dtype for spec in card.inputs}),
-            "calls": card.call_count,
-            "eager_us": card.eager_us,
-            "time_share": card.time_share,
-            "vendor_op": card.vendor_op,
-        }
-        if callable(covers):
-            row["offline_covered"] = covers(card)
-        rows.append(row)
-    table["top_cards"] = rows
-    if callable(covers):
-        table["offline_covered_share"] = sum(c.time_share for c in aten if covers(c))
-        table["offline_covered_module_cards"] = sum(1 for c in modules if covers(c))
-    else:
-        table["offline_covered_share"] = None
-        table["offline_coverage_error"] = covers
-    return table
-
-
 def _capture(spec_path: Path, model: torch.nn.Module, inputs: tuple[Any, ...]) -> Any:
     options = import_module("capture_service.options")
     session = import_module("capture_service.session")
@@ -167,7 +113,7 @@ def _capture(spec_path: Path, model: torch.nn.Module, inputs: tuple[Any, ...]) -
         return session.capture_loaded(
             str(spec_path),
             loaded,
-            options.CaptureOptions(device="cuda", samples=1, budget_bytes=2 << 30),
+            options.CaptureOptions(device="cuda", samples=1, budget_bytes=2 << 30, allow_unsampled=True),
             Path(out_dir),
             timing=timing.TimingPolicy(warmup=1, min_reps=5, max_reps=10, budget_s=0.005),
         )
@@ -264,7 +210,7 @@ def run(out_dir: Path) -> dict[str, Any]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    covers = _offline_covers()
+    covers = offline_covers()
     report: dict[str, Any] = {
         "device": torch.cuda.get_device_name(),
         "versions": _versions(),

@@ -4,8 +4,9 @@ cpu: ``perf_counter_ns`` around the call. cuda: events on the harness's stream, 
 no host wait between them (a host synchronisation inside the window would add its own tens of
 microseconds to every call), plus an end event on the legacy default stream, which waits for
 every blocking stream of the device: the time is the later of the two ends, so work a candidate
-puts on another stream is counted. The cache flush before the start event keeps the device busy
-while the call is launched, so launch latency stays outside the window.
+puts on another stream is counted. The cache flush and a short spin before the start event keep
+the device busy while the host launches the call, so launch latency stays outside the window even
+for calls whose host-side dispatch takes longer than the flush.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+#: Device cycles spun after the flush (~50 µs at 2 GHz): longer than a slow host launch.
+LAUNCH_COVER_CYCLES = 100_000
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class Timer:
         if self.stream is not None:
             with torch.cuda.stream(self.stream):
                 self._flush_buffer.fill_(self._flush_value)
+                torch.cuda._sleep(LAUNCH_COVER_CYCLES)
         else:
             self._flush_buffer.fill_(self._flush_value)
 
