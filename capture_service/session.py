@@ -132,9 +132,11 @@ def _write_samples(
 
     Returns the samples per record (by ``id``) and the records whose first sample did not fit.
     """
-    # The cards that carry the most eager time get their samples first.
+    # The cards that carry the most eager time get their samples first; vendor-library cards
+    # (convolution, matmul, attention: searched only when asked for) come after all the others,
+    # since their samples carry whole weight matrices and would crowd out the small cards.
     wanted = sorted((r for r in records if r.optimisable and r.samples),
-                    key=lambda r: -(r.eager_us or 0.0) * r.call_count)
+                    key=lambda r: (r.vendor_op, -(r.eager_us or 0.0) * r.call_count))
     written: dict[int, list[Sample]] = {}
     missing: list[VariantRecord] = []
     used = 0

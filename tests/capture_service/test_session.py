@@ -73,6 +73,33 @@ def test_with_allow_unsampled_cards_over_the_budget_stay_on_eager(tiny_spec, tmp
     assert all(c.optimisable for c in sampled)
 
 
+def test_vendor_cards_get_samples_only_after_the_others(write_spec, tmp_path) -> None:
+    spec = write_spec("""
+        import torch
+        from torch import nn
+
+        class Wide(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(512, 512)
+
+            def forward(self, x):
+                return torch.relu(self.proj(torch.tanh(x)))
+
+        def get_model():
+            return Wide().eval()
+
+        def get_inputs():
+            return torch.randn(1, 512)
+    """, "wide.py")
+    linear_sample_bytes = 4 * (512 + 512 * 512 + 512 + 512)  # input, weight, bias, output
+    options = CaptureOptions(budget_bytes=linear_sample_bytes + 100, allow_unsampled=True)
+    cards = {c.op: c for c in capture_loaded(str(spec), load_model_spec(str(spec)), options, tmp_path,
+                                             timing=FAST).cards if c.kind == "aten"}
+    assert cards["aten::linear.default"].vendor_op and not cards["aten::linear.default"].samples
+    assert cards["aten::tanh.default"].samples and cards["aten::relu.default"].samples
+
+
 def test_options_and_device_are_checked(tiny_spec, tmp_path) -> None:
     loaded = load_model_spec(str(tiny_spec))
     with pytest.raises(InvalidCaptureOptions, match="grad mode"):
