@@ -45,6 +45,8 @@ SERVICES = {
     "sandbox": "gpu_sandbox_service.server",
     "forge": "forge_service.server",
 }
+PROJECT_LOGGERS = ("forge_service", "capture_service", "agent_service", "gpu_sandbox_service", "packager",
+                   "servicekit", "search_core", "ui")
 PLUGIN_CLIS = ("capture_service.cli", "gpu_sandbox_service.cli", "ui.cli")
 
 
@@ -321,8 +323,10 @@ def run_command(func: Callable[[argparse.Namespace], Any], args: argparse.Namesp
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.verbose:  # the project's own details; libraries (grpc, asyncio, matplotlib) stay at warnings
+        for name in PROJECT_LOGGERS:
+            logging.getLogger(name).setLevel(logging.DEBUG)
     return run_command(args.func, args)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -22,6 +23,9 @@ from typing import Any
 from google.protobuf import json_format
 
 from kernel_forge.common.v1 import types_pb2
+
+#: Every run event is also logged here, so ``kforge -v`` shows a run's progress as it happens.
+event_log = logging.getLogger("forge_service.events")
 
 DB_FILE = "run.sqlite"
 BLOBS_DIR = "blobs"
@@ -305,6 +309,7 @@ class RunStore:
 
     # -- events ------------------------------------------------------------------------------
     def add_event(self, kind: str, message: str, card_id: str = "", candidate_id: str = "", status: str = "") -> int:
+        event_log.info("%s: %s", kind, message)
         with self.transaction() as db:
             cur = db.execute(
                 "INSERT INTO events (ts, kind, message, card_id, candidate_id, status) VALUES (?,?,?,?,?,?)",

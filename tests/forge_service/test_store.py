@@ -1,4 +1,7 @@
+import logging
 from pathlib import Path
+
+import pytest
 
 from forge_service.store import CardRow, RunStore, best_candidate
 from kernel_forge.common.v1 import types_pb2
@@ -45,3 +48,27 @@ def test_a_failed_transaction_leaves_nothing(tmp_path: Path) -> None:
     except RuntimeError:
         pass
     assert store.events() == []
+
+
+def test_events_are_logged_as_they_are_stored(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    store = RunStore(tmp_path)
+    store.create_run("r1", "{}", "m")
+    with caplog.at_level(logging.INFO, logger="forge_service.events"):
+        store.add_event("card_started", "searching aten::softmax.default", "c1")
+    assert [r.getMessage() for r in caplog.records] == ["card_started: searching aten::softmax.default"]
+
+
+def test_verbose_shows_the_project_s_details_but_not_the_libraries(tmp_path: Path) -> None:
+    from forge_service import cli
+
+    root, project, grpc_logger = logging.getLogger(), logging.getLogger("forge_service"), logging.getLogger("grpc")
+    saved = (root.level, list(root.handlers), project.level)
+    try:
+        assert cli.main(["-v", "runs", "--runs-dir", str(tmp_path)]) == 0
+        assert project.getEffectiveLevel() == logging.DEBUG
+        assert logging.getLogger("forge_service.events").isEnabledFor(logging.INFO)
+        assert not grpc_logger.isEnabledFor(logging.DEBUG)
+    finally:
+        root.setLevel(saved[0])
+        root.handlers[:] = saved[1]
+        project.setLevel(saved[2])
