@@ -34,7 +34,7 @@ MODELS: dict[str, tuple[str, dict[str, str]]] = {
     "sd35_mmdit": ("examples/paper/sd35_mmdit.py", {}),
 }
 #: Paper sizes, weights drawn on the GPU: every process of a run builds the model (capture, e2e,
-#: card baselines), and a billion parameters drawn on the CPU take minutes each time.
+#: card baselines), and drawing a billion parameters on the CPU takes tens of seconds to minutes.
 PAPER_SIZE = {"KF_EXAMPLE_SIZE": "gpu", "KF_EXAMPLE_DEVICE": "cuda"}
 
 
