@@ -61,14 +61,16 @@ def test_events_are_logged_as_they_are_stored(tmp_path: Path, caplog: pytest.Log
 def test_verbose_shows_the_project_s_details_but_not_the_libraries(tmp_path: Path) -> None:
     from forge_service import cli
 
-    root, project, grpc_logger = logging.getLogger(), logging.getLogger("forge_service"), logging.getLogger("grpc")
-    saved = (root.level, list(root.handlers), project.level)
+    root = logging.getLogger()
+    saved_root = (root.level, list(root.handlers))
+    saved_levels = {name: logging.getLogger(name).level for name in cli.PROJECT_LOGGERS}
     try:
         assert cli.main(["-v", "runs", "--runs-dir", str(tmp_path)]) == 0
-        assert project.getEffectiveLevel() == logging.DEBUG
+        assert logging.getLogger("forge_service").getEffectiveLevel() == logging.DEBUG
         assert logging.getLogger("forge_service.events").isEnabledFor(logging.INFO)
-        assert not grpc_logger.isEnabledFor(logging.DEBUG)
+        assert not logging.getLogger("grpc").isEnabledFor(logging.DEBUG)
     finally:
-        root.setLevel(saved[0])
-        root.handlers[:] = saved[1]
-        project.setLevel(saved[2])
+        root.setLevel(saved_root[0])
+        root.handlers[:] = saved_root[1]
+        for name, level in saved_levels.items():
+            logging.getLogger(name).setLevel(level)
