@@ -3,7 +3,9 @@
 A template family exposes, per card, the values each knob may take (the first is the sensible
 default). The root proposal is the default; a revision changes one knob of its parent (two when
 every single change was tried), never repeating a knob set already evaluated, so the tree search
-explores a real space. Choices are deterministic given (parent knobs, tried sets, seed).
+explores a real space. A mode not tried yet (the structural knob ``mode``: how the work maps onto
+threads and blocks) comes before other changes, since a mode moves a kernel by factors and a fine
+knob by percents. Choices are deterministic given (parent knobs, tried sets, seed).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 Knobs = dict[str, Any]
+STRUCTURAL_KNOB = "mode"
 
 
 def knob_key(knobs: Knobs) -> str:
@@ -62,7 +65,8 @@ def _rng(seed: int, knobs: Knobs | None) -> random.Random:
 
 def next_knobs(space: KnobSpace, parent: Knobs | None, tried: Iterable[Knobs], seed: int) -> Knobs | None:
     """The next knob set to try, or None when the space is exhausted."""
-    seen = {knob_key(space.normalise(t)) for t in tried}
+    tried_sets = [space.normalise(t) for t in tried]
+    seen = {knob_key(t) for t in tried_sets}
     start = space.normalise(parent) if parent is not None else space.default()
     if parent is None and knob_key(start) not in seen:
         return start
@@ -70,6 +74,9 @@ def next_knobs(space: KnobSpace, parent: Knobs | None, tried: Iterable[Knobs], s
     rng = _rng(seed, start)
     for changes in (1, 2):
         candidates = [k for k in space.neighbours(start, changes) if knob_key(k) not in seen]
+        if changes == 1 and STRUCTURAL_KNOB in start:  # a mode not tried at all yet comes first
+            modes_tried = {t[STRUCTURAL_KNOB] for t in tried_sets} | {start[STRUCTURAL_KNOB]}
+            candidates = [k for k in candidates if k[STRUCTURAL_KNOB] not in modes_tried] or candidates
         if candidates:
             return candidates[rng.randrange(len(candidates))]
     if space.size() <= 4096:

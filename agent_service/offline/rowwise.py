@@ -12,6 +12,7 @@ mode). On cpu rows are spread over OpenMP threads and reduced with ``omp simd`` 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,11 @@ _STAT_DECLS = {"sum": "float st_sum;", "mean": "float st_sum;", "amax": "float s
                "softmax": "float st_m, st_sum;", "log_softmax": "float st_m, st_sum;", "rms_norm": "float st_sumsq;",
                "layer_norm": "float st_mean, st_var;", "group_norm": "float st_mean, st_var;"}
 SPLIT_MIN_LENGTH = 8192
+# Resident mode stages each block's chunk in dynamic shared memory; the most a block may opt into
+# per architecture (sm_80 164 KiB, sm_90 227 KiB; others 99 KiB), less room for the reduction.
+RESIDENT_SMEM_BYTES = {"sm_80": 163 * 1024, "sm_87": 163 * 1024, "sm_90": 227 * 1024, "sm_100": 227 * 1024}
+RESIDENT_DEFAULT_SMEM_BYTES = 99 * 1024
+RESIDENT_RESERVED_BYTES = 16 * 1024
 TILE_MAX_LENGTH = 256
 TILE_FLOATS = 8192  # shared memory per block for tile mode: 32 KiB
 
@@ -218,7 +224,8 @@ class RowPlan:
             if self._tiles_rows():
                 modes = ("tile", *modes)
         else:
-            modes = (("split",) if splits else ()) + ("block", "warp")
+            resident = ("resident",) if self._resident_choices(device, vec) else ()
+            modes = (("split",) if splits else ()) + resident + ("block", "warp")
         choices: dict[str, tuple[Any, ...]] = {
             "mode": modes,
             "threads_per_block": (256, 128, 512, 1024) if modes[0] != "warp" else (256, 128, 512),
@@ -230,6 +237,9 @@ class RowPlan:
         if splits:
             choices["blocks_per_row"] = splits
             choices["unroll"] = (1, 4)  # split mode: vectors loaded ahead of use, per thread
+        resident_per_sm = self._resident_choices(device, vec)
+        if resident_per_sm:
+            choices["resident_blocks_per_sm"] = resident_per_sm
         return KnobSpace(choices)
 
     def _tiles_rows(self) -> bool:
@@ -256,12 +266,35 @@ class RowPlan:
         wanted = (cxx.ceil_div(2 * sms, self.rows), cxx.ceil_div(4 * sms, self.rows), cxx.ceil_div(sms, self.rows))
         return tuple(dict.fromkeys(min(max(2, n), most) for n in wanted))
 
+    def resident_chunk(self, device: DeviceDescription, vec: int, per_sm: int) -> int:
+        """Elements per block in resident mode: the rows spread over ``per_sm`` blocks of every SM."""
+        sms = device.sm_count if device.sm_count > 0 else 132
+        splits = max(1, sms * per_sm // self.rows)
+        return cxx.ceil_div(cxx.ceil_div(self.length, splits), vec) * vec
+
+    def _resident_choices(self, device: DeviceDescription, vec: int) -> tuple[int, ...]:
+        """Blocks per SM for resident mode, offered where the whole input fits in shared memory.
+
+        Split mode reads the input twice (statistics, then the write); with few rows the tensor
+        is often small enough to stay on chip: each block keeps its chunk in shared memory across
+        a grid-wide barrier (a cooperative launch) and the input is read from memory once.
+        """
+        if self.inner != 1 or self.y is None or self.rows >= (device.sm_count or 132) \
+                or self.length < SPLIT_MIN_LENGTH:
+            return ()
+        budget = RESIDENT_SMEM_BYTES.get(device.arch, RESIDENT_DEFAULT_SMEM_BYTES)
+        size = cxx.ELEMENT_BYTES[self.inputs[self.x].dtype]
+        return tuple(per_sm for per_sm in (2, 1)
+                     if self.resident_chunk(device, vec, per_sm) * size <= budget // per_sm - RESIDENT_RESERVED_BYTES)
+
     def render(self, backend: str, knobs: Knobs, device: DeviceDescription) -> str:
         knobs = self.knob_space(backend, device).normalise(knobs)
         if backend != "cuda":
             return _render_cpu(self, knobs)
         if knobs["mode"] == "split":
             return _render_cuda_split(self, knobs)
+        if knobs["mode"] == "resident":
+            return _render_cuda_resident(self, knobs, device)
         if knobs["mode"] == "tile":
             return _render_cuda_tile(self, knobs, device)
         return _render_cuda(self, knobs, device)
@@ -646,6 +679,70 @@ static void kf_keep_pool_memory(void) {
 """
 
 
+@dataclass(frozen=True)
+class _ChunkParts:
+    """Pieces of a kernel whose blocks each own a chunk of one row (split and resident modes)."""
+
+    init: str  # the empty partial statistic
+    update: str  # folds element v into partial s
+    block_op: str  # reduces partials within a block
+    merge_op: str  # merges the blocks' partials of a row
+    finish: str  # sets the row statistics from the merged partial s
+    tree: str  # "true": shared-memory tree reduction, "false": warp shuffles
+    smem: int  # kf_stat slots of the block reduction
+    locate: str  # row, base, begin, end of this block's chunk
+    shift_decl: str
+    to_welford: str  # turns shifted sums into (count, mean, M2) before the partial is stored
+    row_writes: str  # per-row outputs, written once per row
+
+
+def _chunk_parts(plan: RowPlan, knobs: Knobs, chunk: int, splits: int) -> _ChunkParts:
+    init, update, block_op, merge_op, finish = _SPLIT_STATS[plan.kind]
+    shifted = plan.kind in ("layer_norm", "group_norm")
+    tree = "true" if knobs["reduce"] == "smem_tree" else "false"
+    row_writes = plan._row_output_writes("cuda", "    ")
+    if row_writes:
+        row_writes = f"  if (blockIdx.x % {splits} == 0 && threadIdx.x == 0) {{\n{row_writes}  }}\n"
+    return _ChunkParts(
+        init=init, update=update, block_op=block_op, merge_op=merge_op,
+        finish=finish.replace("{n}", cxx.cfloat(float(plan.length))), tree=tree,
+        smem=int(knobs["threads_per_block"]) if tree == "true" else 32,
+        locate=(f"  const int64_t row = blockIdx.x / {splits};\n"
+                f"  const int64_t base = row * {plan.length}LL;\n"
+                f"  const int64_t begin = (int64_t)(blockIdx.x % {splits}) * {chunk}LL;\n"
+                f"  const int64_t end = begin + {chunk}LL < {plan.length}LL ? begin + {chunk}LL : {plan.length}LL;\n"
+                "  (void)base; (void)end;\n"),
+        shift_decl="  const float shift = kf_to_f32(x[base]); (void)shift;\n",
+        to_welford=("    if (s.a > 0.0f) {\n      const float m = s.b / s.a;\n"
+                    "      s.c = fmaxf(s.c - m * s.b, 0.0f);\n      s.b = shift + m;\n    }\n" if shifted else ""),
+        row_writes=row_writes,
+    )
+
+
+def _chunk_write(plan: RowPlan, vec: int, loop: Callable[..., str]) -> str:
+    """The loop writing this block's chunk of the elementwise output, ``loop`` walking the values."""
+    if plan.y is None:
+        return ""
+    yt = cxx.element_type(plan.outputs[plan.y].dtype, "cuda")
+    expr = plan._write_expr("cuda")
+    channel = plan._channel_c()
+    per_vector = ""
+    if channel and plan.spatial % vec == 0:  # a vector never crosses a channel: one division per vector
+        per_vector, channel = "        " + channel.replace(" + j / ", " + j0 / ") + "\n", ""
+    return loop(f"const int64_t idx = base + j; (void)idx; {channel}\n"
+                f"          out.v[k] = kf_from_f32<{yt}>({expr});",
+                before=f"        kf_vec<{yt}, {vec}> out;\n{per_vector}",
+                after=f"        kf_store_vec<{yt}, {vec}>(y + base + j0, out);\n")
+
+
+def _merge_row_partials(parts: _ChunkParts, plan: RowPlan, splits: int) -> str:
+    """Merges the row's partials into ``s`` and sets the row statistics."""
+    return (f"  const kf_stat *mine = partials + row * {splits};\n"
+            "  s = mine[0];\n"
+            f"  for (int p = 1; p < {splits}; ++p) s = {parts.merge_op}()(s, mine[p]);\n"
+            f"  {_STAT_DECLS[plan.kind]}\n  {parts.finish}\n  {plan._row_stats_c()}\n")
+
+
 def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
     """Two kernels: per-block partial statistics of a row chunk, then merge and write the chunk.
 
@@ -654,16 +751,9 @@ def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
     """
     block, vec, splits = int(knobs["threads_per_block"]), int(knobs["vector"]), int(knobs["blocks_per_row"])
     unroll = int(knobs["unroll"])
-    length = plan.length
-    chunk = cxx.ceil_div(cxx.ceil_div(length, splits), vec) * vec
-    init, update, block_op, merge_op, finish = _SPLIT_STATS[plan.kind]
-    finish = finish.replace("{n}", cxx.cfloat(float(length)))
-    shifted = plan.kind in ("layer_norm", "group_norm")
-    tree = "true" if knobs["reduce"] == "smem_tree" else "false"
-    smem = block if tree == "true" else 32
+    chunk = cxx.ceil_div(cxx.ceil_div(plan.length, splits), vec) * vec
+    parts = _chunk_parts(plan, knobs, chunk, splits)
     xt = cxx.element_type(plan.inputs[plan.x].dtype, "cuda")
-    to_welford = ("    if (s.a > 0.0f) {\n      const float m = s.b / s.a;\n"
-                  "      s.c = fmaxf(s.c - m * s.b, 0.0f);\n      s.b = shift + m;\n    }\n" if shifted else "")
 
     def chunk_loop(body: str, before: str = "", after: str = "") -> str:
         """This thread's vectors of the chunk, ``unroll`` loads issued before any is used."""
@@ -680,27 +770,6 @@ def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
                 f"          const int64_t j = j0 + k; (void)j;\n          const float v = kf_to_f32(lv.v[k]);\n"
                 f"          {body}\n        }}\n{after}      }}\n    }}\n")
 
-    shift_decl = "  const float shift = kf_to_f32(x[base]); (void)shift;\n"
-    locate = (f"  const int64_t row = blockIdx.x / {splits};\n"
-              f"  const int64_t base = row * {length}LL;\n"
-              f"  const int64_t begin = (int64_t)(blockIdx.x % {splits}) * {chunk}LL;\n"
-              f"  const int64_t end = begin + {chunk}LL < {length}LL ? begin + {chunk}LL : {length}LL;\n"
-              "  (void)base; (void)end;\n")
-    write = ""
-    if plan.y is not None:
-        yt = cxx.element_type(plan.outputs[plan.y].dtype, "cuda")
-        expr = plan._write_expr("cuda")
-        channel = plan._channel_c()
-        per_vector = ""
-        if channel and plan.spatial % vec == 0:  # a vector never crosses a channel: one division per vector
-            per_vector, channel = "        " + channel.replace(" + j / ", " + j0 / ") + "\n", ""
-        write = chunk_loop(f"const int64_t idx = base + j; (void)idx; {channel}\n"
-                           f"          out.v[k] = kf_from_f32<{yt}>({expr});",
-                           before=f"        kf_vec<{yt}, {vec}> out;\n{per_vector}",
-                           after=f"        kf_store_vec<{yt}, {vec}>(y + base + j0, out);\n")
-    row_writes = plan._row_output_writes("cuda", "    ")
-    if row_writes:
-        row_writes = f"  if (blockIdx.x % {splits} == 0 && threadIdx.x == 0) {{\n{row_writes}  }}\n"
     params, args = plan._params("cuda")
     xparam = params.split(",")[0]
     aligned = plan._vector_pointers() if vec > 1 else []
@@ -711,22 +780,17 @@ def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
 /* {plan.summary}; {knobs} */
 {_CUDA_POOL_KEEP}
 __global__ void __launch_bounds__({block}) kf_partials({xparam}, kf_stat *__restrict__ partials) {{
-  __shared__ kf_stat smem[{smem}];
-{locate}{shift_decl}  kf_stat s = {init};
-{chunk_loop(update)}  s = kf_group_reduce<{block}, {tree}>(s, {block_op}(), smem);
+  __shared__ kf_stat smem[{parts.smem}];
+{parts.locate}{parts.shift_decl}  kf_stat s = {parts.init};
+{chunk_loop(parts.update)}  s = kf_group_reduce<{block}, {parts.tree}>(s, {parts.block_op}(), smem);
   if (threadIdx.x == 0) {{
-{to_welford}    partials[blockIdx.x] = s;
+{parts.to_welford}    partials[blockIdx.x] = s;
   }}
 }}
 
 __global__ void __launch_bounds__({block}) kf_apply({params}, const kf_stat *__restrict__ partials) {{
-{locate}  const kf_stat *mine = partials + row * {splits};
-  kf_stat s = mine[0];
-  for (int p = 1; p < {splits}; ++p) s = {merge_op}()(s, mine[p]);
-  {_STAT_DECLS[plan.kind]}
-  {finish}
-  {plan._row_stats_c()}
-{write}{row_writes}}}
+{parts.locate}  kf_stat s;
+{_merge_row_partials(parts, plan, splits)}{_chunk_write(plan, vec, chunk_loop)}{parts.row_writes}}}
 
 extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
                          void *stream) {{
@@ -739,6 +803,102 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
   kf_partials<<<{grid}, {block}, 0, s>>>((const {xt} *)inputs[{plan.x}].data, partials);
   kf_apply<<<{grid}, {block}, 0, s>>>({args}, partials);
   cudaFreeAsync(partials, s);
+{cxx.cuda_launch_epilogue()}
+}}
+"""
+
+
+# ---- cuda, rows resident in shared memory -----------------------------------------------------------
+
+
+def _render_cuda_resident(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
+    """One cooperative kernel: each block stages its chunk in shared memory while it reduces it,
+    the grid synchronises, and every block writes its chunk from shared memory.
+
+    The input is read from memory once (split mode reads it twice). The launch is refused with
+    a status, not run, where the device cannot hold every block at once (a grid barrier would
+    otherwise wait forever).
+    """
+    block, vec, per_sm = int(knobs["threads_per_block"]), int(knobs["vector"]), int(knobs["resident_blocks_per_sm"])
+    chunk = plan.resident_chunk(device, vec, per_sm)
+    splits = cxx.ceil_div(plan.length, chunk)
+    parts = _chunk_parts(plan, knobs, chunk, splits)
+    xt = cxx.element_type(plan.inputs[plan.x].dtype, "cuda")
+    stage_bytes = chunk * cxx.ELEMENT_BYTES[plan.inputs[plan.x].dtype]
+
+    def staged_loop(body: str, before: str = "", after: str = "") -> str:
+        """This thread's vectors of the chunk, read back from shared memory."""
+        return (f"  for (int64_t j0 = begin + (int64_t)threadIdx.x * {vec}; j0 < end; j0 += {block * vec}LL) {{\n"
+                f"        const kf_vec<{xt}, {vec}> lv = kf_load_vec<{xt}, {vec}>(stage + (j0 - begin));\n"
+                f"{before}#pragma unroll\n        for (int k = 0; k < {vec}; ++k) {{\n"
+                f"          const int64_t j = j0 + k; (void)j;\n          const float v = kf_to_f32(lv.v[k]);\n"
+                f"          {body}\n        }}\n{after}  }}\n")
+
+    params, args = plan._params("cuda")
+    aligned = plan._vector_pointers() if vec > 1 else []
+    grid = plan.rows * splits
+    return f"""{cxx.CUDA_PRELUDE}
+#include <cooperative_groups.h>
+{CUDA_ROW_HELPERS}
+{_math_macros("cuda", True)}
+/* {plan.summary}; {knobs}; {splits} blocks per row of {chunk} elements */
+{_CUDA_POOL_KEEP}
+__global__ void __launch_bounds__({block}) kf_resident({params}, kf_stat *__restrict__ partials) {{
+  extern __shared__ __align__(16) unsigned char kf_stage_bytes[];
+  {xt} *stage = reinterpret_cast<{xt} *>(kf_stage_bytes);
+  __shared__ kf_stat smem[{parts.smem}];
+{parts.locate}{parts.shift_decl}  kf_stat s = {parts.init};
+  for (int64_t j0 = begin + (int64_t)threadIdx.x * {vec}; j0 < end; j0 += {block * vec}LL) {{
+    const kf_vec<{xt}, {vec}> lv = kf_load_vec<{xt}, {vec}>(x + base + j0);
+    kf_store_vec<{xt}, {vec}>(stage + (j0 - begin), lv);
+#pragma unroll
+    for (int k = 0; k < {vec}; ++k) {{
+      const float v = kf_to_f32(lv.v[k]);
+      {parts.update}
+    }}
+  }}
+  s = kf_group_reduce<{block}, {parts.tree}>(s, {parts.block_op}(), smem);
+  if (threadIdx.x == 0) {{
+{parts.to_welford}    partials[blockIdx.x] = s;
+  }}
+  cooperative_groups::this_grid().sync();
+{_merge_row_partials(parts, plan, splits)}{_chunk_write(plan, vec, staged_loop)}{parts.row_writes}}}
+
+/* Per device: 1 when every block of the grid fits on it at once, -1 when not, 0 before asking. */
+static int kf_resident_fits[64];
+
+extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
+                         void *stream) {{
+{cxx.guard(plan.inputs, plan.outputs, aligned)}
+  cudaStream_t s = (cudaStream_t)stream;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return {cxx.STATUS_LAUNCH_FAILED};
+  if (kf_resident_fits[device] == 0) {{
+    int sms = 0, per_sm = 0;
+    const bool asked =
+        cudaFuncSetAttribute(kf_resident, cudaFuncAttributeMaxDynamicSharedMemorySize, {stage_bytes}) == cudaSuccess &&
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess &&
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kf_resident, {block}, {stage_bytes}) == cudaSuccess;
+    kf_resident_fits[device] = asked && (int64_t)per_sm * sms >= {grid} ? 1 : -1;
+  }}
+  if (kf_resident_fits[device] < 0) return {cxx.STATUS_LAUNCH_FAILED};
+  kf_keep_pool_memory();
+  kf_stat *partials = nullptr;
+  if (cudaMallocAsync((void **)&partials, {grid} * sizeof(kf_stat), s) != cudaSuccess)
+    return {cxx.STATUS_LAUNCH_FAILED};
+  cudaLaunchAttribute cooperative;
+  cooperative.id = cudaLaunchAttributeCooperative;
+  cooperative.val.cooperative = 1;
+  cudaLaunchConfig_t config = {{}};
+  config.gridDim = dim3({grid});
+  config.blockDim = dim3({block});
+  config.dynamicSmemBytes = {stage_bytes};
+  config.stream = s;
+  config.attrs = &cooperative;
+  config.numAttrs = 1;
+  const cudaError_t launched = cudaLaunchKernelEx(&config, kf_resident, {args}, partials);
+  cudaFreeAsync(partials, s);
+  if (launched != cudaSuccess) return {cxx.STATUS_LAUNCH_FAILED};
 {cxx.cuda_launch_epilogue()}
 }}
 """

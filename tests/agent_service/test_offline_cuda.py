@@ -72,11 +72,12 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
          [{}, {"stats": "one_pass"}]),
         ("group_norm_split_bf16", aten.group_norm.default,
          [r(1, 64, 64, 64, dtype=bf16), 32, r(64, dtype=bf16), r(64, dtype=bf16), 1e-6], {},
-         [{}, {"vector": 1, "reduce": "smem_tree", "threads_per_block": 1024}, {"unroll": 4}]),
+         [{}, {"vector": 1, "reduce": "smem_tree", "threads_per_block": 1024}, {"unroll": 4}, {"mode": "resident"},
+          {"mode": "resident", "resident_blocks_per_sm": 1, "vector": 1, "reduce": "smem_tree"}]),
         ("native_group_norm_split_stats", aten.native_group_norm.default,
          [r(1, 256, 32, 32), r(256), r(256), 1, 256, 1024, 32, 1e-5], {}, [{}]),
         ("softmax_split_rows", aten._softmax.default, [r(4, 16384), -1, False], {},
-         [{}, {"vector": 1, "unroll": 4}]),
+         [{}, {"vector": 1, "unroll": 4}, {"mode": "resident"}]),
         ("sum_split_rows", aten.sum.dim_IntList, [r(8, 65536, dtype=bf16), [-1]], {}, [{}]),
         ("global_pool_tiled", aten.mean.dim, [r(8, 64, 7, 7, dtype=bf16), [-1, -2], True], {}, [{}]),
         ("amax_tiled_unaligned_rows", aten.amax.default, [r(33, 50, dtype=f16), [-1]], {}, [{}]),
@@ -117,6 +118,9 @@ def _bundle(sources: dict[str, str]) -> str:
     for name, source in sources.items():
         assert source.startswith(CUDA_PRELUDE)
         body = source[len(CUDA_PRELUDE):].replace('extern "C" int kf_launch', "int kf_launch")
+        includes = [line for line in body.splitlines() if line.startswith("#include")]
+        parts += includes  # headers at file scope, not inside the kernel's namespace
+        body = "\n".join(line for line in body.splitlines() if not line.startswith("#include"))
         parts.append("#undef KF_EXP\n#undef KF_TANH\n#undef KF_ERF\n#undef KF_LOG\n"
                      f"namespace {name} {{\n{body}\n}}\n")
     return "\n".join(parts)
@@ -138,6 +142,19 @@ def test_few_long_rows_are_split_across_blocks_and_many_rows_are_not() -> None:
     assert few_long["mode"][0] == "split"
     assert few_long["blocks_per_row"][0] == -(-2 * 132 // 32)  # two blocks per SM by default
     assert "blocks_per_row" not in space(4096, 65536) and "blocks_per_row" not in space(32, 1024)
+
+
+def test_few_rows_that_fit_in_shared_memory_may_stay_resident() -> None:
+    def modes(*shape: int, dtype: torch.dtype = bf16) -> Any:
+        args = [r(*shape, dtype=dtype), 32, r(shape[1], dtype=dtype), r(shape[1], dtype=dtype), 1e-6]
+        card, _ = aten_card(aten.group_norm.default, args)
+        return plan_for_card(_on_cuda(card), "cuda").knob_space("cuda", H200).choices
+
+    vae_mid = modes(1, 512, 128, 128)  # 16 MiB of bf16: about 127 KiB per SM
+    assert vae_mid["mode"][:2] == ("split", "resident") and vae_mid["resident_blocks_per_sm"] == (2, 1)
+    assert "resident" not in modes(1, 512, 128, 128, dtype=torch.float32)["mode"]  # 32 MiB: more than fits
+    assert "resident" not in modes(1, 128, 1024, 1024)["mode"]
+    assert "resident" not in modes(8, 512, 16, 16)["mode"]  # short rows: one block per row already
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")

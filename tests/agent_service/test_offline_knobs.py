@@ -32,6 +32,19 @@ def test_walk_visits_every_set_once_then_reports_exhaustion() -> None:
     assert len(tried) == SPACE.size() == 12
 
 
+def test_other_modes_are_tried_before_fine_knobs() -> None:
+    space = KnobSpace({"mode": ("split", "resident", "block"), "threads": (256, 128, 512), "vector": (8, 1)})
+    root = space.default()
+    tried = [root]
+    for seed in range(2):
+        child = next_knobs(space, root, tried, seed=seed)
+        assert child is not None and child["mode"] != "split" and child["threads"] == 256 and child["vector"] == 8
+        tried.append(child)
+    assert {k["mode"] for k in tried} == {"split", "resident", "block"}
+    third = next_knobs(space, root, tried, seed=2)
+    assert third is not None and third["mode"] == "split"  # modes exhausted: fine knobs next
+
+
 def test_unknown_parent_values_fall_back_to_defaults() -> None:
     assert SPACE.normalise({"threads": 999, "other": 1}) == SPACE.default()
     assert describe_change({"threads": 256, "vector": 8}, {"threads": 512, "vector": 8}) == "threads 256→512"
