@@ -7,7 +7,9 @@ card's own call is then timed under torch.compile too (bench/card_compile.py, in
 process), giving the best kernel's speedup over torch.compile card by card.
 
 KF_BENCH_FORGE_MODELS picks models (comma-separated names of MODELS), KF_BENCH_FORGE_BUDGET the
-evaluations per card, KF_BENCH_FORGE_CARDS the cards per model. Each model's result also says how
+evaluations per card, KF_BENCH_FORGE_CARDS the cards per model, KF_BENCH_FORGE_TIMEOUT the seconds
+per model, of which capture and search may use KF_BENCH_FORGE_SEARCH_S (half by default: the rest
+is for packaging and the end-to-end measurement). Each model's result also says how
 much of its captured eager time the offline proposer covers (``_coverage``).
 """
 
@@ -44,8 +46,10 @@ def optimize(name: str, spec: str, env: dict[str, str], runs: Path, budget: int,
            "--budget", str(budget),
            "--max-cards", str(cards), "--json", "--runs-dir", str(runs), "--out", str(runs / f"{name}.cast"),
            "--sample-budget-mb", os.environ.get("KF_BENCH_FORGE_SAMPLE_MB", "8192"), "--samples", "1"]
-    started = time.perf_counter()
     timeout = float(os.environ.get("KF_BENCH_FORGE_TIMEOUT", "1500"))
+    # Capture and search stop here, so packaging and the end-to-end measurement still fit in the timeout.
+    cmd += ["--time-limit", os.environ.get("KF_BENCH_FORGE_SEARCH_S", str(round(timeout / 2)))]
+    started = time.perf_counter()
     try:
         with log.open("w") as progress:
             proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=progress, text=True, cwd=ROOT,

@@ -99,3 +99,15 @@ def test_an_unknown_model_fails_with_a_clear_message(tmp_path: Path) -> None:
     proc = kforge("optimize", str(tmp_path / "missing.py"), "--backend", "cpu", "--runs-dir", str(tmp_path))
     assert proc.returncode != 0
     assert "missing.py" in proc.stdout + proc.stderr
+
+
+def test_a_time_limit_stops_the_search_and_still_packages_and_measures(tmp_path: Path) -> None:
+    proc = kforge("optimize", str(MODEL), "--backend", "cpu", "--budget", "200", "--max-cards", "2", "--json",
+                  "--time-limit", "20", "--runs-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["run"]["status"] == "done" and out["run"]["evaluations_done"] < 400
+    run_dir = Path(out["run"]["run_dir"])
+    events = sqlite3.connect(run_dir / "run.sqlite").execute("SELECT message FROM events").fetchall()
+    assert ("time limit of 20 s reached",) in events
+    assert (run_dir / "model.cast").is_file() and out["report"]["end_to_end"]["measured"]
