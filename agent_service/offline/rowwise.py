@@ -815,9 +815,10 @@ def _render_cuda_resident(plan: RowPlan, knobs: Knobs, device: DeviceDescription
     """One cooperative kernel: each block stages its chunk in shared memory while it reduces it,
     the grid synchronises, and every block writes its chunk from shared memory.
 
-    The input is read from memory once (split mode reads it twice). The launch is refused with
-    a status, not run, where the device cannot hold every block at once (a grid barrier would
-    otherwise wait forever).
+    The input is read from memory once (split mode reads it twice). The launch bounds ask the
+    compiler to fit ``resident_blocks_per_sm`` blocks per SM, and the launch is refused with a
+    status, not run, where the device still cannot hold every block at once (a grid barrier
+    would otherwise wait forever).
     """
     block, vec, per_sm = int(knobs["threads_per_block"]), int(knobs["vector"]), int(knobs["resident_blocks_per_sm"])
     chunk = plan.resident_chunk(device, vec, per_sm)
@@ -843,7 +844,7 @@ def _render_cuda_resident(plan: RowPlan, knobs: Knobs, device: DeviceDescription
 {_math_macros("cuda", True)}
 /* {plan.summary}; {knobs}; {splits} blocks per row of {chunk} elements */
 {_CUDA_POOL_KEEP}
-__global__ void __launch_bounds__({block}) kf_resident({params}, kf_stat *__restrict__ partials) {{
+__global__ void __launch_bounds__({block}, {per_sm}) kf_resident({params}, kf_stat *__restrict__ partials) {{
   extern __shared__ __align__(16) unsigned char kf_stage_bytes[];
   {xt} *stage = reinterpret_cast<{xt} *>(kf_stage_bytes);
   __shared__ kf_stat smem[{parts.smem}];
