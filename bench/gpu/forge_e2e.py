@@ -35,8 +35,8 @@ MODELS: dict[str, tuple[str, dict[str, str]]] = {
     "qwen35_prefill": ("examples/paper/qwen35_moe.py", {"KF_EXAMPLE_VARIANT": "prefill"}),
     "sd35_mmdit": ("examples/paper/sd35_mmdit.py", {}),
 }
-#: Paper sizes, weights drawn on the GPU: every process of a run builds the model (capture, e2e,
-#: card baselines), and drawing a billion parameters on the CPU takes tens of seconds to minutes.
+#: Paper sizes, weights drawn on the GPU: every process of a run that builds the model (the capture
+#: worker, the end-to-end child) would otherwise draw a billion parameters on the CPU each time.
 PAPER_SIZE = {"KF_EXAMPLE_SIZE": "gpu", "KF_EXAMPLE_DEVICE": "cuda"}
 
 
