@@ -38,26 +38,22 @@ from safetensors.torch import load_file  # noqa: E402
 from agent_service.models import DeviceDescription, ProposalRequest  # noqa: E402
 from agent_service.offline.proposer import propose_offline  # noqa: E402
 from capture_service.cards import BLOBS_DIR, CardSet, OperatorCard, TensorSpec  # noqa: E402
+from gpu_sandbox_service.compiler import SOURCE_SUFFIX, Toolchain, detect_toolchain  # noqa: E402
 from packager.abi import KernelLibrary  # noqa: E402
 
 EXAMPLES = ("small_cnn", "small_transformer", "resnet50", "gemma_decoder", "qwen2_decoder", "diffusion_block",
             "whisper_encoder")
-INCLUDE = ROOT / "gpu_sandbox_service" / "include"
 TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-3, torch.bfloat16: 1.2e-2}
 
 
-def _compile(source: str, workdir: Path, device: DeviceDescription) -> Path:
-    suffix = ".cu" if device.backend == "cuda" else ".cpp"
+def _compile(source: str, workdir: Path, toolchain: Toolchain) -> Path:
+    """Builds ``source`` with the sandbox's compiler and flags (no isolation: the sources are ours)."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    src, lib = workdir / f"{digest}{suffix}", workdir / f"{digest}.so"
+    src, lib = workdir / f"{digest}{SOURCE_SUFFIX[toolchain.backend]}", workdir / f"{digest}.so"
     if not lib.exists():
         src.write_text(source)
-        if device.backend == "cuda":
-            command = ["nvcc", f"-arch={device.arch}", "-O3", "-shared", "-Xcompiler", "-fPIC"]
-        else:
-            command = ["g++", "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
-        subprocess.run([*command, "-I", str(INCLUDE), "-o", str(lib), str(src)], check=True, capture_output=True,
-                       text=True)
+        subprocess.run([toolchain.compiler, *toolchain.flags(), "-o", str(lib), str(src)], check=True,
+                       capture_output=True, text=True)
     return lib
 
 
@@ -111,7 +107,8 @@ def _verify(card: OperatorCard, lib: KernelLibrary, capture_dir: Path, device: s
     return "verified", worst
 
 
-def run_example(name: str, workdir: Path, device: DeviceDescription, pool: ThreadPoolExecutor) -> dict[str, Any]:
+def run_example(name: str, workdir: Path, device: DeviceDescription, pool: ThreadPoolExecutor,
+                toolchain: Toolchain) -> dict[str, Any]:
     capture_dir = workdir / name
     on_gpu = device.backend == "cuda" and torch.cuda.is_available()
     started = time.time()
@@ -140,7 +137,7 @@ def run_example(name: str, workdir: Path, device: DeviceDescription, pool: Threa
             row.update(status="no proposal", reason=proposal.no_proposal_reason)
             continue
         row["family"] = proposal.knobs.get("family")
-        builds[card.id] = pool.submit(_compile, proposal.source, workdir, device)
+        builds[card.id] = pool.submit(_compile, proposal.source, workdir, toolchain)
     for card, row in zip(cards, rows, strict=True):
         if card.id not in builds:
             continue
@@ -222,13 +219,14 @@ def main() -> int:
     args = parser.parse_args()
     device = _device(args.backend, args.arch)
     compile_only = args.backend == "cuda" and not torch.cuda.is_available()
+    checked = "compiled" if compile_only else "verified"
+    toolchain = detect_toolchain(args.backend, device.arch or "cpu")
     results = []
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
         for name in [e for e in args.examples.split(",") if e]:
-            results.append(run_example(name, Path(tmp), device, pool))
+            results.append(run_example(name, Path(tmp), device, pool, toolchain))
             r = results[-1]
-            checked = "compiled" if compile_only else "verified"
             print(f"{name}: {r.get('verified', 0)}/{r.get('proposed', 0)} {checked}, "
                   f"{100 * r.get('time_share_proposed', 0):.1f}% of eager time covered {r.get('error', '')[-300:]}",
                   flush=True)
@@ -248,7 +246,6 @@ def main() -> int:
                "the captured eager outputs (examples at their GPU sizes)")
     else:
         how = "compiled with g++, run on every captured sample against the captured eager outputs"
-    checked = "compiled" if compile_only else "verified"
     (args.out / f"agent_examples_{tag}_{stamp}.md").write_text(
         f"# Offline proposer on the examples' cards, {args.backend} ({stamp})\n\n"
         f"`bench/agent_examples.py --backend {args.backend}`: the root kernel of every covered card, {how}. Time "

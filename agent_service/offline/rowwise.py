@@ -217,6 +217,7 @@ class RowPlan:
             })
         vec = self._max_vector()
         splits = self._split_choices(device, vec)
+        resident_per_sm = self._resident_choices(device, vec)
         if self.inner != 1:
             modes: tuple[str, ...] = ("columns", "thread")
         elif self.length <= 1024:
@@ -224,8 +225,7 @@ class RowPlan:
             if self._tiles_rows():
                 modes = ("tile", *modes)
         else:
-            resident = ("resident",) if self._resident_choices(device, vec) else ()
-            modes = (("split",) if splits else ()) + resident + ("block", "warp")
+            modes = (("split",) if splits else ()) + (("resident",) if resident_per_sm else ()) + ("block", "warp")
         choices: dict[str, tuple[Any, ...]] = {
             "mode": modes,
             "threads_per_block": (256, 128, 512, 1024) if modes[0] != "warp" else (256, 128, 512),
@@ -237,7 +237,6 @@ class RowPlan:
         if splits:
             choices["blocks_per_row"] = splits
             choices["unroll"] = (1, 4)  # split mode: vectors loaded ahead of use, per thread
-        resident_per_sm = self._resident_choices(device, vec)
         if resident_per_sm:
             choices["resident_blocks_per_sm"] = resident_per_sm
         return KnobSpace(choices)
@@ -685,36 +684,37 @@ class _ChunkParts:
 
     init: str  # the empty partial statistic
     update: str  # folds element v into partial s
-    block_op: str  # reduces partials within a block
     merge_op: str  # merges the blocks' partials of a row
     finish: str  # sets the row statistics from the merged partial s
-    tree: str  # "true": shared-memory tree reduction, "false": warp shuffles
     smem: int  # kf_stat slots of the block reduction
     locate: str  # row, base, begin, end of this block's chunk
     shift_decl: str
-    to_welford: str  # turns shifted sums into (count, mean, M2) before the partial is stored
+    store_partial: str  # reduces s over the block and stores it as the block's partial
     row_writes: str  # per-row outputs, written once per row
 
 
 def _chunk_parts(plan: RowPlan, knobs: Knobs, chunk: int, splits: int) -> _ChunkParts:
     init, update, block_op, merge_op, finish = _SPLIT_STATS[plan.kind]
-    shifted = plan.kind in ("layer_norm", "group_norm")
+    block = int(knobs["threads_per_block"])
     tree = "true" if knobs["reduce"] == "smem_tree" else "false"
+    # Shifted sums become (count, mean, M2) before they are stored, so blocks merge with Chan's formula.
+    to_welford = ("    if (s.a > 0.0f) {\n      const float m = s.b / s.a;\n"
+                  "      s.c = fmaxf(s.c - m * s.b, 0.0f);\n      s.b = shift + m;\n    }\n"
+                  if plan.kind in ("layer_norm", "group_norm") else "")
     row_writes = plan._row_output_writes("cuda", "    ")
     if row_writes:
         row_writes = f"  if (blockIdx.x % {splits} == 0 && threadIdx.x == 0) {{\n{row_writes}  }}\n"
     return _ChunkParts(
-        init=init, update=update, block_op=block_op, merge_op=merge_op,
-        finish=finish.replace("{n}", cxx.cfloat(float(plan.length))), tree=tree,
-        smem=int(knobs["threads_per_block"]) if tree == "true" else 32,
+        init=init, update=update, merge_op=merge_op, finish=finish.replace("{n}", cxx.cfloat(float(plan.length))),
+        smem=block if tree == "true" else 32,
         locate=(f"  const int64_t row = blockIdx.x / {splits};\n"
                 f"  const int64_t base = row * {plan.length}LL;\n"
                 f"  const int64_t begin = (int64_t)(blockIdx.x % {splits}) * {chunk}LL;\n"
                 f"  const int64_t end = begin + {chunk}LL < {plan.length}LL ? begin + {chunk}LL : {plan.length}LL;\n"
                 "  (void)base; (void)end;\n"),
         shift_decl="  const float shift = kf_to_f32(x[base]); (void)shift;\n",
-        to_welford=("    if (s.a > 0.0f) {\n      const float m = s.b / s.a;\n"
-                    "      s.c = fmaxf(s.c - m * s.b, 0.0f);\n      s.b = shift + m;\n    }\n" if shifted else ""),
+        store_partial=(f"  s = kf_group_reduce<{block}, {tree}>(s, {block_op}(), smem);\n"
+                       f"  if (threadIdx.x == 0) {{\n{to_welford}    partials[blockIdx.x] = s;\n  }}\n"),
         row_writes=row_writes,
     )
 
@@ -733,6 +733,13 @@ def _chunk_write(plan: RowPlan, vec: int, loop: Callable[..., str]) -> str:
                 f"          out.v[k] = kf_from_f32<{yt}>({expr});",
                 before=f"        kf_vec<{yt}, {vec}> out;\n{per_vector}",
                 after=f"        kf_store_vec<{yt}, {vec}>(y + base + j0, out);\n")
+
+
+def _alloc_partials(grid: int) -> str:
+    """Host code: one kf_stat per block from the stream's memory pool (freed after the launch)."""
+    return ("  kf_keep_pool_memory();\n  kf_stat *partials = nullptr;\n"
+            f"  if (cudaMallocAsync((void **)&partials, {grid} * sizeof(kf_stat), s) != cudaSuccess)\n"
+            f"    return {cxx.STATUS_LAUNCH_FAILED};\n")
 
 
 def _merge_row_partials(parts: _ChunkParts, plan: RowPlan, splits: int) -> str:
@@ -782,11 +789,7 @@ def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
 __global__ void __launch_bounds__({block}) kf_partials({xparam}, kf_stat *__restrict__ partials) {{
   __shared__ kf_stat smem[{parts.smem}];
 {parts.locate}{parts.shift_decl}  kf_stat s = {parts.init};
-{chunk_loop(parts.update)}  s = kf_group_reduce<{block}, {parts.tree}>(s, {parts.block_op}(), smem);
-  if (threadIdx.x == 0) {{
-{parts.to_welford}    partials[blockIdx.x] = s;
-  }}
-}}
+{chunk_loop(parts.update)}{parts.store_partial}}}
 
 __global__ void __launch_bounds__({block}) kf_apply({params}, const kf_stat *__restrict__ partials) {{
 {parts.locate}  kf_stat s;
@@ -796,11 +799,7 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
                          void *stream) {{
 {cxx.guard(plan.inputs, plan.outputs, aligned)}
   cudaStream_t s = (cudaStream_t)stream;
-  kf_keep_pool_memory();
-  kf_stat *partials = nullptr;
-  if (cudaMallocAsync((void **)&partials, {grid} * sizeof(kf_stat), s) != cudaSuccess)
-    return {cxx.STATUS_LAUNCH_FAILED};
-  kf_partials<<<{grid}, {block}, 0, s>>>((const {xt} *)inputs[{plan.x}].data, partials);
+{_alloc_partials(grid)}  kf_partials<<<{grid}, {block}, 0, s>>>((const {xt} *)inputs[{plan.x}].data, partials);
   kf_apply<<<{grid}, {block}, 0, s>>>({args}, partials);
   cudaFreeAsync(partials, s);
 {cxx.cuda_launch_epilogue()}
@@ -858,11 +857,7 @@ __global__ void __launch_bounds__({block}, {per_sm}) kf_resident({params}, kf_st
       {parts.update}
     }}
   }}
-  s = kf_group_reduce<{block}, {parts.tree}>(s, {parts.block_op}(), smem);
-  if (threadIdx.x == 0) {{
-{parts.to_welford}    partials[blockIdx.x] = s;
-  }}
-  cooperative_groups::this_grid().sync();
+{parts.store_partial}  cooperative_groups::this_grid().sync();
 {_merge_row_partials(parts, plan, splits)}{_chunk_write(plan, vec, staged_loop)}{parts.row_writes}}}
 
 /* Per device: 1 when every block of the grid fits on it at once, -1 when not, 0 before asking. */
@@ -883,11 +878,7 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
     kf_resident_fits[device] = asked && (int64_t)per_sm * sms >= {grid} ? 1 : -1;
   }}
   if (kf_resident_fits[device] < 0) return {cxx.STATUS_LAUNCH_FAILED};
-  kf_keep_pool_memory();
-  kf_stat *partials = nullptr;
-  if (cudaMallocAsync((void **)&partials, {grid} * sizeof(kf_stat), s) != cudaSuccess)
-    return {cxx.STATUS_LAUNCH_FAILED};
-  cudaLaunchAttribute cooperative;
+{_alloc_partials(grid)}  cudaLaunchAttribute cooperative;
   cooperative.id = cudaLaunchAttributeCooperative;
   cooperative.val.cooperative = 1;
   cudaLaunchConfig_t config = {{}};
