@@ -22,8 +22,9 @@ lint:
 test-rs:
 	cd search_core && cargo test --workspace --exclude kf-search-core-py
 
+# A test that hangs ends the run and leaves its name and every thread's stack in .pytest-hang.txt.
 test-py:
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q || { status=$$?; if [ -f .pytest-hang.txt ]; then cat .pytest-hang.txt; fi; exit $$status; }
 
 protos:
 	$(PY) scripts/gen_protos.py

@@ -3,43 +3,30 @@
 It holds a run made by a real small ``kforge optimize`` of ``examples/small_cnn.py`` on the cpu
 backend, plus runs seeded through the forge's run store for states that run never reaches (an
 LLM proposer with its prompts and dollars, a failure). The forge is the embedded one ``kforge ui``
-starts, with its own capture, agent and sandbox services.
+starts, with its own capture, agent and sandbox services, served from a child process
+(``tests/ui/forge_process.py`` says why).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from forge_service import server as forge_server
+from tests.ui.forge_process import forge_process
 from tests.ui.seeding import seed_failed_run, seed_llm_run
 from ui.connection import FORGE_ENV_VAR
-from ui.local_forge import local_forge
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL_SPEC = REPO / "examples" / "small_cnn.py"
 KFORGE = Path(sys.executable).with_name("kforge")
 OPTIMIZE_TIMEOUT_S = 400
-# Nothing listens here: a forge needs the other services only to start new runs.
-NO_SERVICE = "127.0.0.1:9"
-
-
-@contextlib.asynccontextmanager
-async def forge_only(runs_dir: Path) -> AsyncIterator[str]:
-    """A forge that serves stored runs without capture, agent or sandbox services."""
-    forge = await forge_server.start(runs_dir=runs_dir, capture=NO_SERVICE, agent=NO_SERVICE, sandboxes=[NO_SERVICE])
-    try:
-        yield forge.address
-    finally:
-        await forge.stop()
 
 
 def optimize_small_cnn(runs_dir: Path) -> dict[str, object]:
@@ -79,7 +66,7 @@ def optimized_run_id(seeded: SeededRuns) -> str:
 
 @pytest.fixture(scope="session")
 def forge_address(runs_dir: Path) -> Iterator[str]:
-    with local_forge(runs_dir, backend="cpu") as address:
+    with forge_process("embedded", runs_dir) as address:
         yield address
 
 

@@ -16,11 +16,13 @@ import pytest
 
 from forge_service.cli import build_parser, main
 from servicekit.errors import Unavailable
+from tests.ui.seeding import LLM_RUN_ID
 from ui.client import ForgeClient, ForgeError
 from ui.connection import FORGE_ENV_VAR, ForgeTarget
-from ui.local_forge import BackgroundForge, background_forge
+from ui.local_forge import BackgroundForge
 
 KFORGE = Path(sys.executable).with_name("kforge")
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _free_port() -> int:
@@ -107,13 +109,32 @@ def test_a_forge_that_cannot_start_is_reported() -> None:
         BackgroundForge(broken).start(timeout_s=10)
 
 
-def test_a_background_forge_serves_until_the_block_ends(runs_dir: Path) -> None:
-    from tests.ui.conftest import forge_only
+# Run in a child process: tests/ui/forge_process.py says why no forge loop runs in a test's thread.
+BACKGROUND_FORGE_CHECK = """
+import sys
+from pathlib import Path
 
-    with background_forge(lambda: forge_only(runs_dir)) as address:
-        client = ForgeClient(ForgeTarget.from_environ({FORGE_ENV_VAR: address}), timeout_s=5)
-        assert client.list_runs()
-    client = ForgeClient(ForgeTarget.from_environ({FORGE_ENV_VAR: address}), timeout_s=2)
-    with pytest.raises(ForgeError, match="not reachable"):
-        client.list_runs()
+from tests.ui.forge_process import forge_only
+from ui.client import ForgeClient, ForgeError
+from ui.connection import FORGE_ENV_VAR, ForgeTarget
+from ui.local_forge import background_forge
+
+runs_dir = Path(sys.argv[1])
+with background_forge(lambda: forge_only(runs_dir)) as address:
+    runs = ForgeClient(ForgeTarget.from_environ({FORGE_ENV_VAR: address}), timeout_s=5).list_runs()
+    print("served", *sorted(run.run_id for run in runs))
+try:
+    ForgeClient(ForgeTarget.from_environ({FORGE_ENV_VAR: address}), timeout_s=2).list_runs()
+except ForgeError as exc:
+    print("after the block:", exc)
+"""
+
+
+def test_a_background_forge_serves_until_the_block_ends(runs_dir: Path, optimized_run_id: str) -> None:
+    proc = subprocess.run([sys.executable, "-c", BACKGROUND_FORGE_CHECK, str(runs_dir)], capture_output=True,
+                          text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    served, after = proc.stdout.splitlines()
+    assert served.split()[0] == "served" and {optimized_run_id, LLM_RUN_ID} <= set(served.split()[1:])
+    assert after.startswith("after the block:") and "not reachable" in after
 

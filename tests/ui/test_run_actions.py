@@ -3,24 +3,19 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from capture_service import server as capture_server
-from forge_service import server as forge_server
-from gpu_sandbox_service import server as sandbox_server
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from servicekit.security import Security
 from tests.ui.apptest import open_page, texts
-from tests.ui.conftest import NO_SERVICE
+from tests.ui.forge_process import forge_process
 from ui.client import ForgeClient
 from ui.connection import FORGE_ENV_VAR, ForgeTarget
-from ui.local_forge import background_forge
 
 # Capture runs get_model() in a child process; this one takes long enough to be cancelled.
 SLOW_MODEL = """
@@ -38,23 +33,9 @@ def get_inputs():
 """
 
 
-@contextlib.asynccontextmanager
-async def forge_with_capture(runs_dir: Path) -> AsyncIterator[str]:
-    capture = await capture_server.start(work_dir=runs_dir / ".capture")
-    sandbox = await sandbox_server.start(backend="cpu", work_dir=runs_dir / ".sandbox")
-    forge = await forge_server.start(runs_dir=runs_dir, capture=capture.address, agent=NO_SERVICE,
-                                     sandboxes=[sandbox.address])
-    try:
-        yield forge.address
-    finally:
-        await forge.stop()
-        await sandbox.stop()
-        await capture.stop()
-
-
 @pytest.fixture
 def fresh_forge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ForgeClient]:
-    with background_forge(lambda: forge_with_capture(tmp_path / "runs")) as address:
+    with forge_process("forge-with-capture", tmp_path / "runs") as address:
         monkeypatch.setenv(FORGE_ENV_VAR, address)
         yield ForgeClient(ForgeTarget(address, Security()))
 
