@@ -1,11 +1,9 @@
-"""Fixtures: real cards built from real calls, the hostile corpus, and a real sandbox server."""
+"""Fixtures: real cards built from real calls, the hostile corpus, and a real sandbox server in a child process."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,13 +13,11 @@ import pytest
 import torch
 
 from capture_service.cards import OperatorCard
-from gpu_sandbox_service import server as sandbox_server
 from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.cardkit import card_from_call
 from gpu_sandbox_service.models import Limits
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.sandbox.v1 import service_pb2_grpc
-from servicekit.server import BoundServer
 
 CORPUS = Path(__file__).parent / "corpus"
 # Small enough to keep each evaluation about the cost of starting the harness.
@@ -60,19 +56,13 @@ def blob_store(tmp_path: Path) -> BlobStore:
     return BlobStore(tmp_path / "blobs")
 
 
-class ServerThread:
-    """A real SandboxService on 127.0.0.1:0, served by its own event loop in a thread."""
+class SandboxClient:
+    """A blocking client of a real SandboxService on loopback."""
 
-    def __init__(self, work_dir: Path, limits: Limits) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.bound: BoundServer = self.run(sandbox_server.start(backend="cpu", work_dir=work_dir, limits=limits))
-        self.channel = grpc.insecure_channel(self.bound.address)
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.channel = grpc.insecure_channel(address)
         self.stub = service_pb2_grpc.SandboxServiceStub(self.channel)
-
-    def run(self, coroutine):  # type: ignore[no-untyped-def]
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=600)
 
     def upload(self, data: bytes, chunk: int = 1 << 14) -> str:
         digest = hashlib.sha256(data).hexdigest()
@@ -81,15 +71,13 @@ class ServerThread:
         self.stub.UploadBlob(iter(chunks))
         return digest
 
-    def close(self) -> None:
-        self.channel.close()
-        self.run(self.bound.stop(0.5))
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-
 
 @pytest.fixture(scope="module")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerThread]:
-    server = ServerThread(tmp_path_factory.mktemp("sandbox"), TEST_LIMITS)
-    yield server
-    server.close()
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxClient]:
+    """A cpu sandbox served from a child process (``tests/service_process.py`` says why)."""
+    from tests.gpu_sandbox_service.sandbox_process import sandbox_process
+
+    with sandbox_process(tmp_path_factory.mktemp("sandbox")) as address:
+        client = SandboxClient(address)
+        yield client
+        client.channel.close()

@@ -10,7 +10,7 @@ from capture_service.cards import OperatorCard
 from gpu_sandbox_service.blobs import BlobStore
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.sandbox.v1 import messages_pb2
-from tests.gpu_sandbox_service.conftest import CorpusEntry, ServerThread, load_corpus, softmax_card
+from tests.gpu_sandbox_service.conftest import CorpusEntry, SandboxClient, load_corpus, softmax_card
 
 CPU_CORPUS = load_corpus("cpu")
 # Entries that can only fail by taking long get a short run limit, so the suite stays quick.
@@ -19,7 +19,7 @@ COMPILE_TIMEOUT_S = {"compile_bomb": 15.0}
 
 
 @pytest.fixture(scope="module")
-def card(sandbox: ServerThread, tmp_path_factory: pytest.TempPathFactory) -> OperatorCard:
+def card(sandbox: SandboxClient, tmp_path_factory: pytest.TempPathFactory) -> OperatorCard:
     local = BlobStore(tmp_path_factory.mktemp("card-blobs"))
     card = softmax_card(local)
     for sample in card.samples:
@@ -28,7 +28,7 @@ def card(sandbox: ServerThread, tmp_path_factory: pytest.TempPathFactory) -> Ope
     return card
 
 
-def evaluate(sandbox: ServerThread, card: OperatorCard, entry: CorpusEntry) -> types_pb2.CandidateResult:
+def evaluate(sandbox: SandboxClient, card: OperatorCard, entry: CorpusEntry) -> types_pb2.CandidateResult:
     options = messages_pb2.EvaluationOptions(
         fresh_input_sets=1, timing_runs=5, run_timeout_s=RUN_TIMEOUT_S.get(entry.name, 0.0),
         compile_timeout_s=COMPILE_TIMEOUT_S.get(entry.name, 0.0))
@@ -37,14 +37,14 @@ def evaluate(sandbox: ServerThread, card: OperatorCard, entry: CorpusEntry) -> t
     return sandbox.stub.Evaluate(request, timeout=120)
 
 
-def assert_healthy(sandbox: ServerThread) -> None:
+def assert_healthy(sandbox: SandboxClient) -> None:
     health = health_pb2_grpc.HealthStub(sandbox.channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
     assert health.status == health_pb2.HealthCheckResponse.SERVING
     assert sandbox.stub.HasBlobs(messages_pb2.HasBlobsRequest(sha256=["0" * 64]), timeout=10).missing == ["0" * 64]
 
 
 @pytest.mark.parametrize("entry", CPU_CORPUS, ids=[e.name for e in CPU_CORPUS])
-def test_corpus_entry_gets_its_verdict(sandbox: ServerThread, card: OperatorCard, entry: CorpusEntry) -> None:
+def test_corpus_entry_gets_its_verdict(sandbox: SandboxClient, card: OperatorCard, entry: CorpusEntry) -> None:
     result = evaluate(sandbox, card, entry)
     status = types_pb2.CandidateStatus.Name(result.status)
     assert status == entry.expected, f"{entry.name}: {status}: {result.error_message}\n{result.log_tail[-2000:]}"

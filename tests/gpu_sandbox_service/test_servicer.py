@@ -10,18 +10,18 @@ import pytest
 from gpu_sandbox_service.blobs import BlobStore
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.sandbox.v1 import messages_pb2
-from tests.gpu_sandbox_service.conftest import ServerThread, load_corpus, softmax_card
+from tests.gpu_sandbox_service.conftest import SandboxClient, load_corpus, softmax_card
 
 ENTRIES = {e.name: e for e in load_corpus("cpu")}
 
 
-def test_device_info_describes_the_cpu(sandbox: ServerThread) -> None:
+def test_device_info_describes_the_cpu(sandbox: SandboxClient) -> None:
     info = sandbox.stub.GetDeviceInfo(messages_pb2.GetDeviceInfoRequest(), timeout=120)
     assert info.backend == "cpu" and info.arch.startswith("cpu-") and info.sm_count >= 1
     assert info.copy_bandwidth_gbps > 0 and info.toolchain.startswith("g++") and info.sandbox_id
 
 
-def test_upload_checks_digest_and_offsets(sandbox: ServerThread) -> None:
+def test_upload_checks_digest_and_offsets(sandbox: SandboxClient) -> None:
     data = b"x" * 100_000
     digest = sandbox.upload(data, chunk=4096)
     assert sandbox.stub.HasBlobs(messages_pb2.HasBlobsRequest(sha256=[digest]), timeout=10).missing == []
@@ -39,7 +39,8 @@ def test_upload_checks_digest_and_offsets(sandbox: ServerThread) -> None:
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_evaluate_stream_answers_every_request(sandbox: ServerThread, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_evaluate_stream_answers_every_request(sandbox: SandboxClient,
+                                               tmp_path_factory: pytest.TempPathFactory) -> None:
     local = BlobStore(tmp_path_factory.mktemp("stream-blobs"))
     card = softmax_card(local, rows=32, cols=64)
     for sample in card.samples:
@@ -53,7 +54,7 @@ def test_evaluate_stream_answers_every_request(sandbox: ServerThread, tmp_path_f
     assert results == {"softmax_ok": "PASSED", "zeros_output": "WRONG_RESULT", "read_api_key": "REJECTED"}
 
 
-def test_bad_card_and_missing_blobs_are_client_errors(sandbox: ServerThread, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
+def test_bad_card_and_missing_blobs_are_client_errors(sandbox: SandboxClient, tmp_path_factory) -> None:  # type: ignore[no-untyped-def]
     card = softmax_card(BlobStore(tmp_path_factory.mktemp("never-uploaded")), rows=5, cols=7)
     request = messages_pb2.EvaluateRequest(candidate_id="x", card_json=card.to_json(), source="int x;", backend="cpu")
     with pytest.raises(grpc.RpcError) as error:

@@ -1,38 +1,20 @@
-"""The dashboard tests' forge services, each in a process of its own.
-
-``python -m tests.ui.forge_process KIND RUNS_DIR`` serves one of the compositions below, prints the
-forge's address on a line of its own, and serves until its standard input closes (so it also ends
-when the test process dies). The tests reach it over loopback like the dashboard does.
-
-Why a process and not a thread of the test process: gRPC's asyncio objects made by a loop in one
-thread can be finalised by the cyclic collector in any other thread, and grpcio's native teardown
-there can deadlock with its own threads while holding the interpreter lock, which freezes the
-whole test run. Keeping each forge's loop alone in its process leaves the test process with only
-blocking gRPC clients.
-"""
+"""The dashboard tests' forge services, each in a process of its own (``tests/service_process.py``
+says why): ``python -m tests.ui.forge_process KIND RUNS_DIR`` serves one of the compositions below."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import os
-import select
-import subprocess
-import sys
-import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 from capture_service import server as capture_server
 from forge_service import server as forge_server
 from gpu_sandbox_service import server as sandbox_server
+from tests.service_process import serve_until_stdin_closes, service_process
 from ui.local_forge import embedded_forge
 
-REPO = Path(__file__).resolve().parents[2]
-START_TIMEOUT_S = 120.0
-STOP_TIMEOUT_S = 30.0
 # Nothing listens here: a forge needs the other services only to start new runs.
 NO_SERVICE = "127.0.0.1:9"
 
@@ -74,37 +56,9 @@ KINDS: dict[str, Callable[[Path], AbstractAsyncContextManager[str]]] = {
 }
 
 
-async def _serve(kind: str, runs_dir: Path) -> None:
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    async with KINDS[kind](runs_dir) as address:
-        print(address, flush=True)
-        await asyncio.to_thread(sys.stdin.read)
-
-
-@contextlib.contextmanager
-def forge_process(kind: str, runs_dir: Path) -> Iterator[str]:
-    """Starts ``kind`` in a child process; yields its forge's address and stops it afterwards."""
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen([sys.executable, "-m", "tests.ui.forge_process", kind, str(runs_dir)], cwd=REPO,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
-                                env={**os.environ, "PYTHONPATH": str(REPO)})
-        assert proc.stdin is not None and proc.stdout is not None
-        try:
-            ready, _, _ = select.select([proc.stdout], [], [], START_TIMEOUT_S)
-            address = proc.stdout.readline().strip() if ready else ""
-            if not address:
-                proc.kill()
-                proc.wait()
-                log.seek(0)
-                raise RuntimeError(f"the {kind} forge did not start:\n{log.read().decode(errors='replace')[-3000:]}")
-            yield address
-        finally:
-            proc.stdin.close()
-            try:
-                proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+def forge_process(kind: str, runs_dir: Path) -> contextlib.AbstractContextManager[str]:
+    """Serves ``kind`` over ``runs_dir`` in a child process; gives its forge's address."""
+    return service_process("tests.ui.forge_process", kind, str(runs_dir))
 
 
 def main() -> None:
@@ -112,7 +66,8 @@ def main() -> None:
     parser.add_argument("kind", choices=sorted(KINDS))
     parser.add_argument("runs_dir", type=Path)
     args = parser.parse_args()
-    asyncio.run(_serve(args.kind, args.runs_dir))
+    args.runs_dir.mkdir(parents=True, exist_ok=True)
+    serve_until_stdin_closes(KINDS[args.kind](args.runs_dir))
 
 
 if __name__ == "__main__":
