@@ -152,8 +152,9 @@ async def finish(stub: forge_grpc.ForgeServiceStub, run: forge_pb2.Run, args: ar
         out.print(card_table(cards))
         skipped = [c for c in cards if c.status == "skipped"]
         if skipped:
-            share = sum(c.card.time_share for c in skipped)
-            out.print(f"{len(skipped)} other cards ({share:.1%} of eager time) stay on eager; "
+            # Module cards contain operator cards: only operator cards' shares add up.
+            share = sum(c.card.time_share for c in skipped if c.card.kind != "module")
+            out.print(f"{len(skipped)} other cards (operators: {share:.1%} of eager time) stay on eager; "
                       f"`kforge report {run.run_id}` lists why")
         e2e = report.get("end_to_end") or {}
         if e2e.get("measured"):

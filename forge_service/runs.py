@@ -249,8 +249,9 @@ class RunManager:
 
             while (row := next((r for r in store.cards() if r.selected and r.status != "done"), None)) is not None:
                 await search(row)
-                if store.card(row.id).reason == NO_PROPOSAL:
-                    promote_next_card(store, config)
+                if store.card(row.id).reason == NO_PROPOSAL and (promoted := promote_next_card(store, config)):
+                    await self._emit(run_id, "log", "nothing to propose: the next card by eager time takes its place",
+                                     card_id=promoted.id)
             while (extra_row := grant_spare_budget(store, config)) is not None:
                 await self._emit(run_id, "log", f"budget raised to {extra_row.budget}: still improving",
                                  card_id=extra_row.id)

@@ -111,3 +111,23 @@ def test_a_time_limit_stops_the_search_and_still_packages_and_measures(tmp_path:
     events = sqlite3.connect(run_dir / "run.sqlite").execute("SELECT message FROM events").fetchall()
     assert ("time limit of 20 s reached",) in events
     assert (run_dir / "model.cast").is_file() and out["report"]["end_to_end"]["measured"]
+
+
+def test_a_card_with_nothing_to_propose_hands_its_place_on_and_the_summary_adds_only_operator_shares(
+        tmp_path: Path) -> None:
+    proc = kforge("optimize", str(ROOT / "tests" / "forge_service" / "models" / "norm_block.py"), "--backend", "cpu",
+                  "--budget", "1", "--max-cards", "1", "--runs-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir,) = [p for p in tmp_path.iterdir() if (p / "run.sqlite").is_file()]
+    db = sqlite3.connect(run_dir / "run.sqlite")
+    cards = {card_id: (json.loads(card_json), status, reason)
+             for card_id, card_json, status, reason in db.execute("SELECT id, card_json, status, reason FROM cards")}
+    handed_on = db.execute("SELECT card_id FROM events WHERE message LIKE 'nothing to propose:%'").fetchall()
+    assert handed_on, "no card took the place of one with nothing to propose"
+    for (card_id,) in handed_on:
+        assert cards[card_id][1] == "done"
+    skipped = [card for card, status, _ in cards.values() if status == "skipped"]
+    assert any(card["kind"] == "module" for card in skipped) and any(card["kind"] == "aten" for card in skipped)
+    share = sum(card["time_share"] for card in skipped if card["kind"] != "module")
+    text = " ".join(proc.stdout.split())
+    assert f"{len(skipped)} other cards (operators: {share:.1%} of eager time) stay on eager" in text
