@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from agent_service.offline.call import UnsupportedCard
@@ -113,4 +114,35 @@ def row_layout(spec: TensorSpec, dims: Sequence[int]) -> tuple[int, int, int]:
             inner *= size
         else:
             length *= size
+    return outer, length, inner
+
+
+def dense_row_layout(spec: TensorSpec, dims: Sequence[int]) -> tuple[int, int, int]:
+    """:func:`row_layout` extended to dense permuted tensors (channels-last, transposed views).
+
+    Rows are then walked over storage: the reduced dims must lie next to each other in storage and
+    in their logical order, and the kept dims in their logical order too, so that element ``j`` of
+    row ``r`` is at ``(r // inner) * length * inner + j * inner + r % inner`` in storage and row ``r``
+    is the ``r``-th row in logical order (a contiguous row output lines up with it). A channels-last
+    ``[N, C, H, W]`` pooled over ``H, W`` is ``(N, H*W, C)``. A layout that breaks either order (a
+    channels-last group norm, whose groups are channel blocks) is refused.
+    """
+    if is_contiguous(spec):
+        return row_layout(spec, dims)
+    ndim = len(spec.shape)
+    if not is_dense(spec) or min(spec.stride, default=0) < 0:
+        raise UnsupportedCard(f"input layout shape={spec.shape} stride={spec.stride} is neither contiguous nor dense")
+    reduced_dims = {d % ndim for d in dims} if dims else set(range(ndim))
+    live = [d for d in range(ndim) if spec.shape[d] != 1]
+    order = sorted(live, key=lambda d: -spec.stride[d])  # outermost first
+    reduced = [d for d in order if d in reduced_dims]
+    kept = [d for d in order if d not in reduced_dims]
+    if reduced != sorted(reduced) or kept != sorted(kept):
+        raise UnsupportedCard(f"layout stride={spec.stride} walks dims {order} out of their logical order")
+    first = order.index(reduced[0]) if reduced else len(order)
+    if order[first:first + len(reduced)] != reduced:
+        raise UnsupportedCard(f"reduced dims {sorted(reduced_dims)} are not next to each other in storage")
+    outer = math.prod(spec.shape[d] for d in order[:first])
+    length = math.prod(spec.shape[d] for d in reduced)
+    inner = math.prod(spec.shape[d] for d in order[first + len(reduced):])
     return outer, length, inner

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_service.offline.call import TensorArg, UnsupportedCard
-from agent_service.offline.layout import row_layout
+from agent_service.offline.layout import dense_row_layout, row_layout
 from agent_service.offline.pooling import AdaptivePoolPlan
 from agent_service.offline.rowwise import RowPlan
 from capture_service.cards import OperatorCard
@@ -99,7 +99,7 @@ def rowwise_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan
         return _max_pool(card, call)
     if base in REDUCTIONS:
         x = _tensor(call, "self")
-        outer, length, inner = row_layout(x.spec, _dims(call.get("dim"), len(x.spec.shape)))
+        outer, length, inner = dense_row_layout(x.spec, _dims(call.get("dim"), len(x.spec.shape)))
         if len(card.outputs) != 1:
             raise UnsupportedCard(f"{card.op} returns {len(card.outputs)} tensors")
         return RowPlan(family="reduction", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}",
@@ -118,9 +118,9 @@ def rowwise_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan
         if any(s != 1 for s in size):
             return _adaptive_pool(card, x, size)
         spatial = list(range(len(x.spec.shape) - len(size), len(x.spec.shape)))
-        outer, length, inner = row_layout(x.spec, spatial)
+        outer, length, inner = dense_row_layout(x.spec, spatial)
         return RowPlan(family="global_avg_pool", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}", kind="mean",
-                       x=x.index, rows=outer, length=length, inner=inner, row_outputs={"value": 0}, **common)
+                       x=x.index, rows=outer * inner, length=length, inner=inner, row_outputs={"value": 0}, **common)
     if base in LAYER_NORM or base in RMS_NORM:
         x = _tensor(call, "input")
         norm_dims = len(call["normalized_shape"])

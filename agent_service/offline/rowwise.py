@@ -20,7 +20,7 @@ from agent_service.models import DeviceDescription
 from agent_service.offline import cxx
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.knobs import Knobs, KnobSpace
-from agent_service.offline.layout import is_contiguous, storage_order_rows
+from agent_service.offline.layout import is_contiguous, is_dense, storage_order_rows
 from agent_service.offline.plan import cpu_thread_choices, cuda_grid_limit
 from capture_service.cards import TensorSpec
 
@@ -160,10 +160,14 @@ class RowPlan:
         if self.storage_order:
             if self.row_outputs or self.kind == "group_norm" or storage_order_rows(x, per_element) is None:
                 raise UnsupportedCard("rows cannot be walked in storage order")
-        elif not is_contiguous(x):
+        elif is_contiguous(x):
+            if any(not is_contiguous(s) for s in per_element):
+                raise UnsupportedCard("elementwise output or gate does not share the input's contiguous layout")
+        elif not is_dense(x) or self.kind == "group_norm" or self.weight is not None or self.bias is not None:
             raise UnsupportedCard("row input is not contiguous")
-        elif any(not is_contiguous(s) for s in per_element):
-            raise UnsupportedCard("elementwise output or gate does not share the input's contiguous layout")
+        elif any(s.stride != x.stride for s in per_element):
+            # A dense permuted input (see layout.dense_row_layout) is walked in storage order.
+            raise UnsupportedCard("elementwise output or gate does not share the input's strides")
         if any(s.shape != x.shape for s in per_element):
             raise UnsupportedCard("elementwise output or gate does not have the input's shape")
         for name, index in self.row_outputs.items():

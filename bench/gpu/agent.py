@@ -179,6 +179,8 @@ def _cases() -> list[tuple[str, OperatorCard, Any]]:
         ("batch_norm resnet bf16", aten._native_batch_norm_legit_no_training.default,
          [r(32, 256, 56, 56), r(256), r(256), r(256), r(256).abs() + 0.1, 0.1, 1e-5], {}),
         ("global avg pool bf16", aten.mean.dim, [r(32, 2048, 7, 7), [-1, -2], True], {}),
+        ("global avg pool channels_last bf16", aten.adaptive_avg_pool2d.default,
+         [r(32, 2048, 7, 7).contiguous(memory_format=cl), [1, 1]], {}),
         ("adaptive avg pool 7x7 bf16", aten._adaptive_avg_pool2d.default, [r(32, 512, 14, 14), [7, 7]], {}),
         ("max pool resnet stem bf16", aten.max_pool2d.default, [r(32, 64, 112, 112), [3, 3], [2, 2], [1, 1]], {}),
         ("cast f32 to bf16", aten._to_copy.default, [r(4096, 8192, dtype=torch.float32)], {"dtype": bf16}),

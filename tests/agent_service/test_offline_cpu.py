@@ -122,6 +122,14 @@ ATEN_CASES = [
     Case("max_pool_dilated", "max_pool",
          lambda: (aten.max_pool2d.default, [r(1, 2, 12, 12), [3, 3], [1, 1], [1, 1], [2, 2]])),
     Case("mean_spatial_keepdim", "reduction", lambda: (aten.mean.dim, [r(2, 8, 7, 7), [-1, -2], True])),
+    # Dense permuted inputs, walked in storage order (layout.dense_row_layout).
+    Case("global_avg_pool_channels_last_bf16", "global_avg_pool",
+         lambda: (aten.adaptive_avg_pool2d.default, [_cl(r(2, 8, 7, 7, dtype=bf16)), [1, 1]])),
+    Case("mean_spatial_channels_last", "reduction",
+         lambda: (aten.mean.dim, [_cl(r(2, 8, 5, 5)), [-1, -2], True])),
+    Case("sum_dim0_of_transposed", "reduction", lambda: (aten.sum.dim_IntList, [r(10, 6).t(), [0]])),
+    Case("amax_channels_last_dim1_f16", "reduction",
+         lambda: (aten.amax.default, [_cl(r(2, 12, 3, 3, dtype=f16)), [1]])),
 ]
 
 

@@ -53,6 +53,8 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         ("copy_transposed", aten.clone.default, [r(64, 32).t()], {"memory_format": torch.contiguous_format}, [{}]),
         ("div_strided", aten.div.Tensor, [r(16, 32)[:, ::2], 3.0], {}, [{}]),
         ("sum_inner", aten.sum.dim_IntList, [r(64, 32, 16), [1]], {}, [{}, {"mode": "thread"}]),
+        ("global_pool_channels_last_bf16", aten.adaptive_avg_pool2d.default,
+         [r(32, 2048, 7, 7, dtype=bf16).contiguous(memory_format=cl), [1, 1]], {}, [{}, {"mode": "thread"}]),
         ("softmax_inner_columns", aten._softmax.default, [r(4, 64, 100), 1, False], {},
          [{}, {"threads_per_block": 1024, "cache_row": False}]),
         ("amax_rows_bf16", aten.amax.default, [r(128, 4096, dtype=bf16), [-1]], {},

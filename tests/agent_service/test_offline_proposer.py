@@ -47,6 +47,14 @@ def test_unsupported_cards_get_a_reason() -> None:
     assert "not adjacent" in propose_offline(_request(gappy)).no_proposal_reason
     noncontig, _ = aten_card(aten._softmax.default, [torch.randn(8, 6).t(), -1, False])
     assert "not contiguous" in propose_offline(_request(noncontig)).no_proposal_reason
+    cl = torch.channels_last
+    grouped, _ = aten_card(aten.group_norm.default, [torch.randn(2, 8, 4, 4).contiguous(memory_format=cl), 4])
+    assert "not contiguous" in propose_offline(_request(grouped)).no_proposal_reason
+    # Channels-last [N, C, H, W] summed over C and H: storage holds H before C, against their logical order.
+    apart, _ = aten_card(aten.sum.dim_IntList, [torch.randn(2, 8, 4, 4).contiguous(memory_format=cl), [1, 2]])
+    assert "out of their logical order" in propose_offline(_request(apart)).no_proposal_reason
+    overlapping, _ = aten_card(aten.sum.dim_IntList, [torch.randn(4, 1).expand(4, 6), [1]])
+    assert "neither contiguous nor dense" in propose_offline(_request(overlapping)).no_proposal_reason
     on_cpu = propose_offline(ProposalRequest(card=matmul.model_copy(update={"op": "aten::relu.default"}),
                                              backend="cuda", device=CPU))
     assert not on_cpu.has_proposal
