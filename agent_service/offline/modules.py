@@ -192,6 +192,14 @@ def _norm_activation(card: OperatorCard, norm: str, act: str, forward: list[Tens
     return RowPlan(family="module_norm_activation", summary=summary, kind=kind, rows=outer, length=length, **common)
 
 
+# torch.nn classes that run one templated aten op: their aten card is searched instead.
+COVERED_BY_ATEN_CARDS = {
+    "LayerNorm": "layer_norm", "GroupNorm": "group_norm", "BatchNorm1d": "batch_norm", "BatchNorm2d": "batch_norm",
+    "BatchNorm3d": "batch_norm", "Softmax": "softmax", "LogSoftmax": "log_softmax",
+    "AdaptiveAvgPool2d": "adaptive_avg_pool2d", "MaxPool2d": "max_pool2d",
+}
+
+
 def module_plan(card: OperatorCard) -> KernelPlan:
     """The plan for a module card whose class the catalog lists."""
     name = card.op.rsplit(".", 1)[-1]
@@ -211,6 +219,6 @@ def module_plan(card: OperatorCard) -> KernelPlan:
     match = NORM_ACTIVATION.search(name)
     if match:
         return _norm_activation(card, match.group(1), match.group(2), forward, state)
-    if name in ("LayerNorm", "GroupNorm"):
-        raise UnsupportedCard(f"{card.op}: covered by its aten card (layer_norm / group_norm)")
+    if name in COVERED_BY_ATEN_CARDS:
+        raise UnsupportedCard(f"{card.op}: covered by its aten card ({COVERED_BY_ATEN_CARDS[name]})")
     raise UnsupportedCard(f"no offline template knows the module class {card.op}")

@@ -92,3 +92,13 @@ def test_malformed_template_is_refused_with_the_cause() -> None:
     broken = card.model_copy(update={"template": {"args": [{"tensor": 0}, "last", False], "kwargs": {}}})
     proposal = propose_offline(_request(broken))
     assert not proposal.has_proposal and "malformed" in proposal.no_proposal_reason
+
+
+def test_torch_modules_that_run_one_templated_op_point_to_their_aten_card() -> None:
+    for module, x, op in [(torch.nn.BatchNorm2d(4).eval(), torch.randn(2, 4, 3, 3), "batch_norm"),
+                          (torch.nn.LayerNorm(8), torch.randn(2, 8), "layer_norm"),
+                          (torch.nn.Softmax(dim=-1), torch.randn(2, 8), "softmax")]:
+        card, _ = module_card(module, [x])
+        proposal = propose_offline(_request(card))
+        assert not proposal.has_proposal
+        assert proposal.no_proposal_reason.endswith(f"covered by its aten card ({op})"), proposal.no_proposal_reason
