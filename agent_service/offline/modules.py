@@ -42,11 +42,23 @@ ACTIVATION_MODULES: dict[str, tuple[str, dict[str, Any]]] = {
     "torch.nn.modules.activation.Sigmoid": ("sigmoid", {}),
     "torch.nn.modules.activation.Tanh": ("tanh", {}),
     "torch.nn.modules.activation.Hardswish": ("hardswish", {}),
+    "torch.nn.modules.activation.Hardsigmoid": ("hardsigmoid", {}),
+    "torch.nn.modules.activation.GELU": ("gelu", {}),
+    "torch.nn.modules.activation.LeakyReLU": ("leaky_relu", {}),
+    "torch.nn.modules.activation.Hardtanh": ("hardtanh", {}),
+    "torch.nn.modules.activation.ReLU6": ("hardtanh", {}),
     "transformers.activations.SiLUActivation": ("silu", {}),
     "transformers.activations.GELUActivation": ("gelu", {}),
     "transformers.activations.GELUTanh": ("gelu", {"approximate": "tanh"}),
     "transformers.activations.PytorchGELUTanh": ("gelu", {"approximate": "tanh"}),
     "transformers.activations.NewGELUActivation": ("gelu", {"approximate": "tanh"}),
+}
+# The module attributes that parametrise an activation, passed to its expression as the op's arguments.
+ACTIVATION_ATTRIBUTES: dict[str, tuple[str, ...]] = {
+    "torch.nn.modules.activation.GELU": ("approximate",),
+    "torch.nn.modules.activation.LeakyReLU": ("negative_slope",),
+    "torch.nn.modules.activation.Hardtanh": ("min_val", "max_val"),
+    "torch.nn.modules.activation.ReLU6": ("min_val", "max_val"),
 }
 NORM_ACTIVATION = re.compile(r"(GroupNorm|LayerNorm|RMSNorm)(SiLU|Silu|Swish|GELU|Gelu|ReLU|Relu)$")
 ACTIVATION_NAMES = {"silu": "silu", "swish": "silu", "gelu": "gelu", "relu": "relu"}
@@ -154,7 +166,8 @@ def _activation(card: OperatorCard, name: str, forward: list[TensorArg],
     _one_input(card, forward)
     if state:
         raise UnsupportedCard(f"{name} has parameters or buffers; not a plain activation")
-    op, args = ACTIVATION_MODULES[name]
+    op, fixed = ACTIVATION_MODULES[name]
+    args = {**fixed, **{attr: _attribute(card, attr) for attr in ACTIVATION_ATTRIBUTES.get(name, ())}}
     make, uses_math = UNARY[op]
     x = forward[0]
     return ElementwisePlan(

@@ -212,6 +212,12 @@ MODULE_CASES = [
     ("gelu_and_mul_two_inputs", GeluAndMul, [r(4, 24), r(4, 24)], {}, "module_gated_activation"),
     ("group_norm_silu", lambda: GroupNormSiLU(4, 8), [r(2, 8, 6, 6)], None,
      "module_norm_activation"),
+    ("torch_gelu_tanh_bf16", lambda: torch.nn.GELU(approximate="tanh"), [r(4, 40, dtype=bf16)], None,
+     "module_activation"),
+    ("torch_gelu_erf", torch.nn.GELU, [r(4, 40)], None, "module_activation"),
+    ("torch_leaky_relu", lambda: torch.nn.LeakyReLU(0.3), [r(4, 40)], None, "module_activation"),
+    ("torch_relu6_f16", torch.nn.ReLU6, [r(4, 40, dtype=f16) * 8], None, "module_activation"),
+    ("torch_hardsigmoid", torch.nn.Hardsigmoid, [r(4, 40) * 4], None, "module_activation"),
 ]
 
 
