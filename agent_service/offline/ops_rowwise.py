@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_service.offline.call import TensorArg, UnsupportedCard
-from agent_service.offline.layout import dense_row_layout, row_layout
+from agent_service.offline.layout import dense_row_layout, is_contiguous, row_layout
 from agent_service.offline.pooling import AdaptivePoolPlan
 from agent_service.offline.rowwise import RowPlan
 from capture_service.cards import OperatorCard
@@ -93,6 +93,23 @@ def _max_pool(card: OperatorCard, call: dict[str, Any]) -> AdaptivePoolPlan:
     )
 
 
+def _output_inner(card: OperatorCard, x: TensorArg, dims: list[int], rows: int, length: int) -> int | None:
+    """The ``y_inner`` of a per-element output (card output 0) that does not share x's strides.
+
+    Eager writes a norm's or softmax's output of a permuted input contiguously; its rows, in
+    logical order like x's (see layout.dense_row_layout), are then laid out by :func:`row_layout`.
+    """
+    y = card.outputs[0]
+    if y.stride == x.spec.stride or is_contiguous(x.spec):
+        return None
+    if y.shape != x.spec.shape or not is_contiguous(y):
+        raise UnsupportedCard(f"output layout stride={y.stride} is neither the input's nor contiguous")
+    outer, y_length, inner = row_layout(y, dims)
+    if (outer * inner, y_length) != (rows, length):
+        raise UnsupportedCard(f"output rows {outer * inner}x{y_length} do not match the input's {rows}x{length}")
+    return inner
+
+
 def rowwise_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan | AdaptivePoolPlan:
     common: dict[str, Any] = {"inputs": tuple(card.inputs), "outputs": tuple(card.outputs)}
     if base in MAX_POOL:
@@ -107,9 +124,11 @@ def rowwise_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan
                        row_outputs={"value": 0}, **common)
     if base in SOFTMAX:
         x = _tensor(call, "self")
-        outer, length, inner = row_layout(x.spec, [int(call["dim"])])
+        dims = [int(call["dim"])]
+        outer, length, inner = dense_row_layout(x.spec, dims)
         return RowPlan(family="softmax", summary=f"{card.op} over dim {call['dim']} of {x.spec.shape} {x.spec.dtype}",
-                       kind=SOFTMAX[base], x=x.index, rows=outer * inner, length=length, inner=inner, y=0, **common)
+                       kind=SOFTMAX[base], x=x.index, rows=outer * inner, length=length, inner=inner, y=0,
+                       y_inner=_output_inner(card, x, dims, outer * inner, length), **common)
     if base in GLOBAL_POOL:
         x = _tensor(call, "self")
         size = call.get("output_size")
@@ -125,16 +144,20 @@ def rowwise_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan
         x = _tensor(call, "input")
         norm_dims = len(call["normalized_shape"])
         ndim = len(x.spec.shape)
-        outer, length, inner = row_layout(x.spec, list(range(ndim - norm_dims, ndim)))
+        dims = list(range(ndim - norm_dims, ndim))
+        outer, length, inner = dense_row_layout(x.spec, dims)
+        y_inner = _output_inner(card, x, dims, outer * inner, length)
         if base in LAYER_NORM:
             return RowPlan(family="layer_norm", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}",
-                           kind="layer_norm", x=x.index, rows=outer, length=length, y=0,
+                           kind="layer_norm", x=x.index, rows=outer * inner, length=length, inner=inner, y=0,
+                           y_inner=y_inner,
                            row_outputs=_extra_outputs(card, ["mean", "rstd"]),
                            weight=_optional_tensor(call, "weight"), bias=_optional_tensor(call, "bias"),
                            eps=float(call["eps"]), **common)
         eps = call.get("eps")
         return RowPlan(family="rms_norm", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}", kind="rms_norm",
-                       x=x.index, rows=outer, length=length, y=0, row_outputs=_extra_outputs(card, ["rstd"]),
+                       x=x.index, rows=outer * inner, length=length, inner=inner, y=0, y_inner=y_inner,
+                       row_outputs=_extra_outputs(card, ["rstd"]),
                        weight=_optional_tensor(call, "weight"), eps=FLOAT32_EPS if eps is None else float(eps),
                        **common)
     if base in GROUP_NORM:

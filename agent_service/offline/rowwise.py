@@ -146,6 +146,10 @@ class RowPlan:
     # Rows over the last dim of a dense permuted tensor (a transposed view), walked in storage
     # order: the output and gate share the input's strides, so row r is storage [r*length, ...).
     storage_order: bool = False
+    # The output's own ``inner`` when it is laid out otherwise than x (a dense permuted input whose
+    # eager output is contiguous): element j of row r goes to (r / y_inner) * L * y_inner + j * y_inner
+    # + r % y_inner. None: y shares x's layout.
+    y_inner: int | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -163,11 +167,15 @@ class RowPlan:
         elif is_contiguous(x):
             if any(not is_contiguous(s) for s in per_element):
                 raise UnsupportedCard("elementwise output or gate does not share the input's contiguous layout")
-        elif not is_dense(x) or self.kind == "group_norm" or self.weight is not None or self.bias is not None:
+        elif not is_dense(x) or self.kind == "group_norm":
             raise UnsupportedCard("row input is not contiguous")
-        elif any(s.stride != x.stride for s in per_element):
+        elif self.gate is not None and self.inputs[self.gate].stride != x.stride:
+            raise UnsupportedCard("gate does not share the input's strides")
+        elif self.y is not None and self.y_inner is None and self.outputs[self.y].stride != x.stride:
             # A dense permuted input (see layout.dense_row_layout) is walked in storage order.
-            raise UnsupportedCard("elementwise output or gate does not share the input's strides")
+            raise UnsupportedCard("elementwise output does not share the input's strides")
+        if self.y_inner is not None and (self.y is None or not is_contiguous(self.outputs[self.y])):
+            raise UnsupportedCard("an output laid out apart from the input must be contiguous")
         if any(s.shape != x.shape for s in per_element):
             raise UnsupportedCard("elementwise output or gate does not have the input's shape")
         for name, index in self.row_outputs.items():
@@ -181,6 +189,21 @@ class RowPlan:
                     raise UnsupportedCard("weight/bias is not a contiguous float tensor")
         if self.gate is not None and self.inputs[self.gate].dtype not in cxx.FLOAT_DTYPES:
             raise UnsupportedCard("gate is not a float tensor")
+
+    @property
+    def y_apart(self) -> bool:
+        """Whether y is laid out otherwise than x (then y is never moved in vectors or split rows)."""
+        return self.y_inner is not None and self.y_inner != self.inner
+
+    def _y_base_c(self) -> str:
+        """C declaration of ``ybase``, the start of ``row`` in y."""
+        inner = self.y_inner if self.y_apart and self.y_inner is not None else self.inner
+        return f"const int64_t ybase = (row / {inner}LL) * {self.length * inner}LL + row % {inner}LL; (void)ybase;"
+
+    def _y_index_c(self) -> str:
+        """C expression of element ``j``'s index in y."""
+        inner = self.y_inner if self.y_apart and self.y_inner is not None else self.inner
+        return f"ybase + j * {inner}LL"
 
     # ---- knobs -------------------------------------------------------------------------------
 
@@ -203,7 +226,7 @@ class RowPlan:
             specs.append(self.outputs[self.y])
         if self.gate is not None:
             specs.append(self.inputs[self.gate])
-        if self.inner != 1 or not all(s.aligned16 for s in specs):
+        if self.inner != 1 or self.y_apart or not all(s.aligned16 for s in specs):
             return 1
         vec = 16 // max(cxx.ELEMENT_BYTES[s.dtype] for s in specs)
         while vec > 1 and self.length % vec:
@@ -263,7 +286,7 @@ class RowPlan:
         which reduce partial statistics that a second kernel merges before writing.
         """
         sms = device.sm_count if device.sm_count > 0 else 132
-        if self.inner != 1 or self.rows >= sms or self.length < SPLIT_MIN_LENGTH:
+        if self.inner != 1 or self.y_apart or self.rows >= sms or self.length < SPLIT_MIN_LENGTH:
             return ()
         most = max(2, self.length // (vec * 256))
         wanted = (cxx.ceil_div(2 * sms, self.rows), cxx.ceil_div(4 * sms, self.rows), cxx.ceil_div(sms, self.rows))
@@ -282,7 +305,7 @@ class RowPlan:
         is often small enough to stay on chip: each block keeps its chunk in shared memory across
         a grid-wide barrier (a cooperative launch) and the input is read from memory once.
         """
-        if self.inner != 1 or self.y is None or self.rows >= (device.sm_count or 132) \
+        if self.inner != 1 or self.y is None or self.y_apart or self.rows >= (device.sm_count or 132) \
                 or self.length < SPLIT_MIN_LENGTH:
             return ()
         budget = RESIDENT_SMEM_BYTES.get(device.arch, RESIDENT_DEFAULT_SMEM_BYTES)
@@ -460,11 +483,11 @@ def _render_cpu(plan: RowPlan, knobs: Knobs) -> str:
     write = ""
     if plan.y is not None:
         yt = cxx.element_type(plan.outputs[plan.y].dtype, "cpu")
-        write = (f"{simd}\n    for (int64_t j = 0; j < {L}LL; ++j) {{\n"
+        write = (f"    {plan._y_base_c()}\n{simd}\n    for (int64_t j = 0; j < {L}LL; ++j) {{\n"
                  f"      const int64_t idx = base + j * {inner}LL; (void)idx;\n"
                  "      const float v = kf_to_f32(x[idx]);\n"
                  f"      {plan._channel_c()}\n"
-                 f"      y[idx] = kf_from_f32<{yt}>({plan._write_expr('cpu')});\n    }}\n")
+                 f"      y[{plan._y_index_c()}] = kf_from_f32<{yt}>({plan._write_expr('cpu')});\n    }}\n")
     write += plan._row_output_writes("cpu", "    ")
     params, args = plan._params("cpu")
     threads = f" num_threads({knobs['threads']})" if knobs["threads"] else ""
@@ -599,9 +622,9 @@ def _render_cuda(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
                 after=f"        kf_store_vec<{yt}, {shape.vec}>(y + base + j0, out);\n",
             )
         else:
-            body = (f"const int64_t idx = base + j * {plan.inner}LL; {plan._channel_c()}\n"
-                    f"          y[idx] = kf_from_f32<{yt}>({expr});")
-            write = _cuda_foreach(plan, shape, body, source_after)
+            body = (f"const int64_t idx = base + j * {plan.inner}LL; (void)idx; {plan._channel_c()}\n"
+                    f"          y[{plan._y_index_c()}] = kf_from_f32<{yt}>({expr});")
+            write = f"    {plan._y_base_c()}\n" + _cuda_foreach(plan, shape, body, source_after)
     row_writes = plan._row_output_writes("cuda", "      ")
     if row_writes:
         row_writes = f"    if (t == 0 && live) {{\n{row_writes}    }}\n"
