@@ -195,15 +195,16 @@ class RowPlan:
         """Whether y is laid out otherwise than x (then y is never moved in vectors or split rows)."""
         return self.y_inner is not None and self.y_inner != self.inner
 
-    def _y_base_c(self) -> str:
-        """C declaration of ``ybase``, the start of ``row`` in y."""
-        inner = self.y_inner if self.y_apart and self.y_inner is not None else self.inner
-        return f"const int64_t ybase = (row / {inner}LL) * {self.length * inner}LL + row % {inner}LL; (void)ybase;"
+    def _y_base_c(self, indent: str) -> str:
+        """C declaration of ``ybase``, the start of ``row`` in y, where y is laid out apart."""
+        if self.y_inner is None or not self.y_apart:
+            return ""
+        inner = self.y_inner
+        return f"{indent}const int64_t ybase = (row / {inner}LL) * {self.length * inner}LL + row % {inner}LL;\n"
 
     def _y_index_c(self) -> str:
-        """C expression of element ``j``'s index in y."""
-        inner = self.y_inner if self.y_apart and self.y_inner is not None else self.inner
-        return f"ybase + j * {inner}LL"
+        """C expression of element ``j``'s index in y (``idx``, x's index, where y shares x's layout)."""
+        return f"ybase + j * {self.y_inner}LL" if self.y_apart else "idx"
 
     # ---- knobs -------------------------------------------------------------------------------
 
@@ -483,7 +484,7 @@ def _render_cpu(plan: RowPlan, knobs: Knobs) -> str:
     write = ""
     if plan.y is not None:
         yt = cxx.element_type(plan.outputs[plan.y].dtype, "cpu")
-        write = (f"    {plan._y_base_c()}\n{simd}\n    for (int64_t j = 0; j < {L}LL; ++j) {{\n"
+        write = (f"{plan._y_base_c('    ')}{simd}\n    for (int64_t j = 0; j < {L}LL; ++j) {{\n"
                  f"      const int64_t idx = base + j * {inner}LL; (void)idx;\n"
                  "      const float v = kf_to_f32(x[idx]);\n"
                  f"      {plan._channel_c()}\n"
@@ -622,9 +623,10 @@ def _render_cuda(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
                 after=f"        kf_store_vec<{yt}, {shape.vec}>(y + base + j0, out);\n",
             )
         else:
-            body = (f"const int64_t idx = base + j * {plan.inner}LL; (void)idx; {plan._channel_c()}\n"
+            unused = " (void)idx;" if plan.y_apart else ""
+            body = (f"const int64_t idx = base + j * {plan.inner}LL;{unused} {plan._channel_c()}\n"
                     f"          y[{plan._y_index_c()}] = kf_from_f32<{yt}>({expr});")
-            write = f"    {plan._y_base_c()}\n" + _cuda_foreach(plan, shape, body, source_after)
+            write = plan._y_base_c("    ") + _cuda_foreach(plan, shape, body, source_after)
     row_writes = plan._row_output_writes("cuda", "      ")
     if row_writes:
         row_writes = f"    if (t == 0 && live) {{\n{row_writes}    }}\n"
