@@ -4,7 +4,7 @@ It holds a run made by a real small ``kforge optimize`` of ``examples/small_cnn.
 backend, plus runs seeded through the forge's run store for states that run never reaches (an
 LLM proposer with its prompts and dollars, a failure). The forge is the embedded one ``kforge ui``
 starts, with its own capture, agent and sandbox services, served from a child process
-(``tests/ui/forge_process.py`` says why).
+(``tests/service_process.py`` says why).
 """
 
 from __future__ import annotations
