@@ -36,29 +36,23 @@ RMS_NORM_GATED = {"Qwen3_5MoeRMSNormGated", "Qwen3_5RMSNormGated", "Qwen3NextRMS
 GATED_ACTIVATIONS = {"SiluAndMul": "silu", "SiLUAndMul": "silu", "SwiGLUActivation": "silu", "GeluAndMul": "gelu",
                      "GELUAndMul": "gelu", "GeluTanhAndMul": "gelu_tanh", "examples.small_transformer.SiLUGate": "silu"}
 # Parameter-free activation modules: (aten op whose expression they share, its non-tensor arguments)
-ACTIVATION_MODULES: dict[str, tuple[str, dict[str, Any]]] = {
-    "torch.nn.modules.activation.ReLU": ("relu", {}),
-    "torch.nn.modules.activation.SiLU": ("silu", {}),
-    "torch.nn.modules.activation.Sigmoid": ("sigmoid", {}),
-    "torch.nn.modules.activation.Tanh": ("tanh", {}),
-    "torch.nn.modules.activation.Hardswish": ("hardswish", {}),
-    "torch.nn.modules.activation.Hardsigmoid": ("hardsigmoid", {}),
-    "torch.nn.modules.activation.GELU": ("gelu", {}),
-    "torch.nn.modules.activation.LeakyReLU": ("leaky_relu", {}),
-    "torch.nn.modules.activation.Hardtanh": ("hardtanh", {}),
-    "torch.nn.modules.activation.ReLU6": ("hardtanh", {}),
-    "transformers.activations.SiLUActivation": ("silu", {}),
-    "transformers.activations.GELUActivation": ("gelu", {}),
-    "transformers.activations.GELUTanh": ("gelu", {"approximate": "tanh"}),
-    "transformers.activations.PytorchGELUTanh": ("gelu", {"approximate": "tanh"}),
-    "transformers.activations.NewGELUActivation": ("gelu", {"approximate": "tanh"}),
-}
-# The module attributes that parametrise an activation, passed to its expression as the op's arguments.
-ACTIVATION_ATTRIBUTES: dict[str, tuple[str, ...]] = {
-    "torch.nn.modules.activation.GELU": ("approximate",),
-    "torch.nn.modules.activation.LeakyReLU": ("negative_slope",),
-    "torch.nn.modules.activation.Hardtanh": ("min_val", "max_val"),
-    "torch.nn.modules.activation.ReLU6": ("min_val", "max_val"),
+# class -> (unary op, fixed arguments, module attributes passed as further arguments)
+ACTIVATION_MODULES: dict[str, tuple[str, dict[str, Any], tuple[str, ...]]] = {
+    "torch.nn.modules.activation.ReLU": ("relu", {}, ()),
+    "torch.nn.modules.activation.SiLU": ("silu", {}, ()),
+    "torch.nn.modules.activation.Sigmoid": ("sigmoid", {}, ()),
+    "torch.nn.modules.activation.Tanh": ("tanh", {}, ()),
+    "torch.nn.modules.activation.Hardswish": ("hardswish", {}, ()),
+    "torch.nn.modules.activation.Hardsigmoid": ("hardsigmoid", {}, ()),
+    "torch.nn.modules.activation.GELU": ("gelu", {}, ("approximate",)),
+    "torch.nn.modules.activation.LeakyReLU": ("leaky_relu", {}, ("negative_slope",)),
+    "torch.nn.modules.activation.Hardtanh": ("hardtanh", {}, ("min_val", "max_val")),
+    "torch.nn.modules.activation.ReLU6": ("hardtanh", {}, ("min_val", "max_val")),
+    "transformers.activations.SiLUActivation": ("silu", {}, ()),
+    "transformers.activations.GELUActivation": ("gelu", {}, ()),
+    "transformers.activations.GELUTanh": ("gelu", {"approximate": "tanh"}, ()),
+    "transformers.activations.PytorchGELUTanh": ("gelu", {"approximate": "tanh"}, ()),
+    "transformers.activations.NewGELUActivation": ("gelu", {"approximate": "tanh"}, ()),
 }
 NORM_ACTIVATION = re.compile(r"(GroupNorm|LayerNorm|RMSNorm)(SiLU|Silu|Swish|GELU|Gelu|ReLU|Relu)$")
 ACTIVATION_NAMES = {"silu": "silu", "swish": "silu", "gelu": "gelu", "relu": "relu"}
@@ -166,8 +160,8 @@ def _activation(card: OperatorCard, name: str, forward: list[TensorArg],
     _one_input(card, forward)
     if state:
         raise UnsupportedCard(f"{name} has parameters or buffers; not a plain activation")
-    op, fixed = ACTIVATION_MODULES[name]
-    args = {**fixed, **{attr: _attribute(card, attr) for attr in ACTIVATION_ATTRIBUTES.get(name, ())}}
+    op, fixed, attributes = ACTIVATION_MODULES[name]
+    args = {**fixed, **{attr: _attribute(card, attr) for attr in attributes}}
     make, uses_math = UNARY[op]
     x = forward[0]
     return ElementwisePlan(

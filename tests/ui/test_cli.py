@@ -109,18 +109,18 @@ def test_a_forge_that_cannot_start_is_reported() -> None:
         BackgroundForge(broken).start(timeout_s=10)
 
 
-# Run in a child process: tests/ui/forge_process.py says why no forge loop runs in a test's thread.
+# Run in a child process: tests/service_process.py says why no forge loop runs in a test's thread.
 BACKGROUND_FORGE_CHECK = """
 import sys
 from pathlib import Path
 
-from tests.ui.forge_process import forge_only
+from tests.ui.forge_process import forge
 from ui.client import ForgeClient, ForgeError
 from ui.connection import FORGE_ENV_VAR, ForgeTarget
 from ui.local_forge import background_forge
 
 runs_dir = Path(sys.argv[1])
-with background_forge(lambda: forge_only(runs_dir)) as address:
+with background_forge(lambda: forge("forge-only", runs_dir)) as address:
     runs = ForgeClient(ForgeTarget.from_environ({FORGE_ENV_VAR: address}), timeout_s=5).list_runs()
     print("served", *sorted(run.run_id for run in runs))
 try:
