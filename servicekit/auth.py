@@ -175,9 +175,8 @@ class _StreamStreamToken(_TokenMetadata, grpc.aio.StreamStreamClientInterceptor)
 
 
 def bearer_token_interceptors(token: str) -> list[grpc.aio.ClientInterceptor]:
-    """Client interceptors that send the token on plain-text loopback channels.
-
-    gRPC refuses call credentials over plain text, so there the token rides as metadata. One
-    interceptor per RPC shape: a grpc.aio channel files each interceptor under one shape only.
+    """Client interceptors that send the token as metadata on every call (over TLS or plain text;
+    :func:`servicekit.client.channel` says why not as call credentials). One interceptor per RPC
+    shape: a grpc.aio channel files each interceptor under one shape only.
     """
     return [_UnaryUnaryToken(token), _UnaryStreamToken(token), _StreamUnaryToken(token), _StreamStreamToken(token)]

@@ -24,23 +24,26 @@ def insecure_channel(address: str) -> grpc.aio.Channel:
 def channel(address: str, security: Security | None = None) -> grpc.aio.Channel:
     """An asyncio channel to ``address`` secured as ``security`` says.
 
-    With TLS (a CA or a client certificate) the token rides as call credentials; on a plain-text
-    channel, allowed to loopback or with ``insecure``, it rides as metadata added by an
-    interceptor (gRPC refuses call credentials over plain text). Plain text to another machine
-    is refused unless ``insecure`` is set, so a token is never sent in the clear by accident.
+    The token rides as ``authorization`` metadata added by an interceptor, over TLS (a CA or a
+    client certificate) or over a plain-text channel, allowed to loopback or with ``insecure``.
+    Plain text to another machine is refused unless ``insecure`` is set, so a token is never sent
+    in the clear by accident. Not as call credentials: grpcio implements those with a Python
+    plugin that gRPC's own threads call into, taking the interpreter lock; a channel or server
+    torn down while its thread holds that lock can then wait on them forever (grpc/grpc#42247),
+    which froze whole test runs here at the stop of a TLS server with a token.
     """
     security = security if security is not None else Security()
     options = channel_options(security)
     credentials = secured_credentials(address, security)
-    if credentials is not None:
-        return grpc.aio.secure_channel(address, credentials, options=options)
     interceptors = bearer_token_interceptors(security.token) if security.token is not None else None
+    if credentials is not None:
+        return grpc.aio.secure_channel(address, credentials, options=options, interceptors=interceptors)
     return grpc.aio.insecure_channel(address, options=options, interceptors=interceptors)
 
 
 def blocking_channel(address: str, security: Security | None = None) -> grpc.Channel:
-    """A blocking channel secured like :func:`channel`; over plain text the caller sends the
-    token as per-call metadata."""
+    """A blocking channel secured like :func:`channel`; the caller sends the token as per-call
+    metadata (blocking channels take no asyncio interceptors)."""
     security = security if security is not None else Security()
     options = channel_options(security)
     credentials = secured_credentials(address, security)
@@ -58,15 +61,10 @@ def channel_options(security: Security) -> list[tuple[str, str | int]]:
 
 
 def secured_credentials(address: str, security: Security) -> grpc.ChannelCredentials | None:
-    """TLS credentials (with the token as call credentials), or None for an allowed plain-text
-    channel; plain text to another machine without ``insecure`` is refused."""
+    """TLS credentials, or None for an allowed plain-text channel; plain text to another machine
+    without ``insecure`` is refused."""
     if security.uses_tls:
-        credentials = channel_credentials(security)
-        if security.token is not None:
-            credentials = grpc.composite_channel_credentials(
-                credentials, grpc.access_token_call_credentials(security.token)
-            )
-        return credentials
+        return channel_credentials(security)
     if not is_local_address(address):
         if not security.insecure:
             raise ConfigurationError(

@@ -69,14 +69,13 @@ class ForgeTarget:
 
 def blocking_channel(target: ForgeTarget) -> grpc.Channel:
     """A blocking channel to the forge, secured as :func:`servicekit.client.channel` secures an
-    asyncio one; over plain text the bearer token rides as per-call metadata
-    (see :class:`ui.client.ForgeClient`)."""
+    asyncio one; the bearer token rides as per-call metadata (see :class:`ui.client.ForgeClient`)."""
     return servicekit_client.blocking_channel(target.address, target.security)
 
 
 def call_metadata(target: ForgeTarget) -> tuple[tuple[str, str], ...]:
-    """Metadata every call carries: the bearer token, when TLS is not there to carry it."""
+    """Metadata every call carries: the bearer token, if there is one."""
     token = target.security.token
-    if token is None or target.security.uses_tls:
+    if token is None:
         return ()
     return ((AUTHORIZATION_KEY, BEARER_PREFIX + token),)

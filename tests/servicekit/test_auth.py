@@ -1,4 +1,4 @@
-"""Bearer-token auth on every RPC shape, over TLS (call credentials) and loopback (metadata)."""
+"""Bearer-token auth on every RPC shape, over TLS and loopback (metadata from the client's interceptors)."""
 
 import asyncio
 import logging
@@ -8,9 +8,10 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from servicekit import metrics
-from servicekit.auth import TokenAuthInterceptor, presented_token
-from servicekit.client import channel
+from servicekit.auth import AUTHORIZATION_KEY, BEARER_PREFIX, TokenAuthInterceptor, presented_token
+from servicekit.client import blocking_channel, channel
 from servicekit.security import Security, token_fingerprint
+from tests.servicekit.conftest import echo_method
 
 
 async def _all_shapes(rpc, ch) -> list[bytes]:
@@ -141,3 +142,23 @@ def test_presented_token_needs_the_bearer_scheme():
     assert presented_token((("authorization", "Basic abc"),)) is None
     assert presented_token((("x-other", "Bearer abc"),)) is None
     assert presented_token(None) is None
+
+
+def test_a_blocking_tls_channel_sends_the_token_as_per_call_metadata(echo, serve, certs, token):
+    server = Security(tls_cert=certs.server_cert, tls_key=certs.server_key, token=token)
+    client = Security(tls_ca=certs.ca_cert, token=token)
+
+    def call(address: str, metadata: tuple[tuple[str, str], ...]) -> bytes | grpc.StatusCode:
+        with blocking_channel(address, client) as ch:
+            try:
+                return echo_method(ch, "Unary")(b"b", timeout=5, metadata=metadata)
+            except grpc.RpcError as exc:
+                return exc.code()
+
+    async def scenario():
+        async with serve(echo, server) as bound:
+            with_token = await asyncio.to_thread(call, bound.address, ((AUTHORIZATION_KEY, BEARER_PREFIX + token),))
+            without = await asyncio.to_thread(call, bound.address, ())
+        return with_token, without
+
+    assert asyncio.run(scenario()) == (b"b", grpc.StatusCode.UNAUTHENTICATED)

@@ -25,7 +25,8 @@ def test_plain_text_to_another_machine_is_refused_unless_insecure() -> None:
     blocking_channel(ForgeTarget("127.0.0.1:50050", Security())).close()
 
 
-def test_the_token_rides_as_metadata_only_without_tls() -> None:
+def test_the_token_rides_as_metadata_with_or_without_tls() -> None:
     assert call_metadata(ForgeTarget("127.0.0.1:1", Security(token="t"))) == (("authorization", "Bearer t"),)
-    assert call_metadata(ForgeTarget("127.0.0.1:1", Security(token="t", tls_ca=Path("/ca.pem")))) == ()
+    with_tls = ForgeTarget("127.0.0.1:1", Security(token="t", tls_ca=Path("/ca.pem")))
+    assert call_metadata(with_tls) == (("authorization", "Bearer t"),)
     assert call_metadata(ForgeTarget("127.0.0.1:1", Security())) == ()
