@@ -161,7 +161,8 @@ async def finish(stub: forge_grpc.ForgeServiceStub, run: forge_pb2.Run, args: ar
             out.print(
                 f"end to end (guards on): eager {e2e['eager_ms']:.3f} ms, .cast {e2e['cast_ms']:.3f} ms "
                 f"(x{e2e['cast_speedup']:.2f}), parity {'ok' if e2e['parity_ok'] else 'MISMATCH'} "
-                f"(max rel error {e2e['parity_max_rel_error']:.2e})"
+                f"(max rel error {e2e['parity_max_rel_error']:.2e}"
+                + (f", tolerance {e2e['parity_tolerance']:.2e}" if e2e.get("parity_tolerance") else "") + ")"
             )
         elif e2e:
             out.print(f"end to end not measured: {e2e.get('error')}")

@@ -21,6 +21,7 @@ WARMUP = 3
 MIN_REPEATS = 5
 MIN_SECONDS = 1.0
 ROUNDS = 3  # eager and .cast alternate, so both see the same machine conditions
+NOISE_FACTOR = 2.0
 
 
 def grad_context(mode: str) -> contextlib.AbstractContextManager[Any]:
@@ -45,11 +46,12 @@ def time_ms(fn: Callable[[], Any], device: str) -> float:
     return statistics.median(sample_ms(fn, device, MIN_SECONDS))
 
 
-def compiled_ms(model: torch.nn.Module, inputs: tuple[tuple[Any, ...], dict[str, Any]], device: str) -> float:
-    """Median time of ``torch.compile(model)`` after its first (compiling) call."""
+def compiled_run(model: torch.nn.Module, inputs: tuple[tuple[Any, ...], dict[str, Any]], device: str
+                 ) -> tuple[float, Any]:
+    """Median time of ``torch.compile(model)`` after its first (compiling) call, and that call's output."""
     compiled = torch.compile(model)
-    call(compiled, inputs)
-    return time_ms(lambda: call(compiled, inputs), device)
+    output = call(compiled, inputs)
+    return time_ms(lambda: call(compiled, inputs), device), output
 
 
 def sample_ms(fn: Callable[[], Any], device: str, seconds: float) -> list[float]:
@@ -100,6 +102,16 @@ def tolerance(out: Any) -> float:
     return 2e-2 if dtypes & {torch.float16, torch.bfloat16} else 1e-3
 
 
+def parity_tolerance(reference: Any, noise_rel_error: float | None) -> float:
+    """The largest output departure from eager that still counts as parity.
+
+    A deep low-precision model amplifies rounding: torch.compile, which fuses the same math
+    in fp32, departs from eager too. A .cast within ``NOISE_FACTOR`` times that departure
+    is within the model's own rounding noise; below the dtype's tolerance it always is.
+    """
+    return max(tolerance(reference), NOISE_FACTOR * (noise_rel_error or 0.0))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", required=True)
@@ -107,6 +119,8 @@ def main() -> int:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--grad-mode", default="inference")
     parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--noise-rel-error", type=float, default=None,
+                        help="torch.compile's departure from eager, measured earlier (with --no-compile)")
     args = parser.parse_args()
 
     from capture_service.spec import load_model_spec
@@ -118,6 +132,7 @@ def main() -> int:
     inputs = (to_device(loaded.args, device), to_device(loaded.kwargs, device))
     result: dict[str, Any] = {"measured": True}
     compile_errors: list[str] = []
+    compiled_output: Any = None
     with grad_context(args.grad_mode):
         reference = call(model, inputs)
         cast = load_cast(args.cast)
@@ -136,7 +151,7 @@ def main() -> int:
             # model twice would only double the longest step (a minute or more for an LLM).
             if not args.no_compile and cast.kernels:
                 try:
-                    result["cast_compile_ms"] = compiled_ms(model, inputs, args.device)
+                    result["cast_compile_ms"], _ = compiled_run(model, inputs, args.device)
                 except Exception as exc:
                     compile_errors.append(f".cast then torch.compile: {type(exc).__name__}: {exc}"[:300])
             result["kernel_stats"] = cast.stats()
@@ -145,14 +160,19 @@ def main() -> int:
         if not args.no_compile:
             torch._dynamo.reset()
             try:
-                result["compile_ms"] = compiled_ms(model, inputs, args.device)
+                result["compile_ms"], compiled_output = compiled_run(model, inputs, args.device)
             except Exception as exc:
                 compile_errors.append(f"torch.compile: {type(exc).__name__}: {exc}"[:300])
     if compile_errors:
         result["compile_error"] = "; ".join(compile_errors)
+    noise = args.noise_rel_error
+    if compiled_output is not None:
+        noise = max_rel_error(compiled_output, reference)
+        result["compile_parity_rel_error"] = noise
     err = max_rel_error(with_cast, reference)
     result["parity_max_rel_error"] = err
-    result["parity_ok"] = err <= tolerance(reference)
+    result["parity_tolerance"] = parity_tolerance(reference, noise)
+    result["parity_ok"] = err <= result["parity_tolerance"]
     for key, name in (("cast_ms", "cast_speedup"), ("compile_ms", "compile_speedup"),
                       ("cast_compile_ms", "cast_compile_speedup")):
         if result.get(key):

@@ -2,8 +2,10 @@
 
 End-to-end figures come from running the model with the ``.cast`` applied (guards on) in a
 child process (:mod:`forge_service.e2e`); per-card gains are never summed into a model figure.
-A ``.cast`` must not make the model slower: when the model runs slower with it, the op whose
-kernels save the least is left on eager and the model measured again, a few times at most.
+A ``.cast`` must not make the model slower or change its outputs: when the model runs slower
+with it, or its output departs from eager past the parity tolerance, the op whose kernels save
+the least is left on eager and the model measured again, a few times at most; a .cast whose
+output still departs then keeps no kernel.
 """
 
 from __future__ import annotations
@@ -64,7 +66,9 @@ class EndToEnd(BaseModel):
     compile_speedup: float | None = None
     cast_compile_speedup: float | None = None
     parity_max_rel_error: float | None = None
+    parity_tolerance: float | None = None
     parity_ok: bool | None = None
+    compile_parity_rel_error: float | None = None  # torch.compile's own departure from eager
     compile_error: str = ""
     kernel_stats: dict[str, dict[str, object]] = {}
 
@@ -111,12 +115,17 @@ class RunReport(BaseModel):
                 f"| .cast | {_num(e.cast_ms)} | {_num(e.cast_speedup, 'x')} |",
                 f"| torch.compile | {_num(e.compile_ms)} | {_num(e.compile_speedup, 'x')} |",
                 f"| .cast then torch.compile | {_num(e.cast_compile_ms)} | {_num(e.cast_compile_speedup, 'x')} |",
-                "", f"Output parity: max relative error {_num(e.parity_max_rel_error)} "
-                f"({'ok' if e.parity_ok else 'MISMATCH'}).",
+                "", f"Output parity: max relative error {_sci(e.parity_max_rel_error)} against a tolerance of "
+                f"{_sci(e.parity_tolerance)} ({'ok' if e.parity_ok else 'MISMATCH'}); torch.compile departs from "
+                f"eager by {_sci(e.compile_parity_rel_error)}.",
             ]
             if e.compile_error:
                 lines.append(f"torch.compile: {e.compile_error}")
         return "\n".join(lines) + "\n"
+
+
+def _sci(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2e}"
 
 
 def _num(value: float | None, unit: str = "") -> str:
@@ -192,30 +201,55 @@ def is_slower(e2e: EndToEnd) -> bool:
                 and e2e.cast_ms > e2e.eager_ms * (1 + SLOWER_TOLERANCE))
 
 
+def breaks_parity(e2e: EndToEnd) -> bool:
+    """The model's output with the .cast departed from eager past the parity tolerance."""
+    return bool(e2e.measured and e2e.parity_ok is False)
+
+
 def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend: str
                         ) -> tuple[CastManifest, EndToEnd, dict[str, str]]:
-    """The .cast, its end-to-end figures, and the ops left on eager because the model ran slower."""
+    """The .cast, its end-to-end figures, and the ops left on eager after measuring the model."""
     excluded: dict[str, str] = {}
     manifest = write_cast(store, None, path, excluded)
     e2e = measure_end_to_end(config, path, backend)
-    while is_slower(e2e) and len(excluded) < MAX_PRUNED_OPS:
+    noise = e2e.compile_parity_rel_error
+    while (is_slower(e2e) or breaks_parity(e2e)) and len(excluded) < MAX_PRUNED_OPS:
         op = least_saving_op(manifest)
         if op is None:
             break
-        excluded[op] = (f"left on eager: the model ran slower with the .cast ({e2e.cast_ms:.3f} ms against "
-                        f"{e2e.eager_ms:.3f} ms eager) and this op's kernels were estimated to save the least")
+        excluded[op] = prune_reason(e2e)
         log.info("pruning %s: %s", op, excluded[op])
         manifest = write_cast(store, None, path, excluded)
-        e2e = measure_end_to_end(config, path, backend, with_compile=False)
+        e2e = measure_end_to_end(config, path, backend, with_compile=False, noise_rel_error=noise)
+    if breaks_parity(e2e):
+        for kernel in manifest.kernels:
+            excluded.setdefault(kernel.op, prune_reason(e2e))
+        log.info("output parity still broken: the .cast keeps no kernel")
+        manifest = write_cast(store, None, path, excluded)
     if excluded:
-        e2e = measure_end_to_end(config, path, backend)
+        e2e = measure_end_to_end(config, path, backend, noise_rel_error=noise)
     return manifest, e2e, excluded
 
 
-def measure_end_to_end(config: RunConfig, cast_path: Path, backend: str, with_compile: bool = True) -> EndToEnd:
-    """Run :mod:`forge_service.e2e` in a child process; a failure is reported, not raised."""
+def prune_reason(e2e: EndToEnd) -> str:
+    if breaks_parity(e2e):
+        return (f"left on eager: the model's output with the .cast departed from eager by "
+                f"{e2e.parity_max_rel_error:.2e} (tolerance {e2e.parity_tolerance:.2e})")
+    return (f"left on eager: the model ran slower with the .cast ({e2e.cast_ms:.3f} ms against "
+            f"{e2e.eager_ms:.3f} ms eager) and this op's kernels were estimated to save the least")
+
+
+def measure_end_to_end(config: RunConfig, cast_path: Path, backend: str, with_compile: bool = True,
+                       noise_rel_error: float | None = None) -> EndToEnd:
+    """Run :mod:`forge_service.e2e` in a child process; a failure is reported, not raised.
+
+    ``noise_rel_error`` is torch.compile's departure from eager from an earlier measurement,
+    for the parity verdict of a run that does not compile.
+    """
     cmd = [sys.executable, "-m", "forge_service.e2e", "--model", config.model_spec, "--cast", str(cast_path),
            "--device", backend, "--grad-mode", config.grad_mode] + ([] if with_compile else ["--no-compile"])
+    if noise_rel_error is not None:
+        cmd += ["--noise-rel-error", repr(noise_rel_error)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=E2E_TIMEOUT_S,
                               env={**os.environ, "PYTHONUNBUFFERED": "1"})

@@ -5,8 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
+
+from forge_service.e2e import parity_tolerance
 from packager.format import build_cast
 from packager.manifest import ModelIdentity
+from tests.packager.conftest import SOFTMAX, compile_kernel, entry, softmax_card
 
 MODEL = Path(__file__).parent / "models" / "tiny_mlp.py"
 
@@ -21,3 +25,45 @@ def test_a_cast_without_kernels_is_not_compiled_a_second_time(tmp_path: Path) ->
     assert result["measured"] and result["parity_ok"] and result["parity_max_rel_error"] == 0.0
     assert result["eager_ms"] > 0 and result["cast_ms"] > 0 and result["compile_ms"] > 0
     assert "cast_compile_ms" not in result and result["kernel_stats"] == {}
+    assert 0.0 <= result["compile_parity_rel_error"] < 1e-3 and result["parity_tolerance"] == 1e-3
+
+
+def _softmax_cast(tmp_path: Path, source: str, name: str) -> Path:
+    """A .cast whose one kernel replaces the tiny model's softmax call."""
+    torch.manual_seed(0)
+    x = torch.randn(64, 256)
+    card = softmax_card(x)
+    cast = tmp_path / f"{name}.cast"
+    build_cast(cast, ModelIdentity(str(MODEL), "tiny_mlp", "r1"),
+               [entry(card, source, compile_kernel(source, tmp_path, name))], [])
+    return cast
+
+
+def _measure(cast: Path, *extra: str) -> dict:
+    proc = subprocess.run([sys.executable, "-m", "forge_service.e2e", "--model", str(MODEL), "--cast", str(cast),
+                           "--no-compile", *extra], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def test_a_kernel_that_changes_the_models_output_breaks_parity(tmp_path: Path) -> None:
+    right = _measure(_softmax_cast(tmp_path, SOFTMAX, "softmax"))
+    assert right["kernel_stats"] and all(s["hits"] > 0 for s in right["kernel_stats"].values())
+    assert right["parity_ok"] and right["parity_max_rel_error"] < 1e-5 and right["parity_tolerance"] == 1e-3
+
+    halved = SOFTMAX.replace("yr[c] /= s;", "yr[c] /= 2.f * s;")
+    assert halved != SOFTMAX
+    wrong = _measure(_softmax_cast(tmp_path, halved, "halved"))
+    assert not wrong["parity_ok"] and abs(wrong["parity_max_rel_error"] - 0.5) < 1e-3
+
+    # Within twice torch.compile's own departure from eager, a departure is the model's rounding noise.
+    noisy = _measure(_softmax_cast(tmp_path, halved, "halved"), "--noise-rel-error", "0.3")
+    assert noisy["parity_ok"] and noisy["parity_tolerance"] == 0.6
+
+
+def test_the_parity_tolerance_is_the_dtypes_or_twice_compiles_departure() -> None:
+    bf16 = torch.ones(2, dtype=torch.bfloat16)
+    assert parity_tolerance(torch.ones(2), None) == 1e-3
+    assert parity_tolerance(bf16, None) == 2e-2
+    assert parity_tolerance(bf16, 0.001) == 2e-2
+    assert parity_tolerance(bf16, 0.03) == 0.06

@@ -1,4 +1,4 @@
-"""Choosing what the end-to-end check leaves on eager when the model runs slower with a .cast."""
+"""Choosing what the end-to-end check leaves on eager when the model runs slower with a .cast, or departs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from forge_service.report import EndToEnd, is_slower, least_saving_op
+from forge_service.report import EndToEnd, breaks_parity, is_slower, least_saving_op, prune_reason
 from packager.format import build_cast
 from tests.packager.conftest import MODEL, RELU, SOFTMAX, compile_kernel, entry, relu_card, softmax_card
 
@@ -35,3 +35,14 @@ def test_only_a_measured_cast_slower_than_eager_counts_as_slower() -> None:
     assert not is_slower(EndToEnd(measured=True, eager_ms=337.95, cast_ms=338.08))  # 0.04 %: noise
     assert is_slower(EndToEnd(measured=True, eager_ms=100.0, cast_ms=101.0))
     assert not is_slower(EndToEnd(measured=False, error="model failed"))
+
+
+def test_a_measured_departure_past_the_tolerance_breaks_parity_and_names_itself() -> None:
+    departed = EndToEnd(measured=True, eager_ms=4.0, cast_ms=3.0, parity_max_rel_error=0.043,
+                        parity_tolerance=0.02, parity_ok=False)
+    assert breaks_parity(departed)
+    assert "departed from eager by 4.30e-02 (tolerance 2.00e-02)" in prune_reason(departed)
+    assert not breaks_parity(departed.model_copy(update={"parity_ok": True}))
+    assert not breaks_parity(EndToEnd(measured=False, error="model failed"))
+    slower = EndToEnd(measured=True, eager_ms=4.0, cast_ms=5.0, parity_ok=True)
+    assert "ran slower with the .cast (5.000 ms against 4.000 ms eager)" in prune_reason(slower)
