@@ -207,9 +207,8 @@ def run(out_dir: pathlib.Path) -> dict:
     other = torch.randn(ROWS // 2, COLS, device="cuda")
     with torch.inference_mode():
         want = net(x)
-        cast.apply()
-        got = net(x)
-        cast.remove()
+        with cast.applied_to(net):
+            got = net(x)
         # Eager, the kernel called directly and the guarded hit alternate in rounds, so all three
         # see the same host conditions (a slow host's clock and caches drift over a run).
         walls: dict[str, list[float]] = {}
@@ -225,12 +224,11 @@ def run(out_dir: pathlib.Path) -> dict:
                     walls.setdefault(f"hit {e.op}", []).extend(_wall_samples(lambda e=e: _call(e.op, x), 50))
                 walls.setdefault("model cast", []).extend(_wall_samples(lambda: net(x), 25))
                 walls.setdefault("model miss cast", []).extend(_wall_samples(lambda: net(other), 25))
-        cast.apply()
-        cast.reset_stats()
-        net(x)
-        net(other)
-        stats = cast.stats()
-        cast.remove()
+        with cast.applied_to(net):
+            cast.reset_stats()
+            net(x)
+            net(other)
+            stats = cast.stats()
     wall = {name: statistics.median(samples) for name, samples in walls.items()}
     op_eager = {e.op: wall[f"eager {e.op}"] for e in entries}
     kernel_wall = {e.op: wall[f"direct {e.op}"] for e in entries}

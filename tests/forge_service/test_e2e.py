@@ -53,11 +53,12 @@ def test_a_kernel_that_changes_the_models_output_breaks_parity(tmp_path: Path) -
 
     halved = SOFTMAX.replace("yr[c] /= s;", "yr[c] /= 2.f * s;")
     assert halved != SOFTMAX
-    wrong = _measure(_softmax_cast(tmp_path, halved, "halved"))
+    halved_cast = _softmax_cast(tmp_path, halved, "halved")
+    wrong = _measure(halved_cast)
     assert not wrong["parity_ok"] and abs(wrong["parity_max_rel_error"] - 0.5) < 1e-3
 
     # Within twice torch.compile's own departure from eager, a departure is the model's rounding noise.
-    noisy = _measure(_softmax_cast(tmp_path, halved, "halved"), "--noise-rel-error", "0.3")
+    noisy = _measure(halved_cast, "--noise-rel-error", "0.3")
     assert noisy["parity_ok"] and noisy["parity_tolerance"] == 0.6
 
 
