@@ -1,5 +1,7 @@
-"""A block whose hottest card has nothing to propose (a LayerNorm module card, covered by its aten
-card), so the run must hand its place to the next card by eager time."""
+"""A block whose hottest cards have nothing to propose (the block's own module card, and the
+LayerNorm module card, which its aten card covers), so the run must hand their place to the next
+card by eager time. A second LayerNorm over a single row is the cheapest module card, so some
+module card always stays outside the search whatever order the timings put the others in."""
 
 import torch
 
@@ -8,9 +10,10 @@ class NormBlock(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.norm = torch.nn.LayerNorm(256)
+        self.row_norm = torch.nn.LayerNorm(256)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.silu(self.norm(x)) * x
+        return torch.nn.functional.silu(self.norm(x)) * x + self.row_norm(x[:1])
 
 
 def get_model() -> torch.nn.Module:
