@@ -38,6 +38,9 @@ RESIDENT_DEFAULT_SMEM_BYTES = 99 * 1024
 RESIDENT_RESERVED_BYTES = 16 * 1024
 TILE_MAX_LENGTH = 256
 TILE_FLOATS = 8192  # shared memory per block for tile mode: 32 KiB
+# Columns mode with a contiguous output apart from x: elements per row staged in shared memory
+# before the block writes them along the output's rows.
+STAGED_WRITE_ELEMENTS = 64
 
 ACTIVATIONS = {
     "silu": "(({v}) / (1.0f + KF_EXP(-({v}))))",
@@ -537,7 +540,8 @@ def _cuda_foreach(plan: RowPlan, shape: _CudaShape, body: str, source: str, befo
     """Loop over this thread's elements of the row; ``source``: "global", "fill" (load and cache) or "cache"."""
     xt = cxx.element_type(plan.inputs[plan.x].dtype, "cuda")
     vec, inner = shape.vec, plan.inner
-    unroll = "#pragma unroll" if shape.items <= 16 else "#pragma unroll 4"
+    # The cache is indexed by the iteration: it stays in registers only if the loop is unrolled.
+    unroll = "#pragma unroll" if shape.items <= 16 or source != "global" else "#pragma unroll 4"
     if source == "cache":
         value = f"cache[it * {vec} + k]"
         load = ""
@@ -559,6 +563,50 @@ def _cuda_foreach(plan: RowPlan, shape: _CudaShape, body: str, source: str, befo
           {body}
         }}
 {after}      }}
+    }}
+"""
+
+
+def _stages_write(plan: RowPlan, knobs: Knobs) -> bool:
+    """Columns mode writing an output whose rows are contiguous while x's are strided.
+
+    Lanes hold 32 adjacent rows, adjacent in x but a whole row apart in y: written directly, each
+    lane's element lands in its own 32-byte sector (a transposed softmax ran at 5 % of its floor).
+    The block stages a 32-row by :data:`STAGED_WRITE_ELEMENTS` tile in shared memory and writes it
+    back along y's rows.
+    """
+    return knobs["mode"] == "columns" and plan.y is not None and plan.y_apart and plan.y_inner == 1
+
+
+def _cuda_staged_write(plan: RowPlan, shape: _CudaShape, source: str) -> str:
+    """The write pass of :func:`_stages_write`: stage ``STAGED_WRITE_ELEMENTS`` elements per row, then store."""
+    assert plan.y is not None and shape.vec == 1
+    yt = cxx.element_type(plan.outputs[plan.y].dtype, "cuda")
+    nt, L = shape.nt, plan.length
+    per_stage = max(1, STAGED_WRITE_ELEMENTS // nt)  # iterations whose elements one stage holds
+    value = "cache[it]" if source == "cache" else f"kf_to_f32(x[base + j * {plan.inner}LL])"
+    # The cache is indexed by the iteration: it stays in registers only if the loop is unrolled.
+    unroll = "#pragma unroll" if source == "cache" or shape.items <= 16 else "#pragma unroll 4"
+    return f"""{unroll}
+    for (int it = 0; it < {shape.items}; ++it) {{
+      const int64_t j = (int64_t)it * {nt} + t;
+      if (live && j < {L}LL) {{
+        const int64_t idx = base + j * {plan.inner}LL; (void)idx;
+        const float v = {value};
+        kf_stage[(it % {per_stage}) * {nt} + t][threadIdx.x % 32] = {plan._write_expr("cuda")};
+      }}
+      if ((it + 1) % {per_stage} == 0 || it == {shape.items - 1}) {{
+        __syncthreads();
+        const int64_t j_first = (int64_t)(it - it % {per_stage}) * {nt};
+        for (int r = t; r < 32; r += {nt}) {{
+          const int64_t wrow = row0 + r;
+          if (wrow >= {plan.rows}LL) continue;
+          for (int k = threadIdx.x % 32; k < {per_stage * nt}; k += 32) {{
+            if (j_first + k < {L}LL) y[wrow * {L}LL + j_first + k] = kf_from_f32<{yt}>(kf_stage[k][r]);
+          }}
+        }}
+        __syncthreads();
+      }}
     }}
 """
 
@@ -611,7 +659,10 @@ def _render_cuda(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
     source_after = later
     stats = "".join(passes) + "    " + plan._row_stats_c() + "\n"
     write = ""
-    if plan.y is not None:
+    staged = _stages_write(plan, knobs)
+    if staged:
+        write = _cuda_staged_write(plan, shape, source_after)
+    elif plan.y is not None:
         yt = cxx.element_type(plan.outputs[plan.y].dtype, "cuda")
         expr = plan._write_expr("cuda")
         if shape.vec > 1:
@@ -647,12 +698,14 @@ def _render_cuda(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
                     f"       row += (int64_t)gridDim.x * {gpb}) {{\n    const bool live = true;\n")
     aligned = plan._vector_pointers() if shape.vec > 1 else []
     cache_decl = f"    float cache[{shape.items * shape.vec}]; (void)cache;\n" if shape.cache else ""
+    stage_decl = f"  __shared__ float kf_stage[{max(1, STAGED_WRITE_ELEMENTS // nt) * nt}][33];" if staged else ""
     return f"""{cxx.CUDA_PRELUDE}
 {CUDA_ROW_HELPERS}
 {_math_macros("cuda", True)}
 /* {plan.summary}; {knobs} */
 __global__ void __launch_bounds__({shape.block}) kf_rows({params}) {{
   __shared__ kf_stat smem[{smem}];
+{stage_decl}
 {row_loop}    const int64_t base = (row / {plan.inner}LL) * {plan.length * plan.inner}LL + row % {plan.inner}LL;
 {cache_decl}    {decl}
 {stats}{write}{row_writes}  }}

@@ -203,3 +203,26 @@ def test_every_cuda_variant_compiles_for_sm90(tmp_path: Path) -> None:
     for rc, err in results:
         assert rc == 0, err[-4000:]
         assert "warning" not in err, err[-4000:]
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_a_transposed_softmax_stages_its_contiguous_output_and_keeps_its_cached_row_in_registers(
+        tmp_path: Path) -> None:
+    card, _ = aten_card(aten._softmax.default, [r(4, 512, 256, dtype=bf16).transpose(1, 2), -1, False])
+    plan = plan_for_card(_on_cuda(card), "cuda")
+    knobs = {**plan.knob_space("cuda", H200).default(), "mode": "columns", "threads_per_block": 512,
+             "cache_row": True}
+    source = plan.render("cuda", knobs, H200)
+    # 32 adjacent rows per block: staged in shared memory, then written along the output's rows
+    assert "__shared__ float kf_stage[64][33];" in source and "y[wrow * 512LL + j_first + k]" in source
+    path = tmp_path / "transposed.cu"
+    path.write_text(source)
+    proc = subprocess.run([str(NVCC), "-arch=sm_90", "-O3", "-c", "-Xptxas", "-v", "-I", str(INCLUDE),
+                           "-o", str(path.with_suffix(".o")), str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # 32 cached values per thread (512 elements over 16 warps): an unrolled loop keeps them off the stack
+    assert "0 bytes stack frame" in proc.stderr, proc.stderr
+
+    contiguous, _ = aten_card(aten._softmax.default, [r(4, 256, 512, dtype=bf16), 1, False])
+    plan = plan_for_card(_on_cuda(contiguous), "cuda")
+    assert "kf_stage" not in plan.render("cuda", {**plan.knob_space("cuda", H200).default(), "mode": "columns"}, H200)
