@@ -293,7 +293,8 @@ class RowPlan:
         if self.inner != 1 or self.y_apart or self.rows >= sms or self.length < SPLIT_MIN_LENGTH:
             return ()
         most = max(2, self.length // (vec * 256))
-        wanted = (cxx.ceil_div(2 * sms, self.rows), cxx.ceil_div(4 * sms, self.rows), cxx.ceil_div(sms, self.rows))
+        # Two blocks per SM first; eight fill an SM with 256-thread blocks, four times the loads in flight.
+        wanted = tuple(cxx.ceil_div(per_sm * sms, self.rows) for per_sm in (2, 4, 1, 8))
         return tuple(dict.fromkeys(min(max(2, n), most) for n in wanted))
 
     def resident_chunk(self, device: DeviceDescription, vec: int, per_sm: int) -> int:
