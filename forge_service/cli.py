@@ -24,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from forge_service.config import BACKENDS, GRAD_MODES, RunConfig
+from forge_service.report import EndToEnd, end_to_end_line
 from forge_service.server import DEFAULT_RUNS_DIR
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from kernel_forge.forge.v1 import service_pb2_grpc as forge_grpc
@@ -144,8 +145,8 @@ async def finish(stub: forge_grpc.ForgeServiceStub, run: forge_pb2.Run, args: ar
         console.print(f"wrote {args.out} ({size} bytes)")
     if args.json:
         out.print_json(data={
-            "run": json_format.MessageToDict(run, preserving_proto_field_name=True),
-            "cards": [json_format.MessageToDict(c, preserving_proto_field_name=True) for c in cards],
+            "run": as_json(run),
+            "cards": [as_json(c) for c in cards],
             "report": report,
         })
     else:
@@ -158,17 +159,18 @@ async def finish(stub: forge_grpc.ForgeServiceStub, run: forge_pb2.Run, args: ar
                       f"`kforge report {run.run_id}` lists why")
         e2e = report.get("end_to_end") or {}
         if e2e.get("measured"):
-            out.print(
-                f"end to end (guards on): eager {e2e['eager_ms']:.3f} ms, .cast {e2e['cast_ms']:.3f} ms "
-                f"(x{e2e['cast_speedup']:.2f}), parity {'ok' if e2e['parity_ok'] else 'MISMATCH'} "
-                f"(max rel error {e2e['parity_max_rel_error']:.2e}"
-                + (f", tolerance {e2e['parity_tolerance']:.2e}" if e2e.get("parity_tolerance") else "") + ")"
-            )
+            out.print(end_to_end_line(EndToEnd.model_validate(e2e)))
         elif e2e:
             out.print(f"end to end not measured: {e2e.get('error')}")
         out.print(f"run {run.run_id}: {run.status}" + (f" — {run.error}" if run.error else "")
                   + f" ({run.evaluations_done} evaluations, run dir {run.run_dir})")
     return 0 if run.status == "done" else 1
+
+
+def as_json(message: Any) -> dict[str, Any]:
+    """A message as JSON for scripts: every field, zero counts too (``cards_total: 0``), by its proto name."""
+    return json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                     always_print_fields_with_no_presence=True)
 
 
 # -- commands ----------------------------------------------------------------------------------
@@ -201,7 +203,7 @@ async def cmd_runs(args: argparse.Namespace) -> int:
     async with forge_stub(args) as stub:
         runs = (await stub.ListRuns(forge_pb2.ListRunsRequest())).runs
     if args.json:
-        out.print_json(data=[json_format.MessageToDict(r, preserving_proto_field_name=True) for r in runs])
+        out.print_json(data=[as_json(r) for r in runs])
         return 0
     table = Table(title="runs")
     for name in ("run", "model", "backend", "proposer", "status", "evaluations", "cost $", "e2e speedup"):

@@ -67,8 +67,11 @@ class EndToEnd(BaseModel):
     cast_compile_speedup: float | None = None
     parity_max_rel_error: float | None = None
     parity_tolerance: float | None = None
-    parity_ok: bool | None = None
+    parity_ok: bool | None = None  # None: not judged (parity_note says why)
+    parity_note: str = ""
+    eager_repeat_rel_error: float | None = None  # eager against itself, same inputs, buffers and seed
     compile_parity_rel_error: float | None = None  # torch.compile's own departure from eager
+    cast_kernels: int | None = None  # kernels the .cast loaded for this device; none: cast_ms is not timed
     compile_error: str = ""
     kernel_stats: dict[str, dict[str, object]] = {}
 
@@ -116,12 +119,36 @@ class RunReport(BaseModel):
                 f"| torch.compile | {_num(e.compile_ms)} | {_num(e.compile_speedup, 'x')} |",
                 f"| .cast then torch.compile | {_num(e.cast_compile_ms)} | {_num(e.cast_compile_speedup, 'x')} |",
                 "", f"Output parity: max relative error {_sci(e.parity_max_rel_error)} against a tolerance of "
-                f"{_sci(e.parity_tolerance)} ({'ok' if e.parity_ok else 'MISMATCH'}); torch.compile departs from "
+                f"{_sci(e.parity_tolerance)} ({parity_word(e)}); torch.compile departs from "
                 f"eager by {_sci(e.compile_parity_rel_error)}.",
             ]
+            if e.parity_note:
+                lines.append(f"Parity {e.parity_note}.")
+            if e.cast_kernels == 0:
+                lines.append("The .cast holds no kernel for this device: the model runs as eager.")
             if e.compile_error:
                 lines.append(f"torch.compile: {e.compile_error}")
         return "\n".join(lines) + "\n"
+
+
+def end_to_end_line(e: EndToEnd) -> str:
+    """One line for the terminal: eager against the .cast, and the parity verdict."""
+    if e.cast_ms is None:
+        cast = f"eager {_ms(e.eager_ms)}; the .cast holds no kernel for this device, so the model runs as eager"
+    else:
+        cast = f"eager {_ms(e.eager_ms)}, .cast {_ms(e.cast_ms)} (x{e.cast_speedup or 0:.2f})"
+    parity = (f"parity {parity_word(e)} (max rel error {_sci(e.parity_max_rel_error)}, "
+              f"tolerance {_sci(e.parity_tolerance)})")
+    note = f"; {e.parity_note}" if e.parity_note else ""
+    return f"end to end (guards on): {cast}, {parity}{note}"
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f} ms"
+
+
+def parity_word(e2e: EndToEnd) -> str:
+    return "not judged" if e2e.parity_ok is None else "ok" if e2e.parity_ok else "MISMATCH"
 
 
 def _sci(value: float | None) -> str:

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import torch
 
-from forge_service.report import EndToEnd, breaks_parity, is_slower, least_saving_op, prune_reason
+from forge_service.report import (
+    EndToEnd,
+    RunReport,
+    breaks_parity,
+    end_to_end_line,
+    is_slower,
+    least_saving_op,
+    prune_reason,
+)
 from packager.format import build_cast
 from tests.packager.conftest import MODEL, RELU, SOFTMAX, compile_kernel, entry, relu_card, softmax_card
 
@@ -46,3 +54,17 @@ def test_a_measured_departure_past_the_tolerance_breaks_parity_and_names_itself(
     assert not breaks_parity(EndToEnd(measured=False, error="model failed"))
     slower = EndToEnd(measured=True, eager_ms=4.0, cast_ms=5.0, parity_ok=True)
     assert "ran slower with the .cast (5.000 ms against 4.000 ms eager)" in prune_reason(slower)
+
+
+def test_the_terminal_line_says_when_the_cast_runs_as_eager_or_parity_is_not_judged() -> None:
+    empty = EndToEnd(measured=True, eager_ms=2.0, cast_kernels=0, parity_ok=True, parity_max_rel_error=0.0,
+                     parity_tolerance=1e-3)
+    assert "holds no kernel for this device, so the model runs as eager" in end_to_end_line(empty)
+    assert ".cast" not in end_to_end_line(empty).split(";")[0]
+    unjudged = EndToEnd(measured=True, eager_ms=2.0, cast_ms=1.0, cast_speedup=2.0, cast_kernels=1, parity_ok=None,
+                        parity_note="not judged: eager's own output changed by 5.00e-01")
+    line = end_to_end_line(unjudged)
+    assert ".cast 1.000 ms (x2.00)" in line and "parity not judged" in line and "5.00e-01" in line
+    assert "Parity not judged: eager's own output" in RunReport(
+        run_id="r", model_spec="m.py", backend="cpu", device="cpu", cards=[], end_to_end=unjudged, cast_path=None,
+        kernels_packaged=1).markdown()
