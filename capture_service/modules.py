@@ -34,6 +34,7 @@ from packager.variant import (
 
 NO_WORK = "runs no computing operator (only views or nothing)"
 NO_TENSOR_OUTPUT = "returns no tensor"
+MUTATES_STATE = "mutates its own parameters or buffers"
 
 
 @dataclass
@@ -44,8 +45,11 @@ class _Frame:
     path: str
     key: VariantKey | None
     unsupported: str
+    # The call's tensors in template order (forward tensors and state), as passed, and their
+    # version counters when the call began: what tells which of them the forward wrote.
+    tensors: list[torch.Tensor]
+    versions: list[int | None]
     first_inputs: list[torch.Tensor] | None
-    input_storages: set[int]
     fusable: bool = True
     computes: bool = False
     vendor: bool = False
@@ -121,17 +125,15 @@ class ModuleRecorder:
     ) -> _Frame:
         try:
             key, unsupported = module_variant_key(module, args, kwargs), ""
+            tensors = _module_call_tensors(module, args, kwargs)
         except UnsupportedArgument as exc:
-            key, unsupported = None, f"unsupported argument: {exc}"
-        forward_tensors = [t for t in tree_leaves((list(args), dict(kwargs))) if isinstance(t, torch.Tensor)]
+            key, unsupported, tensors = None, f"unsupported argument: {exc}", []
         first_inputs = None
         if key is not None and key not in self.variants:
-            state_ids = {id(t) for _, t in module_state(module)}
-            first_inputs = [
-                t.detach() if id(t) in state_ids else clone_exact(t) for t in _module_call_tensors(module, args, kwargs)
-            ]
-        storages = {t.untyped_storage().data_ptr() for t in forward_tensors if t.numel()}
-        return _Frame(module, path, key, unsupported, first_inputs, storages)
+            # The state is copied when the call returns (see _first_inputs), the inputs now.
+            state_ids = _state_ids(module)
+            first_inputs = [t.detach() if id(t) in state_ids else clone_exact(t) for t in tensors]
+        return _Frame(module, path, key, unsupported, tensors, [_version(t) for t in tensors], first_inputs)
 
     def _post_hook(
         self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
@@ -153,15 +155,16 @@ class ModuleRecorder:
     def _record_call(self, frame: _Frame, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
         assert frame.key is not None
         outputs = [t for t in tree_leaves(output) if isinstance(t, torch.Tensor)]
+        written = _written_positions(frame)
         variant = self.variants.get(frame.key)
         if variant is None:
             variant = self._new_variant(frame, args, kwargs, outputs)
-            first_inputs = frame.first_inputs or []
+            first_inputs = _first_inputs(frame, variant.leaf or frame.fusable, written)
             self.policy.add(variant.record, CallSample(first_inputs, [clone_exact(t) for t in outputs]))
             self.variants[frame.key] = variant
-        elif self.policy.wants_extra(variant.record) and not frame.mutated_storages & frame.input_storages:
-            tensors = _module_call_tensors(frame.module, args, kwargs)
-            self.policy.add(variant.record, CallSample([cpu_copy(t) for t in tensors], [cpu_copy(t) for t in outputs]))
+        elif self.policy.wants_extra(variant.record) and not written:
+            inputs = [cpu_copy(t) for t in frame.tensors]
+            self.policy.add(variant.record, CallSample(inputs, [cpu_copy(t) for t in outputs]))
         record = variant.record
         record.call_count += 1
         record.add_path(frame.path)
@@ -169,8 +172,8 @@ class ModuleRecorder:
         record.vendor_op = record.vendor_op or frame.vendor
         if not frame.computes:
             record.mark_not_optimisable(NO_WORK)
-        if frame.mutated_storages & frame.input_storages:
-            record.mark_not_optimisable(MUTATES)
+        if written:
+            _mark_mutation(record, frame, written)
 
     def _new_variant(
         self, frame: _Frame, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: Sequence[torch.Tensor]
@@ -195,6 +198,54 @@ class ModuleRecorder:
         for variant in self.variants.values():
             if variant.leaf or variant.fusable:
                 yield variant
+
+
+def _version(tensor: torch.Tensor) -> int | None:
+    """The tensor's version counter (bumped by in-place writes); inference tensors keep none."""
+    return None if tensor.is_inference() else tensor._version
+
+
+def _state_ids(module: torch.nn.Module) -> set[int]:
+    return {id(t) for _, t in module_state(module)}
+
+
+def _written_positions(frame: _Frame) -> list[int]:
+    """Positions of the call's tensors its forward wrote in place, forward inputs and state alike.
+
+    A write is seen by the ops the aten recorder saw write a tensor's storage, or by a bumped
+    version counter (running stats updated by batch norm bump none; inference tensors have none).
+    """
+    return [
+        i
+        for i, (t, version) in enumerate(zip(frame.tensors, frame.versions, strict=True))
+        if (t.numel() and t.untyped_storage().data_ptr() in frame.mutated_storages)
+        or (version is not None and t._version != version)
+    ]
+
+
+def _first_inputs(frame: _Frame, may_be_card: bool, written: Sequence[int]) -> list[torch.Tensor]:
+    """The first sample's inputs, its buffers copied now that the call has returned.
+
+    The state is held by reference during the call; buffers are copied only for a module that
+    can become a card and did not write them (so they still hold their values at call time).
+    The sample must hold a copy, since timing replays and later calls (a parent stepping a
+    counter) may change a live buffer before samples are written. Parameters stay shared:
+    copying them would duplicate the model's weights, and a forward that writes its own
+    parameters is caught above and makes the card not optimisable, its sample never written.
+    """
+    inputs = frame.first_inputs
+    if inputs is None or not may_be_card or written:
+        return inputs or []
+    buffer_ids = {id(b) for b in frame.module.buffers()}
+    return [clone_exact(t) if id(s) in buffer_ids else t for t, s in zip(inputs, frame.tensors, strict=True)]
+
+
+def _mark_mutation(record: VariantRecord, frame: _Frame, written: Sequence[int]) -> None:
+    """Record the written positions as aten cards do; a kernel would have to repeat the writes."""
+    record.mutated_inputs = sorted({*record.mutated_inputs, *written})
+    state_ids = _state_ids(frame.module)
+    writes_input = any(id(frame.tensors[i]) not in state_ids for i in written)
+    record.mark_not_optimisable(MUTATES if writes_input else MUTATES_STATE)
 
 
 def _module_call_tensors(module: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[torch.Tensor]:

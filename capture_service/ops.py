@@ -14,16 +14,37 @@ from dataclasses import dataclass
 import torch
 
 # Overload packets whose eager implementation is a vendor library call (cuBLAS, cuDNN, oneDNN,
-# flash/efficient attention).
+# flash/efficient attention), or a convolution, matmul or attention that a kernel search should
+# leave to one.
 VENDOR_OPS = frozenset({
-    "convolution", "_convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
-    "conv_transpose2d", "conv_transpose3d", "cudnn_convolution", "cudnn_convolution_transpose",
-    "mkldnn_convolution", "convolution_overrideable", "mm", "addmm", "bmm", "baddbmm", "addbmm",
-    "matmul", "linear", "mv", "addmv", "dot", "einsum", "_addmm_activation",
+    # convolution
+    "convolution", "_convolution", "_convolution_mode", "conv1d", "conv2d", "conv3d", "conv_tbc",
+    "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "cudnn_convolution",
+    "cudnn_convolution_transpose", "cudnn_convolution_relu", "cudnn_convolution_add_relu",
+    "miopen_convolution", "miopen_convolution_transpose", "miopen_depthwise_convolution",
+    "miopen_convolution_relu", "miopen_convolution_add_relu", "mkldnn_convolution",
+    "convolution_overrideable", "_mps_convolution", "_mps_convolution_transpose",
+    "_nnpack_spatial_convolution", "_conv_depthwise2d", "conv_depthwise3d", "thnn_conv2d",
+    "_slow_conv2d_forward", "slow_conv3d", "slow_conv3d_forward", "slow_conv_dilated2d",
+    "slow_conv_dilated3d", "slow_conv_transpose2d", "slow_conv_transpose3d",
+    # matmul
+    "mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "mv", "addmv", "dot", "vdot",
+    "addr", "inner", "tensordot", "einsum", "bilinear", "_trilinear", "chain_matmul",
+    "linalg_matmul", "linalg_multi_dot", "_addmm_activation", "mkldnn_linear",
+    "_mixed_dtypes_linear", "_int_mm", "_scaled_mm", "_scaled_mm_v2", "_grouped_mm",
+    "_scaled_grouped_mm", "_scaled_grouped_mm_v2", "_weight_int4pack_mm",
+    "_weight_int4pack_mm_for_cpu", "_weight_int4pack_mm_with_scales_and_zeros",
+    "_weight_int8pack_mm", "_dyn_quant_matmul_4bit", "_cslt_sparse_mm",
+    "_sparse_semi_structured_mm", "_sparse_semi_structured_addmm", "_sparse_semi_structured_linear",
+    # attention
     "scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
     "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
-    "_scaled_dot_product_flash_attention_for_cpu", "_flash_attention_forward",
-    "_efficient_attention_forward", "_fused_sdp_choice",
+    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_fused_attention_overrideable",
+    "_scaled_dot_product_attention_math", "_scaled_dot_product_attention_math_for_mps",
+    "_flash_attention_forward", "_flash_attention_forward_no_dropout_inplace",
+    "_efficient_attention_forward", "_cudnn_attention_forward", "_fused_sdp_choice",
+    "_native_multi_head_attention", "_transformer_encoder_layer_fwd", "_triton_multi_head_attention",
+    "_triton_scaled_dot_attention",
 })
 
 # Ops that create tensors from sizes or from another tensor's metadata, never from its values.
@@ -43,6 +64,15 @@ NORMALISATION_OPS = frozenset({
 
 # Ops that only convert or copy values; allowed inside an elementwise module.
 COPY_OPS = frozenset({"_to_copy", "to", "copy", "clone", "contiguous", "type_as", "detach", "alias"})
+
+# Norm ops that update ``running_mean`` and ``running_var`` in place although their schemas mark
+# no write: the bool argument named here switches the update on (None: whenever stats are given).
+RUNNING_STAT_UPDATES: Mapping[str, str | None] = {
+    "batch_norm": "training", "native_batch_norm": "training", "_batch_norm_impl_index": "training",
+    "cudnn_batch_norm": "training", "miopen_batch_norm": "training", "instance_norm": "use_input_stats",
+    "batch_norm_update_stats": None, "batch_norm_gather_stats_with_counts": None,
+}
+RUNNING_STATS = ("running_mean", "running_var")
 
 ADAPTIVE_POOL_OPS = frozenset({
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "_adaptive_avg_pool2d",
@@ -131,15 +161,27 @@ def is_random_call(traits: OpTraits, bound: Mapping[str, object]) -> bool:
 
 
 def written_tensors(traits: OpTraits, bound: Mapping[str, object]) -> list[torch.Tensor]:
-    """The tensors the call writes in place (``self`` of ``add_``, ``out`` of ``add.out``)."""
+    """The tensors the call writes in place (``self`` of ``add_``, ``out`` of ``add.out``).
+
+    Besides the schema's writes, the running stats a training-mode batch norm updates: a kernel
+    checked only against the op's output would silently stop them updating.
+    """
     found: list[torch.Tensor] = []
-    for name in traits.written_arguments:
+    for name in (*traits.written_arguments, *_updated_running_stats(traits.packet, bound)):
         value = bound.get(name)
         if isinstance(value, torch.Tensor):
             found.append(value)
         elif isinstance(value, (list, tuple)):
             found.extend(v for v in value if isinstance(v, torch.Tensor))
     return found
+
+
+def _updated_running_stats(packet: str, bound: Mapping[str, object]) -> tuple[str, ...]:
+    """The running-stat arguments this call of a norm op updates in place (none for other ops)."""
+    if packet not in RUNNING_STAT_UPDATES:
+        return ()
+    flag = RUNNING_STAT_UPDATES[packet]
+    return RUNNING_STATS if flag is None or bool(bound.get(flag)) else ()
 
 
 def is_identity_adaptive_pool(traits: OpTraits, bound: Mapping[str, object]) -> bool:

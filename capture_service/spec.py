@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import site
 import sys
+import sysconfig
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,14 +35,58 @@ class LoadedModel:
 
 
 def describe_exception(exc: BaseException) -> str:
-    """``ValueError: boom (model.py:12 in get_inputs)``: the error and where it was raised."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = ""
-    if frames:
-        last = frames[-1]
-        where = f" ({Path(last.filename).name}:{last.lineno} in {last.name})"
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    """``ValueError: boom (model.py:12 in get_inputs)``: the error and where the user's code raised it."""
+    if isinstance(exc, SyntaxError) and exc.filename is not None and exc.lineno is not None:
+        where = f" ({Path(exc.filename).name}:{exc.lineno})"
+        message = _first_line(exc.msg or "")
+    else:
+        frame = _blamed_frame(traceback.extract_tb(exc.__traceback__))
+        where = f" ({Path(frame.filename).name}:{frame.lineno} in {frame.name})" if frame else ""
+        message = _first_line(str(exc))
     return f"{type(exc).__name__}: {message}{where}" if message else f"{type(exc).__name__}{where}"
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+_OWN_DIR = Path(__file__).resolve().parent
+_TORCH_DIR = Path(torch.__file__).resolve().parent
+_SITE_DIRS = tuple({Path(p).resolve() for p in (*site.getsitepackages(), sysconfig.get_paths()["purelib"])})
+_STDLIB_DIRS = tuple({Path(sysconfig.get_paths()[n]).resolve() for n in ("stdlib", "platstdlib")})
+# Where a failure is best shown, most telling first: the user's code, a library it calls
+# (transformers, diffusers), torch's modules (which layer failed); never capture's own frames.
+_BLAME_ORDER = ("user", "library", "torch.nn")
+
+
+def _blamed_frame(frames: traceback.StackSummary) -> traceback.FrameSummary | None:
+    """The deepest frame of the most telling kind, else the last frame.
+
+    The last frame alone is usually inside torch's dispatch or importlib, which says nothing
+    about which line of the model failed.
+    """
+    kinds = [_frame_kind(f.filename) for f in frames]
+    for wanted in _BLAME_ORDER:
+        found = [f for f, kind in zip(frames, kinds, strict=True) if kind == wanted]
+        if found:
+            return found[-1]
+    return frames[-1] if frames else None
+
+
+def _frame_kind(filename: str) -> str:
+    """``user``, ``library``, ``torch.nn``, ``torch``, ``stdlib``, ``capture`` or ``other``."""
+    if filename.startswith("<"):
+        return "other"  # <frozen importlib._bootstrap>, <string>
+    path = Path(filename).resolve()
+    if path.is_relative_to(_OWN_DIR):
+        return "capture"
+    if path.is_relative_to(_TORCH_DIR):
+        return "torch.nn" if path.is_relative_to(_TORCH_DIR / "nn") else "torch"
+    if any(path.is_relative_to(d) for d in _SITE_DIRS):
+        return "library"
+    if any(path.is_relative_to(d) for d in _STDLIB_DIRS):
+        return "stdlib"
+    return "user"
 
 
 def load_model_spec(spec: str) -> LoadedModel:

@@ -3,9 +3,9 @@ import io
 import torch
 from torch import nn
 
-from capture_service.modules import NO_WORK, ModuleRecorder, export_program, forward_call
+from capture_service.modules import MUTATES_STATE, NO_WORK, ModuleRecorder, export_program, forward_call
 from capture_service.recorder import MUTATES, OperatorRecorder
-from capture_service.records import SamplePolicy
+from capture_service.records import SamplePolicy, VariantRecord
 from packager.variant import module_variant_key
 
 
@@ -99,3 +99,76 @@ def test_a_failing_forward_leaves_no_dangling_frames() -> None:
         pass
     assert [v.record.op.rsplit(".", 1)[1] for v in modules.card_variants()] == ["LayerNorm"]
     assert modules.current_path() == ""
+
+
+class Scale(nn.Module):
+    """Scales by a buffer; with ``bump`` it first adds one to it (an EMA-style update)."""
+
+    def __init__(self, bump: bool) -> None:
+        super().__init__()
+        self.bump = bump
+        self.register_buffer("s", torch.ones(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.bump:
+            self.s.add_(1.0)
+        return torch.tanh(x) * self.s
+
+
+class RunningNorm(nn.Module):
+    """Batch norm on running stats of its own: the update bumps no version counter."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(4))
+        self.register_buffer("var", torch.ones(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.batch_norm(x, self.mean, self.var, training=True)
+
+
+def _module_records(modules: ModuleRecorder) -> dict[str, list[VariantRecord]]:
+    found: dict[str, list[VariantRecord]] = {}
+    for variant in modules.card_variants():
+        found.setdefault(variant.record.op.rsplit(".", 1)[1], []).append(variant.record)
+    return found
+
+
+def test_a_module_that_writes_its_own_buffer_is_not_optimisable() -> None:
+    model = nn.Sequential(Scale(bump=True), nn.ReLU())
+    records = _module_records(_capture(model, torch.randn(2, 4)))
+    (scale,) = records["Scale"]
+    assert not scale.optimisable and scale.reason == MUTATES_STATE and scale.mutated_inputs == [1]
+    (block,) = records["Sequential"]  # the buffer is its state too
+    assert block.reason == MUTATES_STATE and block.mutated_inputs == [1]
+    assert torch.equal(model[0].s, torch.full((4,), 2.0))
+
+
+def test_running_stats_updated_by_batch_norm_count_as_writes() -> None:
+    records = _module_records(_capture(RunningNorm(), torch.randn(8, 4)))
+    (norm,) = records["RunningNorm"]
+    assert norm.reason == MUTATES_STATE and norm.mutated_inputs == [1, 2]
+    (batch_norm,) = _module_records(_capture(nn.BatchNorm1d(4).train(), torch.randn(8, 4)))["BatchNorm1d"]
+    assert batch_norm.reason == MUTATES_STATE and batch_norm.mutated_inputs == [3, 4, 5]
+    (frozen,) = _module_records(_capture(nn.BatchNorm1d(4).eval(), torch.randn(8, 4)))["BatchNorm1d"]
+    assert frozen.optimisable and frozen.mutated_inputs == []
+
+
+def test_the_first_sample_holds_the_state_at_call_time() -> None:
+    class Parent(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = Scale(bump=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.scale(x)
+            self.scale.s.mul_(3.0)  # after the call: the child's sample must not see it
+            return y
+
+    model = Parent()
+    x = torch.randn(2, 4)
+    (scale,) = _module_records(_capture(model, x))["Scale"]
+    assert scale.optimisable and scale.mutated_inputs == []
+    (sample,) = scale.samples
+    assert torch.equal(sample.inputs[1], torch.ones(4)) and torch.equal(model.scale.s, torch.full((4,), 3.0))
+    assert torch.equal(sample.outputs[0], torch.tanh(sample.inputs[0]) * sample.inputs[1])

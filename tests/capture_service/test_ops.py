@@ -51,3 +51,29 @@ def test_identity_adaptive_pool() -> None:
     x = torch.randn(1, 2, 7, 7)
     assert is_identity_adaptive_pool(op_traits(pool), bound_arguments(pool, [x, [7, 7]], {}))
     assert not is_identity_adaptive_pool(op_traits(pool), bound_arguments(pool, [x, [1, 1]], {}))
+
+
+def test_training_batch_norm_writes_its_running_stats() -> None:
+    x, mean, var = torch.randn(4, 3), torch.zeros(3), torch.ones(3)
+    bn = aten.batch_norm.default
+
+    def written(training: bool, stats: bool = True) -> list[torch.Tensor]:
+        running = [mean, var] if stats else [None, None]
+        args = [x, None, None, *running, training, 0.1, 1e-5, False]
+        return written_tensors(op_traits(bn), bound_arguments(bn, args, {}))
+
+    found = written(True)
+    assert len(found) == 2 and found[0] is mean and found[1] is var
+    assert written(False) == [] and written(True, stats=False) == []
+    instance = aten.instance_norm.default
+    args = [x.reshape(2, 3, 2), None, None, mean, var, True, 0.1, 1e-5, False]
+    assert len(written_tensors(op_traits(instance), bound_arguments(instance, args, {}))) == 2
+    args[5] = False
+    assert written_tensors(op_traits(instance), bound_arguments(instance, args, {})) == []
+
+
+def test_attention_and_low_precision_matmuls_are_vendor_ops() -> None:
+    for op in (aten._native_multi_head_attention.default, aten._transformer_encoder_layer_fwd.default,
+               aten._scaled_mm.default, aten._int_mm.default, aten._convolution_mode.default,
+               aten.cudnn_convolution_relu.default, aten.addr.default):
+        assert op_traits(op).vendor, op

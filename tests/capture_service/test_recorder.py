@@ -126,3 +126,23 @@ def test_identity_adaptive_pool_is_flagged_degenerate() -> None:
     identity, real = _record(run)["aten::adaptive_avg_pool2d.default"]
     assert identity.degenerate == IDENTITY_POOL and identity.optimisable
     assert real.degenerate == ""
+
+
+def test_training_batch_norm_is_recorded_as_mutating_its_running_stats() -> None:
+    x, mean, var = torch.randn(8, 3) + 2.0, torch.zeros(3), torch.ones(3)
+
+    def run() -> None:
+        torch.nn.functional.batch_norm(x, mean, var, training=True)
+        torch.nn.functional.batch_norm(x, mean.clone(), var.clone(), training=False)
+
+    train, infer = _record(run)["aten::batch_norm.default"]
+    assert not train.optimisable and train.reason == MUTATES and train.mutated_inputs == [1, 2]
+    assert infer.optimisable and infer.mutated_inputs == []
+    assert not torch.equal(mean, torch.zeros(3))  # the stats really did change
+
+
+def test_native_multi_head_attention_is_a_vendor_op() -> None:
+    attention = torch.nn.MultiheadAttention(16, 2, batch_first=True).eval()
+    x = torch.randn(2, 5, 16)
+    (record,) = _record(lambda: attention(x, x, x, need_weights=False))["aten::_native_multi_head_attention.default"]
+    assert record.vendor_op and record.optimisable

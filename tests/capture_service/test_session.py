@@ -6,7 +6,9 @@ import torch
 from capture_service.blobs import BlobStore
 from capture_service.cards import CardSet
 from capture_service.errors import DeviceUnavailable, ForwardError, InvalidCaptureOptions, SampleBudgetExceeded
+from capture_service.modules import MUTATES_STATE
 from capture_service.options import CaptureOptions
+from capture_service.recorder import MUTATES
 from capture_service.session import capture_loaded
 from capture_service.spec import LoadedModel, load_model_spec
 from capture_service.timing import TimingPolicy
@@ -109,3 +111,84 @@ def test_options_and_device_are_checked(tiny_spec, tmp_path) -> None:
     if not torch.cuda.is_available():
         with pytest.raises(DeviceUnavailable):
             capture_loaded("m", loaded, CaptureOptions(device="cuda"), tmp_path)
+
+
+STATEFUL_MODEL = """
+    import torch
+    from torch import nn
+
+    class Scale(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("s", torch.ones(8))
+
+        def forward(self, x):
+            return torch.tanh(x) * self.s
+
+    class Bump(nn.Module):
+        def __init__(self, scale):
+            super().__init__()
+            self.scale = scale
+
+        def forward(self, x):
+            y = self.scale(x)
+            self.scale.s.add_(1.0)  # each timing replay of this card bumps the buffer again
+            return y
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(8, 8)
+            self.bump = Bump(Scale())
+
+        def forward(self, x):
+            return self.bump(self.proj(x))
+
+    def get_model():
+        torch.manual_seed(0)
+        return Model().eval()
+
+    def get_inputs():
+        return torch.randn(4, 8, generator=torch.Generator().manual_seed(0))
+"""
+
+
+def test_timing_a_stateful_module_leaves_the_samples_as_captured(write_spec, tmp_path) -> None:
+    spec = write_spec(STATEFUL_MODEL, "stateful.py")
+    cards = capture_loaded(str(spec), load_model_spec(str(spec)), CaptureOptions(), tmp_path, timing=FAST).cards
+    modules = {c.op.rsplit(".", 1)[1]: c for c in cards if c.kind == "module"}
+    bump = modules["Bump"]
+    assert not bump.optimisable and bump.reason == MUTATES_STATE and bump.mutated_inputs == [1]
+    assert not bump.samples and bump.eager_us is not None
+    scale = modules["Scale"]
+    assert scale.optimisable and scale.mutated_inputs == []
+    x, s = BlobStore(tmp_path).read_tensors(scale.samples[0].inputs_blob)
+    (out,) = BlobStore(tmp_path).read_tensors(scale.samples[0].outputs_blob)
+    assert torch.equal(s, torch.ones(8)) and torch.equal(out, torch.tanh(x) * s)
+
+
+def test_training_batch_norm_cards_are_not_optimisable(write_spec, tmp_path) -> None:
+    spec = write_spec("""
+        import torch
+        from torch import nn
+
+        def get_model():
+            return nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)).train()
+
+        def get_inputs():
+            return torch.randn(2, 3, 8, 8)
+    """, "bn_train.py")
+    cards = capture_loaded(str(spec), load_model_spec(str(spec)), CaptureOptions(), tmp_path, timing=FAST).cards
+    by_op = {c.op.rsplit(".", 1)[-1] if c.kind == "module" else c.op: c for c in cards}
+    batch_norm = by_op["aten::batch_norm.default"]
+    assert batch_norm.reason == MUTATES and batch_norm.mutated_inputs == [3, 4] and not batch_norm.samples
+    module = by_op["BatchNorm2d"]
+    assert module.reason == MUTATES_STATE and module.mutated_inputs == [3, 4, 5] and not module.samples
+
+
+def test_a_forward_failing_inside_torch_names_the_layer_not_the_dispatcher(tmp_path) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(16, 4))
+    with pytest.raises(ForwardError) as info:
+        capture_loaded("m", LoadedModel(model, (torch.randn(4, 8),)), CaptureOptions(), tmp_path, timing=FAST)
+    assert "cannot be multiplied" in str(info.value)
+    assert "(linear.py:" in str(info.value) and "in forward)" in str(info.value)

@@ -67,3 +67,21 @@ def test_missing_file_and_malformed_spec() -> None:
         load_model_spec("just-a-word")
     with pytest.raises(InvalidModelSpec, match="failed to import"):
         load_model_spec("no_such_package_kf:factory")
+
+
+def test_a_syntax_error_names_its_own_file_and_line(write_spec) -> None:
+    with pytest.raises(InvalidModelSpec) as info:
+        load_model_spec(str(write_spec("import torch\ndef get_model(:\n    return None\n", "broken.py")))
+    message = str(info.value)
+    assert "failed to import: SyntaxError: " in message and message.endswith("(broken.py:2)")
+    assert "frozen" not in message
+
+
+def test_an_error_raised_inside_torch_names_the_users_line(write_spec) -> None:
+    source = (
+        "import torch\ndef get_model():\n    return torch.nn.ReLU()\n"
+        "def get_inputs():\n    layer = torch.nn.Linear(4, 4)\n    return layer(torch.ones(2, 3))\n"
+    )
+    with pytest.raises(InputsError) as info:
+        load_model_spec(str(write_spec(source, "inside.py")))
+    assert str(info.value).endswith("(inside.py:6 in get_inputs)")
