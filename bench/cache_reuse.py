@@ -1,7 +1,7 @@
 """A second run on the same model reuses the kernel cache: its LLM calls and wall time against the first.
 
 Both runs use an LLM proposer (litellm, ``openai/gpt-4o-mini``) pointed at an OpenAI-compatible
-endpoint on loopback. The endpoint writes its answers with the offline proposer's templates
+endpoint on loopback (the tests' scripted server). The endpoint writes its answers with the offline proposer's templates
 (knob sets it has not yet given for that card, found by the card id the prompt names), so every
 answer is a real kernel that compiles and verifies; ``--answer-delay`` adds a hosted model's
 answer time. The two runs share one runs directory, hence one kernel cache.
@@ -20,15 +20,14 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from agent_service.models import ProposalRequest
 from agent_service.offline.proposer import propose_offline
 from capture_service.cards import CardSet
+from tests.agent_service.scripted_llm import Scripted, ScriptedLlmServer
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "tests" / "forge_service" / "models" / "tiny_mlp.py"
@@ -40,56 +39,35 @@ class TemplateEndpoint:
     """``/v1/chat/completions`` answering each prompt with a template kernel for the card it names."""
 
     def __init__(self, cards: CardSet, answer_delay_s: float) -> None:
-        self.requests = 0
+        self._cards = cards
+        self._delay_s = answer_delay_s
         self._tried: dict[str, list[dict[str, object]]] = {}
-        self._lock = threading.Lock()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
-                time.sleep(answer_delay_s)
-                data = json.dumps(owner.answer(cards, prompt)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = ScriptedLlmServer([], respond=self._answer).__enter__()
 
     @property
     def api_base(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return self._server.api_base
 
-    def answer(self, cards: CardSet, prompt: str) -> dict[str, object]:
+    @property
+    def requests(self) -> int:
+        return len(self._server.requests)
+
+    def _answer(self, request: dict[str, Any]) -> Scripted:
+        prompt = "\n".join(str(m.get("content", "")) for m in request.get("messages", []))
         match = CARD_ID.search(prompt)
-        with self._lock:
-            self.requests += 1
-            if match is None:
-                content = "The prompt names no card."
-            else:
-                tried = self._tried.setdefault(match.group(1), [])
-                proposal = propose_offline(ProposalRequest(card=cards.card(match.group(1)), tried_knobs=tried))
-                tried.append(proposal.knobs)
-                content = (f"DESCRIPTION: {proposal.description}\n```cpp\n{proposal.source}```\n"
-                           if proposal.has_proposal else proposal.no_proposal_reason)
-        return {"id": f"chatcmpl-{self.requests}", "object": "chat.completion", "created": int(time.time()),
-                "model": LLM.split("/", 1)[1],
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                             "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": len(content) // 4,
-                          "total_tokens": (len(prompt) + len(content)) // 4}}
+        if match is None:
+            content = "The prompt names no card."
+        else:
+            tried = self._tried.setdefault(match.group(1), [])
+            proposal = propose_offline(ProposalRequest(card=self._cards.card(match.group(1)), tried_knobs=tried))
+            tried.append(proposal.knobs)
+            content = (f"DESCRIPTION: {proposal.description}\n```cpp\n{proposal.source}```\n"
+                       if proposal.has_proposal else proposal.no_proposal_reason)
+        return Scripted(content=content, delay_s=self._delay_s, prompt_tokens=len(prompt) // 4,
+                        completion_tokens=len(content) // 4, model=LLM.split("/", 1)[1])
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.__exit__()
 
 
 def optimize(runs_dir: Path, api_base: str, budget: int, max_cards: int) -> dict[str, object]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -24,10 +25,14 @@ class Scripted:
 
 
 class ScriptedLlmServer:
-    """Serves ``/v1/chat/completions`` from a queue of :class:`Scripted` answers; records requests."""
+    """Serves ``/v1/chat/completions`` from a queue of :class:`Scripted` answers; records requests.
 
-    def __init__(self, script: list[Scripted]) -> None:
+    ``respond``, where given, writes each answer from the request instead of the queue.
+    """
+
+    def __init__(self, script: list[Scripted], respond: Callable[[dict[str, Any]], Scripted] | None = None) -> None:
         self.script = list(script)
+        self.respond = respond
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         owner = self
@@ -40,7 +45,12 @@ class ScriptedLlmServer:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 with owner._lock:
                     owner.requests.append(body)
-                    answer = owner.script.pop(0) if owner.script else Scripted(status=500, content="script exhausted")
+                    if owner.respond is not None:
+                        answer = owner.respond(body)
+                    elif owner.script:
+                        answer = owner.script.pop(0)
+                    else:
+                        answer = Scripted(status=500, content="script exhausted")
                 time.sleep(answer.delay_s)
                 if answer.status != 200:
                     payload = {"error": {"message": answer.content or "error", "type": "rate_limit_error"
