@@ -1,7 +1,8 @@
 """A block whose hottest cards have nothing to propose (the block's own module card, and the
 LayerNorm module card, which its aten card covers), so the run must hand their place to the next
-card by eager time. A second LayerNorm over a single row is the cheapest module card, so some
-module card always stays outside the search whatever order the timings put the others in."""
+card by eager time. A second LayerNorm over a single row of 1024 is the cheapest module card by
+two orders of magnitude, so some module card always stays outside the search however noisy the
+timings are."""
 
 import torch
 
@@ -9,8 +10,8 @@ import torch
 class NormBlock(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.norm = torch.nn.LayerNorm(256)
-        self.row_norm = torch.nn.LayerNorm(256)
+        self.norm = torch.nn.LayerNorm(1024)
+        self.row_norm = torch.nn.LayerNorm(1024)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.silu(self.norm(x)) * x + self.row_norm(x[:1])
@@ -22,4 +23,4 @@ def get_model() -> torch.nn.Module:
 
 
 def get_inputs() -> tuple[torch.Tensor]:
-    return (torch.randn(128, 256, generator=torch.Generator().manual_seed(1)),)
+    return (torch.randn(512, 1024, generator=torch.Generator().manual_seed(1)),)
