@@ -76,6 +76,9 @@ class EndToEnd(BaseModel):
     kernel_stats: dict[str, dict[str, object]] = {}
 
 
+RUNS_AS_EAGER = "the .cast holds no kernel for this device, so the model runs as eager"
+
+
 class RunReport(BaseModel):
     run_id: str
     model_spec: str
@@ -125,7 +128,7 @@ class RunReport(BaseModel):
             if e.parity_note:
                 lines.append(f"Parity {e.parity_note}.")
             if e.cast_kernels == 0:
-                lines.append("The .cast holds no kernel for this device: the model runs as eager.")
+                lines.append(f"{RUNS_AS_EAGER.capitalize()}.")
             if e.compile_error:
                 lines.append(f"torch.compile: {e.compile_error}")
         return "\n".join(lines) + "\n"
@@ -133,8 +136,8 @@ class RunReport(BaseModel):
 
 def end_to_end_line(e: EndToEnd) -> str:
     """One line for the terminal: eager against the .cast, and the parity verdict."""
-    if e.cast_ms is None:
-        cast = f"eager {_ms(e.eager_ms)}; the .cast holds no kernel for this device, so the model runs as eager"
+    if e.cast_kernels == 0:
+        cast = f"eager {_ms(e.eager_ms)}; {RUNS_AS_EAGER}"
     else:
         cast = f"eager {_ms(e.eager_ms)}, .cast {_ms(e.cast_ms)} (x{e.cast_speedup or 0:.2f})"
     parity = (f"parity {parity_word(e)} (max rel error {_sci(e.parity_max_rel_error)}, "

@@ -541,8 +541,7 @@ def _cuda_foreach(plan: RowPlan, shape: _CudaShape, body: str, source: str, befo
     """Loop over this thread's elements of the row; ``source``: "global", "fill" (load and cache) or "cache"."""
     xt = cxx.element_type(plan.inputs[plan.x].dtype, "cuda")
     vec, inner = shape.vec, plan.inner
-    # The cache is indexed by the iteration: it stays in registers only if the loop is unrolled.
-    unroll = "#pragma unroll" if shape.items <= 16 or source != "global" else "#pragma unroll 4"
+    unroll = _unroll_pragma(shape, source)
     if source == "cache":
         value = f"cache[it * {vec} + k]"
         load = ""
@@ -568,6 +567,17 @@ def _cuda_foreach(plan: RowPlan, shape: _CudaShape, body: str, source: str, befo
 """
 
 
+def _unroll_pragma(shape: _CudaShape, source: str) -> str:
+    """Loops over a cached row unroll fully: the cache is indexed by the iteration and stays in
+    registers only if every index is a constant (partly unrolled, it moved to a local-memory stack)."""
+    return "#pragma unroll" if shape.items <= 16 or source != "global" else "#pragma unroll 4"
+
+
+def _stage_elements(nt: int) -> int:
+    """Elements per row one stage of the staged write holds: a whole number of iterations of ``nt`` warps."""
+    return max(1, STAGED_WRITE_ELEMENTS // nt) * nt
+
+
 def _stages_write(plan: RowPlan, knobs: Knobs) -> bool:
     """Columns mode writing an output whose rows are contiguous while x's are strided.
 
@@ -584,11 +594,9 @@ def _cuda_staged_write(plan: RowPlan, shape: _CudaShape, source: str) -> str:
     assert plan.y is not None and shape.vec == 1
     yt = cxx.element_type(plan.outputs[plan.y].dtype, "cuda")
     nt, L = shape.nt, plan.length
-    per_stage = max(1, STAGED_WRITE_ELEMENTS // nt)  # iterations whose elements one stage holds
+    per_stage = _stage_elements(nt) // nt  # iterations whose elements one stage holds
     value = "cache[it]" if source == "cache" else f"kf_to_f32(x[base + j * {plan.inner}LL])"
-    # The cache is indexed by the iteration: it stays in registers only if the loop is unrolled.
-    unroll = "#pragma unroll" if source == "cache" or shape.items <= 16 else "#pragma unroll 4"
-    return f"""{unroll}
+    return f"""{_unroll_pragma(shape, source)}
     for (int it = 0; it < {shape.items}; ++it) {{
       const int64_t j = (int64_t)it * {nt} + t;
       if (live && j < {L}LL) {{
@@ -602,7 +610,7 @@ def _cuda_staged_write(plan: RowPlan, shape: _CudaShape, source: str) -> str:
         for (int r = t; r < 32; r += {nt}) {{
           const int64_t wrow = row0 + r;
           if (wrow >= {plan.rows}LL) continue;
-          for (int k = threadIdx.x % 32; k < {per_stage * nt}; k += 32) {{
+          for (int k = threadIdx.x % 32; k < {_stage_elements(nt)}; k += 32) {{
             if (j_first + k < {L}LL) y[wrow * {L}LL + j_first + k] = kf_from_f32<{yt}>(kf_stage[k][r]);
           }}
         }}
@@ -699,7 +707,7 @@ def _render_cuda(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
                     f"       row += (int64_t)gridDim.x * {gpb}) {{\n    const bool live = true;\n")
     aligned = plan._vector_pointers() if shape.vec > 1 else []
     cache_decl = f"    float cache[{shape.items * shape.vec}]; (void)cache;\n" if shape.cache else ""
-    stage_decl = f"  __shared__ float kf_stage[{max(1, STAGED_WRITE_ELEMENTS // nt) * nt}][33];" if staged else ""
+    stage_decl = f"  __shared__ float kf_stage[{_stage_elements(nt)}][33];" if staged else ""
     return f"""{cxx.CUDA_PRELUDE}
 {CUDA_ROW_HELPERS}
 {_math_macros("cuda", True)}

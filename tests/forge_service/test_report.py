@@ -60,6 +60,9 @@ def test_the_terminal_line_says_when_the_cast_runs_as_eager_or_parity_is_not_jud
     empty = EndToEnd(measured=True, eager_ms=2.0, cast_kernels=0, parity_ok=True, parity_max_rel_error=0.0,
                      parity_tolerance=1e-3)
     assert "holds no kernel for this device, so the model runs as eager" in end_to_end_line(empty)
+    assert "The .cast holds no kernel for this device, so the model runs as eager." in RunReport(
+        run_id="r", model_spec="m.py", backend="cpu", device="cpu", cards=[], end_to_end=empty, cast_path=None,
+        kernels_packaged=0).markdown()
     assert ".cast" not in end_to_end_line(empty).split(";")[0]
     unjudged = EndToEnd(measured=True, eager_ms=2.0, cast_ms=1.0, cast_speedup=2.0, cast_kernels=1, parity_ok=None,
                         parity_note="not judged: eager's own output changed by 5.00e-01")
