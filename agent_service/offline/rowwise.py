@@ -31,6 +31,19 @@ _STAT_DECLS = {"sum": "float st_sum;", "mean": "float st_sum;", "amax": "float s
                "softmax": "float st_m, st_sum;", "log_softmax": "float st_m, st_sum;", "rms_norm": "float st_sumsq;",
                "layer_norm": "float st_mean, st_var;", "group_norm": "float st_mean, st_var;"}
 SPLIT_MIN_LENGTH = 8192
+#: The knobs only some cuda modes read (threads_per_block is read by all): split and resident
+#: modes reduce with their own statistics and stage no cached row, columns mode reduces across
+#: warps its own way, and tile mode reads its rows one way.
+_ROW_MODES = ("warp", "block", "thread", "columns")
+_CUDA_KNOB_MODES: dict[str, tuple[str, ...]] = {
+    "stats": _ROW_MODES,
+    "cache_row": _ROW_MODES,
+    "reduce": ("warp", "block", "thread", "split", "resident"),
+    "vector": (*_ROW_MODES, "split", "resident"),
+    "blocks_per_row": ("split",),
+    "unroll": ("split",),
+    "resident_blocks_per_sm": ("resident",),
+}
 # Resident mode stages each block's chunk in dynamic shared memory; the most a block may opt into
 # per architecture (sm_80 164 KiB, sm_90 227 KiB; others 99 KiB), less room for the reduction.
 RESIDENT_SMEM_BYTES = {"sm_80": 163 * 1024, "sm_87": 163 * 1024, "sm_90": 227 * 1024, "sm_100": 227 * 1024}
@@ -256,7 +269,9 @@ class RowPlan:
             if self._tiles_rows():
                 modes = ("tile", *modes)
         else:
-            modes = (("split",) if splits else ()) + (("resident",) if resident_per_sm else ()) + ("block", "warp")
+            modes = (("split",) if splits else ()) + (("resident",) if resident_per_sm else ())
+            if not (splits and self._outgrows_l2(device)):
+                modes += ("block", "warp")
         choices: dict[str, tuple[Any, ...]] = {
             "mode": modes,
             "threads_per_block": (256, 128, 512, 1024) if modes[0] != "warp" else (256, 128, 512),
@@ -270,7 +285,18 @@ class RowPlan:
             choices["unroll"] = (1, 4)  # split mode: vectors loaded ahead of use, per thread
         if resident_per_sm:
             choices["resident_blocks_per_sm"] = resident_per_sm
-        return KnobSpace(choices)
+        return KnobSpace(choices, only_in=_CUDA_KNOB_MODES)
+
+    def _outgrows_l2(self, device: DeviceDescription) -> bool:
+        """Whether the input is larger than the last-level cache (then a row's second read is from memory).
+
+        With fewer rows than SMs, one block per row (block and warp modes) leaves most SMs idle;
+        that is bearable only while the row's re-reads come from L2. Past it, the H200 measured
+        those modes 3 to 5 times slower than split mode (group norms of 67 to 268 MB), so they
+        are not offered.
+        """
+        size = cxx.ELEMENT_BYTES[self.inputs[self.x].dtype]
+        return device.l2_bytes > 0 and self.rows * self.length * size > device.l2_bytes
 
     def _tiles_rows(self) -> bool:
         """Short rows reduced to one value each (global pooling): staged through shared memory.

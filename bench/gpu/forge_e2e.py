@@ -6,11 +6,13 @@ latency eager / .cast / torch.compile / .cast + torch.compile with output parity
 card's own call is then timed under torch.compile too (bench/card_compile.py, in a child
 process), giving the best kernel's speedup over torch.compile card by card.
 
-KF_BENCH_FORGE_MODELS picks models (comma-separated names of MODELS), KF_BENCH_FORGE_BUDGET the
+KF_BENCH_FORGE_MODELS picks models (comma-separated names of MODELS; ``examples`` names the
+bundled examples; the paper's models by default), KF_BENCH_FORGE_BUDGET the
 evaluations per card, KF_BENCH_FORGE_CARDS the cards per model, KF_BENCH_FORGE_TIMEOUT the seconds
 per model, of which capture and search may use KF_BENCH_FORGE_SEARCH_S (half by default: the rest
 is for packaging and the end-to-end measurement). Each model's result also says how
-much of its captured eager time the offline proposer covers (``_coverage``).
+much of its captured eager time the offline proposer covers (``_coverage``) and what each
+packaged kernel's guard costs per call (``guard_us``, from the .cast's manifest).
 """
 
 from __future__ import annotations
@@ -35,6 +37,13 @@ MODELS: dict[str, tuple[str, dict[str, str]]] = {
     "qwen35_prefill": ("examples/paper/qwen35_moe.py", {"KF_EXAMPLE_VARIANT": "prefill"}),
     "sd35_mmdit": ("examples/paper/sd35_mmdit.py", {}),
 }
+#: The bundled examples at their GPU sizes (``KF_BENCH_FORGE_MODELS=examples`` runs them all).
+EXAMPLES: dict[str, tuple[str, dict[str, str]]] = {
+    name: (f"examples/{name}.py", {})
+    for name in ("small_cnn", "small_transformer", "resnet50", "diffusion_block", "gemma_decoder", "qwen2_decoder",
+                 "whisper_encoder")
+}
+MODELS.update(EXAMPLES)
 #: Paper sizes, weights drawn on the GPU: every process of a run that builds the model (the capture
 #: worker, the end-to-end child) would otherwise draw a billion parameters on the CPU each time.
 PAPER_SIZE = {"KF_EXAMPLE_SIZE": "gpu", "KF_EXAMPLE_DEVICE": "cuda"}
@@ -73,7 +82,20 @@ def optimize(name: str, spec: str, env: dict[str, str], runs: Path, budget: int,
     return {"ok": True, "seconds": seconds, "run_status": out["run"]["status"],
             "evaluations": out["run"].get("evaluations_done"), "cards": cards_out,
             "end_to_end": report.get("end_to_end"), "kernels_packaged": report.get("kernels_packaged"),
-            "pruned_ops": report.get("pruned_ops"), "coverage": coverage(run_dir)}
+            "pruned_ops": report.get("pruned_ops"), "guard_us": guard_costs(runs / f"{name}.cast"),
+            "coverage": coverage(run_dir)}
+
+
+def guard_costs(cast: Path) -> dict:
+    """Per packaged kernel, what its guarded dispatch costs per call (µs), from the .cast's manifest."""
+    if not cast.is_file():
+        return {}
+    inspect = "from packager.cli import main; raise SystemExit(main())"
+    proc = subprocess.run([sys.executable, "-c", inspect, "inspect", str(cast), "--json"],
+                          capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-500:]}
+    return {k["card_id"]: k["guard_cost_us"] for k in json.loads(proc.stdout)["kernels"]}
 
 
 def coverage(run_dir: Path) -> dict:
@@ -109,7 +131,8 @@ def add_compile_baselines(run_dir: Path, cards: list[dict]) -> None:
 
 def run(out_dir: Path) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
-    names = [n for n in os.environ.get("KF_BENCH_FORGE_MODELS", ",".join(MODELS)).split(",") if n]
+    asked = os.environ.get("KF_BENCH_FORGE_MODELS", ",".join(n for n in MODELS if n not in EXAMPLES))
+    names = [m for n in asked.split(",") if n for m in (EXAMPLES if n == "examples" else [n])]
     budget = int(os.environ.get("KF_BENCH_FORGE_BUDGET", "4"))
     cards = int(os.environ.get("KF_BENCH_FORGE_CARDS", "3"))
     results = {}

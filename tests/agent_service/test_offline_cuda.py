@@ -167,6 +167,21 @@ def test_few_rows_that_fit_in_shared_memory_may_stay_resident() -> None:
     assert "resident" not in modes(8, 512, 16, 16)["mode"]  # short rows: one block per row already
 
 
+def test_few_rows_larger_than_l2_are_never_given_one_block_each() -> None:
+    def space(*shape: int, dtype: torch.dtype = bf16) -> Any:
+        args = [r(*shape, dtype=dtype), 32, r(shape[1], dtype=dtype), r(shape[1], dtype=dtype), 1e-6]
+        card, _ = aten_card(aten.group_norm.default, args)
+        return plan_for_card(_on_cuda(card), "cuda").knob_space("cuda", H200)
+
+    assert space(1, 128, 1024, 1024).choices["mode"] == ("split",)  # 256 MiB
+    assert space(1, 512, 128, 128, dtype=torch.float32).choices["mode"] == ("split", "block", "warp")  # 32 MiB
+    split = space(1, 128, 1024, 1024)
+    revisions = list(split.neighbours(split.default(), 1))
+    assert revisions and all(k["stats"] == "two_pass" and k["cache_row"] is True for k in revisions)
+    assert {k["mode"] for k in revisions} == {"split"}
+    assert split.normalise({**split.default(), "cache_row": False, "stats": "one_pass"}) == split.default()
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 def test_short_rows_reduced_to_one_value_are_tiled() -> None:
     pool, _ = aten_card(aten.mean.dim, [r(8, 64, 7, 7, dtype=bf16), [-1, -2], True])

@@ -48,3 +48,19 @@ def test_other_modes_are_tried_before_fine_knobs() -> None:
 def test_unknown_parent_values_fall_back_to_defaults() -> None:
     assert SPACE.normalise({"threads": 999, "other": 1}) == SPACE.default()
     assert describe_change({"threads": 256, "vector": 8}, {"threads": 512, "vector": 8}) == "threads 256→512"
+
+
+def test_a_knob_its_mode_does_not_read_stays_at_its_default_and_is_never_varied() -> None:
+    space = KnobSpace({"mode": ("split", "block"), "threads": (256, 512), "cache": (True, False)},
+                      only_in={"cache": ("block",)})
+    assert space.normalise({"mode": "split", "threads": 512, "cache": False}) == {
+        "mode": "split", "threads": 512, "cache": True}
+    assert list(space.neighbours(space.default(), 1)) == [{"mode": "block", "threads": 256, "cache": True},
+                                                         {"mode": "split", "threads": 512, "cache": True}]
+    tried: list[dict[str, object]] = []
+    parent = None
+    while (knobs := next_knobs(space, parent, tried, seed=4)) is not None:
+        assert knobs == space.normalise(knobs) and knobs not in tried
+        tried.append(knobs)
+        parent = knobs
+    assert len(tried) == 6  # split at two thread counts, block at two thread counts by two cache settings
