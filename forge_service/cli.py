@@ -183,7 +183,7 @@ async def cmd_optimize(args: argparse.Namespace) -> int:
         target_cards=args.target_card or [], sandbox_addresses=args.sandbox if args.forge and args.sandbox else [],
         seed=args.seed, grad_mode=args.grad_mode, samples=args.samples, min_speedup=args.min_speedup,
         include_vendor_ops=args.include_vendor_ops, parallel=args.parallel,
-        sample_budget_bytes=args.sample_budget_mb << 20,
+        sample_budget_bytes=args.sample_budget_mb << 20, skip_compile_baseline=args.no_compile_baseline,
     )
     async with forge_stub(args) as stub:
         run = await stub.StartRun(forge_pb2.StartRunRequest(config=config.to_proto()))
@@ -267,6 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--min-speedup", type=float, default=1.0, help="package kernels at least this much faster")
     opt.add_argument("--include-vendor-ops", action="store_true", help="also search convolution/matmul/attention")
     opt.add_argument("--parallel", type=int, default=0, help="candidates in flight (default: one per sandbox)")
+    opt.add_argument("--no-compile-baseline", action="store_true",
+                     help="end to end, time eager and the .cast only: no torch.compile (minutes on a large model); "
+                          "parity is then judged by the output dtype's tolerance")
     opt.add_argument("--json", action="store_true", help="print the outcome as JSON")
     add_connection_arguments(opt, services=True)
     opt.set_defaults(func=cmd_optimize)

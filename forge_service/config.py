@@ -33,6 +33,7 @@ class RunConfig(BaseModel):
     include_vendor_ops: bool = False
     parallel: int = Field(default=0, ge=0)
     sample_budget_bytes: int = Field(default=0, ge=0)
+    skip_compile_baseline: bool = False
 
     @field_validator("backend")
     @classmethod
@@ -69,6 +70,7 @@ class RunConfig(BaseModel):
                 include_vendor_ops=msg.include_vendor_ops,
                 parallel=msg.parallel,
                 sample_budget_bytes=msg.sample_budget_bytes,
+                skip_compile_baseline=msg.skip_compile_baseline,
             )
         except ValueError as exc:
             raise InvalidArgument(f"bad run configuration: {exc}") from exc
@@ -80,6 +82,7 @@ class RunConfig(BaseModel):
             sandbox_addresses=self.sandbox_addresses, seed=self.seed, grad_mode=self.grad_mode,
             samples=self.samples, min_speedup=self.min_speedup, include_vendor_ops=self.include_vendor_ops,
             parallel=self.parallel, sample_budget_bytes=self.sample_budget_bytes,
+            skip_compile_baseline=self.skip_compile_baseline,
         )
         if self.budget_usd is not None:
             msg.budget_usd = self.budget_usd

@@ -241,7 +241,8 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
     """The .cast, its end-to-end figures, and the ops left on eager after measuring the model."""
     excluded: dict[str, str] = {}
     manifest = write_cast(store, None, path, excluded)
-    e2e = measure_end_to_end(config, path, backend)
+    with_compile = not config.skip_compile_baseline
+    e2e = measure_end_to_end(config, path, backend, with_compile)
     noise = e2e.compile_parity_rel_error
     while (is_slower(e2e) or breaks_parity(e2e)) and len(excluded) < MAX_PRUNED_OPS:
         op = least_saving_op(manifest)
@@ -257,7 +258,7 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
         log.info("output parity still broken: the .cast keeps no kernel")
         manifest = write_cast(store, None, path, excluded)
     if excluded:
-        e2e = measure_end_to_end(config, path, backend, noise_rel_error=noise)
+        e2e = measure_end_to_end(config, path, backend, with_compile, noise_rel_error=noise)
     return manifest, e2e, excluded
 
 

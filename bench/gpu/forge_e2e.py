@@ -10,7 +10,8 @@ KF_BENCH_FORGE_MODELS picks models (comma-separated names of MODELS; ``examples`
 bundled examples; the paper's models by default), KF_BENCH_FORGE_BUDGET the
 evaluations per card, KF_BENCH_FORGE_CARDS the cards per model, KF_BENCH_FORGE_TIMEOUT the seconds
 per model, of which capture and search may use KF_BENCH_FORGE_SEARCH_S (half by default: the rest
-is for packaging and the end-to-end measurement). Each model's result also says how
+is for packaging and the end-to-end measurement); KF_BENCH_FORGE_NO_COMPILE=1 leaves torch.compile
+out of the end-to-end measurement. Each model's result also says how
 much of its captured eager time the offline proposer covers (``_coverage``) and what each
 packaged kernel's guard costs per call (``guard_us``, from the .cast's manifest).
 """
@@ -55,6 +56,8 @@ def optimize(name: str, spec: str, env: dict[str, str], runs: Path, budget: int,
            "--budget", str(budget),
            "--max-cards", str(cards), "--json", "--runs-dir", str(runs), "--out", str(runs / f"{name}.cast"),
            "--sample-budget-mb", os.environ.get("KF_BENCH_FORGE_SAMPLE_MB", "8192"), "--samples", "1"]
+    if os.environ.get("KF_BENCH_FORGE_NO_COMPILE") == "1":
+        cmd.append("--no-compile-baseline")
     timeout = float(os.environ.get("KF_BENCH_FORGE_TIMEOUT", "1500"))
     # Capture and search stop here, so packaging and the end-to-end measurement still fit in the timeout.
     cmd += ["--time-limit", os.environ.get("KF_BENCH_FORGE_SEARCH_S", str(round(timeout / 2)))]

@@ -82,10 +82,12 @@ def test_runs_and_report_read_the_store(first_run: tuple[Path, dict]) -> None:
     assert report.returncode == 0 and "End to end (guards on)" in report.stdout
 
 
-def test_a_second_run_starts_from_the_kernel_cache(first_run: tuple[Path, dict]) -> None:
-    runs, _ = first_run
+def test_a_second_run_starts_from_the_kernel_cache_and_may_leave_torch_compile_out(
+        first_run: tuple[Path, dict]) -> None:
+    runs, out = first_run
+    assert out["report"]["end_to_end"]["compile_ms"] > 0
     proc = kforge("optimize", str(MODEL), "--backend", "cpu", "--budget", "2", "--max-cards", "2", "--json",
-                  "--runs-dir", str(runs))
+                  "--runs-dir", str(runs), "--no-compile-baseline")
     assert proc.returncode == 0, proc.stderr[-3000:]
     second = json.loads(proc.stdout)
     db = sqlite3.connect(Path(second["run"]["run_dir"]) / "run.sqlite")
@@ -93,6 +95,8 @@ def test_a_second_run_starts_from_the_kernel_cache(first_run: tuple[Path, dict])
     assert first_candidates and {p for _, p in first_candidates} == {"cache"}
     # the earlier search of each card was complete, so the cached kernel alone finishes it
     assert second["run"]["evaluations_done"] == len(first_candidates)
+    e2e = second["report"]["end_to_end"]
+    assert e2e["measured"] and e2e["eager_ms"] > 0 and e2e.get("compile_ms") is None, e2e
 
 
 def test_an_unknown_model_fails_with_a_clear_message(tmp_path: Path) -> None:
