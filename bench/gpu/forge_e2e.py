@@ -11,7 +11,7 @@ bundled examples; the paper's models by default), KF_BENCH_FORGE_BUDGET the
 evaluations per card, KF_BENCH_FORGE_CARDS the cards per model, KF_BENCH_FORGE_TIMEOUT the seconds
 per model, of which capture and search may use KF_BENCH_FORGE_SEARCH_S (half by default: the rest
 is for packaging and the end-to-end measurement); KF_BENCH_FORGE_NO_COMPILE=1 leaves torch.compile
-out of the end-to-end measurement. Each model's result also says how
+out of the end-to-end measurement and the per-card baselines. Each model's result also says how
 much of its captured eager time the offline proposer covers (``_coverage``) and what each
 packaged kernel's guard costs per call (``guard_us``, from the .cast's manifest).
 """
@@ -56,7 +56,7 @@ def optimize(name: str, spec: str, env: dict[str, str], runs: Path, budget: int,
            "--budget", str(budget),
            "--max-cards", str(cards), "--json", "--runs-dir", str(runs), "--out", str(runs / f"{name}.cast"),
            "--sample-budget-mb", os.environ.get("KF_BENCH_FORGE_SAMPLE_MB", "8192"), "--samples", "1"]
-    if os.environ.get("KF_BENCH_FORGE_NO_COMPILE") == "1":
+    if no_compile():
         cmd.append("--no-compile-baseline")
     timeout = float(os.environ.get("KF_BENCH_FORGE_TIMEOUT", "1500"))
     # Capture and search stop here, so packaging and the end-to-end measurement still fit in the timeout.
@@ -81,12 +81,18 @@ def optimize(name: str, spec: str, env: dict[str, str], runs: Path, budget: int,
         for c in report.get("cards", []) if c.get("status") != "skipped"
     ]
     run_dir = Path(out["run"].get("run_dir") or runs / str(out["run"]["run_id"]))
-    add_compile_baselines(run_dir, cards_out)
+    if not no_compile():
+        add_compile_baselines(run_dir, cards_out)
     return {"ok": True, "seconds": seconds, "run_status": out["run"]["status"],
             "evaluations": out["run"].get("evaluations_done"), "cards": cards_out,
             "end_to_end": report.get("end_to_end"), "kernels_packaged": report.get("kernels_packaged"),
             "pruned_ops": report.get("pruned_ops"), "guard_us": guard_costs(runs / f"{name}.cast"),
             "coverage": coverage(run_dir)}
+
+
+def no_compile() -> bool:
+    """Whether torch.compile stays out of the run (end to end and card by card)."""
+    return os.environ.get("KF_BENCH_FORGE_NO_COMPILE") == "1"
 
 
 def guard_costs(cast: Path) -> dict:
