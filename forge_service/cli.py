@@ -257,7 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--proposer", default="offline", help='"offline" or a litellm model, e.g. openai/gpt-4.1')
     opt.add_argument("--api-base", help="base URL of an OpenAI-compatible or other litellm endpoint")
     opt.add_argument("--budget-usd", type=float, help="stop spending on LLM calls past this many dollars")
-    opt.add_argument("--time-limit", type=float, help="stop searching after this many seconds")
+    opt.add_argument("--time-limit", type=float,
+                     help="stop searching once the run has lasted this many seconds, capture included "
+                          "(packaging and the end-to-end check follow)")
     opt.add_argument("--target-card", action="append", help="search this card id or op (repeatable)")
     opt.add_argument("--seed", type=int, default=0)
     opt.add_argument("--samples", type=int, default=2, help="reference samples kept per card")

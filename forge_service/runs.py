@@ -192,6 +192,9 @@ class RunManager:
             raise
         except TimeoutError:
             await self._emit(run_id, "log", f"time limit of {config.time_limit_s:g} s reached")
+            if not self.store(run_id).evaluation_count():
+                await self._emit(run_id, "log", "no candidate was evaluated: the time limit counts from the run's "
+                                                "start, capture included; raise --time-limit")
             await self._finish(run_id, config)
             await self._set_status(run_id, "done", "run finished at its time limit")
         except KforgeError as exc:

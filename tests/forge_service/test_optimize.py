@@ -135,3 +135,14 @@ def test_a_card_with_nothing_to_propose_hands_its_place_on_and_the_summary_adds_
     share = sum(card["time_share"] for card in skipped if card["kind"] != "module")
     text = " ".join(proc.stdout.split())
     assert f"{len(skipped)} other cards (operators: {share:.1%} of eager time) stay on eager" in text
+
+
+def test_a_time_limit_spent_before_any_candidate_says_so_and_the_run_still_ends(tmp_path: Path) -> None:
+    proc = kforge("optimize", str(MODEL), "--backend", "cpu", "--json", "--time-limit", "1", "--no-compile-baseline",
+                  "--runs-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["run"]["status"] == "done" and out["run"]["evaluations_done"] == 0
+    events = [m for (m,) in sqlite3.connect(Path(out["run"]["run_dir"]) / "run.sqlite").execute(
+        "SELECT message FROM events")]
+    assert any(m.startswith("no candidate was evaluated: the time limit counts from the run's start") for m in events)
