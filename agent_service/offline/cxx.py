@@ -177,6 +177,34 @@ def guard(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], aligned: 
     return "\n".join(lines)
 
 
+#: Scratch buffers come from the device's default memory pool: keep a little of it reserved, or
+#: every synchronisation returns it to the driver and the next call pays to map it again.
+CUDA_POOL_KEEP = r"""
+static void kf_keep_pool_memory(void) {
+  static bool done[64];
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64 || done[device]) return;
+  cudaMemPool_t pool;
+  if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
+    uint64_t keep = 0;
+    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    if (keep < (1ull << 20)) {
+      keep = 1ull << 20;
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+  }
+  done[device] = true;
+}
+"""
+
+
+def cuda_scratch(name: str, ctype: str, count: int) -> str:
+    """Host code: ``ctype *name`` of ``count`` elements from stream ``s``'s memory pool (free it after the launch)."""
+    return (f"  kf_keep_pool_memory();\n  {ctype} *{name} = nullptr;\n"
+            f"  if (cudaMallocAsync((void **)&{name}, {count} * sizeof({ctype}), s) != cudaSuccess)\n"
+            f"    return {STATUS_LAUNCH_FAILED};\n")
+
+
 def cuda_launch_epilogue() -> str:
     return f"  return cudaGetLastError() == cudaSuccess ? 0 : {STATUS_LAUNCH_FAILED};"
 

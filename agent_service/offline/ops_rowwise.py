@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent_service.offline.call import TensorArg, UnsupportedCard
+from agent_service.offline.group_norm_nhwc import ChannelsLastGroupNormPlan, is_channels_last
 from agent_service.offline.layout import dense_row_layout, is_contiguous, row_layout
 from agent_service.offline.pooling import AdaptivePoolPlan
 from agent_service.offline.rowwise import RowPlan
@@ -110,7 +111,8 @@ def _output_inner(card: OperatorCard, x: TensorArg, dims: list[int], rows: int, 
     return inner
 
 
-def rowwise_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan | AdaptivePoolPlan:
+def rowwise_plan(card: OperatorCard, base: str, call: dict[str, Any]
+                 ) -> RowPlan | AdaptivePoolPlan | ChannelsLastGroupNormPlan:
     common: dict[str, Any] = {"inputs": tuple(card.inputs), "outputs": tuple(card.outputs)}
     if base in MAX_POOL:
         return _max_pool(card, call)
@@ -169,6 +171,12 @@ def rowwise_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan
         if channels % groups:
             raise UnsupportedCard(f"{channels} channels do not split into {groups} groups")
         hw = x.spec.numel // max(n * channels, 1)
+        if not is_contiguous(x.spec) and is_channels_last(x.spec):  # groups are blocks of adjacent channels
+            return ChannelsLastGroupNormPlan(
+                summary=f"{card.op} of channels-last {x.spec.shape} {x.spec.dtype}, {groups} groups",
+                inputs=tuple(card.inputs), outputs=tuple(card.outputs), x=x.index,
+                weight=_optional_tensor(call, "weight"), bias=_optional_tensor(call, "bias"), eps=float(call["eps"]),
+                groups=groups, row_outputs=_extra_outputs(card, ["mean", "rstd"]))
         row_layout(x.spec, list(range(1, len(x.spec.shape))))
         return RowPlan(family="group_norm", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}, {groups} groups",
                        kind="group_norm", x=x.index, rows=n * groups, length=(channels // groups) * hw, y=0,

@@ -774,27 +774,6 @@ _SPLIT_STATS: dict[str, tuple[str, str, str, str, str]] = {
 _SPLIT_STATS["log_softmax"] = _SPLIT_STATS["softmax"]
 _SPLIT_STATS["group_norm"] = _SPLIT_STATS["layer_norm"]
 
-# The partials come from the device's default memory pool: keep a little of it reserved, or every
-# synchronisation returns it to the driver and the next call pays to map it again.
-_CUDA_POOL_KEEP = r"""
-static void kf_keep_pool_memory(void) {
-  static bool done[64];
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64 || done[device]) return;
-  cudaMemPool_t pool;
-  if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
-    uint64_t keep = 0;
-    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
-    if (keep < (1ull << 20)) {
-      keep = 1ull << 20;
-      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
-    }
-  }
-  done[device] = true;
-}
-"""
-
-
 @dataclass(frozen=True)
 class _ChunkParts:
     """Pieces of a kernel whose blocks each own a chunk of one row (split and resident modes)."""
@@ -854,9 +833,7 @@ def _chunk_write(plan: RowPlan, vec: int, loop: Callable[..., str]) -> str:
 
 def _alloc_partials(grid: int) -> str:
     """Host code: one kf_stat per block from the stream's memory pool (freed after the launch)."""
-    return ("  kf_keep_pool_memory();\n  kf_stat *partials = nullptr;\n"
-            f"  if (cudaMallocAsync((void **)&partials, {grid} * sizeof(kf_stat), s) != cudaSuccess)\n"
-            f"    return {cxx.STATUS_LAUNCH_FAILED};\n")
+    return cxx.cuda_scratch("partials", "kf_stat", grid)
 
 
 def _merge_row_partials(parts: _ChunkParts, plan: RowPlan, splits: int) -> str:
@@ -902,7 +879,7 @@ def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
 {CUDA_ROW_HELPERS}
 {_math_macros("cuda", True)}
 /* {plan.summary}; {knobs} */
-{_CUDA_POOL_KEEP}
+{cxx.CUDA_POOL_KEEP}
 __global__ void __launch_bounds__({block}) kf_partials({xparam}, kf_stat *__restrict__ partials) {{
   __shared__ kf_stat smem[{parts.smem}];
 {parts.locate}{parts.shift_decl}  kf_stat s = {parts.init};
@@ -959,7 +936,7 @@ def _render_cuda_resident(plan: RowPlan, knobs: Knobs, device: DeviceDescription
 {CUDA_ROW_HELPERS}
 {_math_macros("cuda", True)}
 /* {plan.summary}; {knobs}; {splits} blocks per row of {chunk} elements */
-{_CUDA_POOL_KEEP}
+{cxx.CUDA_POOL_KEEP}
 __global__ void __launch_bounds__({block}, {per_sm}) kf_resident({params}, kf_stat *__restrict__ partials) {{
   extern __shared__ __align__(16) unsigned char kf_stage_bytes[];
   {xt} *stage = reinterpret_cast<{xt} *>(kf_stage_bytes);

@@ -141,6 +141,19 @@ ATEN_CASES = [
          lambda: (aten.rms_norm.default, [r(3, 32, 7).transpose(1, 2), [32], r(32), 1e-6])),
     Case("amax_channels_last_dim1_f16", "reduction",
          lambda: (aten.amax.default, [_cl(r(2, 12, 3, 3, dtype=f16)), [1]])),
+    # Channels-last group norm: groups are blocks of adjacent channels (group_norm_nhwc).
+    Case("group_norm_channels_last_bf16", "group_norm",
+         lambda: (aten.group_norm.default, [_cl(r(2, 32, 4, 5, dtype=bf16)), 8, r(32, dtype=bf16), r(32, dtype=bf16),
+                                            1e-6])),
+    Case("native_group_norm_channels_last_stats", "group_norm",
+         lambda: (aten.native_group_norm.default, [_cl(r(3, 12, 3, 5)), r(12), r(12), 3, 12, 15, 4, 1e-5])),
+    Case("group_norm_channels_last_no_affine_f16", "group_norm",
+         lambda: (aten.group_norm.default, [_cl(r(1, 8, 7, 7, dtype=f16)), 2])),
+    Case("group_norm_of_transposed_tokens", "group_norm",
+         lambda: (aten.group_norm.default, [r(2, 6, 8).transpose(1, 2), 4, r(8), r(8)])),
+    Case("group_norm_channels_last_3d", "group_norm",
+         lambda: (aten.group_norm.default, [r(2, 8, 3, 4, 5).contiguous(memory_format=torch.channels_last_3d), 4,
+                                            r(8), r(8)])),
 ]
 
 
@@ -267,3 +280,20 @@ def test_batch_norm_writes_saved_statistics_when_the_card_has_them(build_dir: Pa
     torch.testing.assert_close(outputs[0], expected)
     torch.testing.assert_close(outputs[1], mean)
     torch.testing.assert_close(outputs[2], 1 / torch.sqrt(var + 1e-5))
+
+
+def test_a_channels_last_group_norm_writes_the_contiguous_output_cuda_eager_gives(build_dir: Path) -> None:
+    """On CUDA eager normalises a channels-last input into a contiguous (NCHW) output; the kernel follows the card."""
+    op = aten.native_group_norm.default
+    card, _ = aten_card(op, [_cl(r(2, 16, 5, 7)), r(16), r(16), 2, 16, 35, 4, 1e-5])
+    y = card.outputs[0]
+    nchw = y.model_copy(update={"stride": [16 * 35, 35, 7, 1]})
+    card = card.model_copy(update={"outputs": [nchw, *card.outputs[1:]]})
+
+    def inputs_for(sample: int) -> list[torch.Tensor]:
+        return fresh_like(card, torch.Generator().manual_seed(sample))
+
+    def contiguous_reference(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        return [out.contiguous() for out in reference(card, op, inputs)]
+
+    _verify(card, contiguous_reference, inputs_for, "group_norm", build_dir)

@@ -86,6 +86,12 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
           {"mode": "resident", "resident_blocks_per_sm": 1, "vector": 1, "reduce": "smem_tree"}]),
         ("native_group_norm_split_stats", aten.native_group_norm.default,
          [r(1, 256, 32, 32), r(256), r(256), 1, 256, 1024, 32, 1e-5], {}, [{}]),
+        ("group_norm_channels_last_bf16", aten.group_norm.default,
+         [r(1, 512, 32, 32, dtype=bf16).contiguous(memory_format=cl), 32, r(512, dtype=bf16), r(512, dtype=bf16),
+          1e-6], {}, [{}, {"vector": 1, "threads_per_block": 1024}, {"blocks_per_sm": 8}]),
+        ("group_norm_channels_last_nchw_out", aten.native_group_norm.default,
+         [r(2, 320, 16, 16, dtype=f16).contiguous(memory_format=cl), r(320, dtype=f16), r(320, dtype=f16), 2, 320,
+          256, 32, 1e-5], {}, [{}, {"vector": 1}]),
         ("softmax_split_rows", aten._softmax.default, [r(4, 16384), -1, False], {},
          [{}, {"vector": 1, "unroll": 4}, {"mode": "resident"}]),
         ("sum_split_rows", aten.sum.dim_IntList, [r(8, 65536, dtype=bf16), [-1]], {}, [{}]),
@@ -106,6 +112,9 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         if name == "batch_norm_saved_stats":  # the shape cuda's kernel returns them in
             stats = card.outputs[0].model_copy(update={"shape": [16], "stride": [1]})
             card = card.model_copy(update={"outputs": [card.outputs[0], stats, stats]})
+        if name == "group_norm_channels_last_nchw_out":  # cuda's eager writes it contiguous
+            nchw = card.outputs[0].model_copy(update={"stride": [320 * 256, 256, 16, 1]})
+            card = card.model_copy(update={"outputs": [nchw, *card.outputs[1:]]})
         cards.append((name, _on_cuda(card), knob_sets))
     modules = [
         ("rms_gated", Qwen3_5MoeRMSNormGated(256).to(bf16), [r(16, 256, dtype=bf16)] * 2,

@@ -48,7 +48,8 @@ def test_unsupported_cards_get_a_reason() -> None:
     strided, _ = aten_card(aten._softmax.default, [torch.randn(8, 12)[:, ::2], -1, False])
     assert "neither contiguous nor dense" in propose_offline(_request(strided)).no_proposal_reason
     cl = torch.channels_last
-    grouped, _ = aten_card(aten.group_norm.default, [torch.randn(2, 8, 4, 4).contiguous(memory_format=cl), 4])
+    # Group norm with batch and channels swapped in storage: its groups are neither runs nor channels-last blocks.
+    grouped, _ = aten_card(aten.group_norm.default, [torch.randn(4, 2, 8, 3).transpose(0, 1), 2])
     assert "not contiguous" in propose_offline(_request(grouped)).no_proposal_reason
     # Channels-last [N, C, H, W] summed over C and H: storage holds H before C, against their logical order.
     apart, _ = aten_card(aten.sum.dim_IntList, [torch.randn(2, 8, 4, 4).contiguous(memory_format=cl), [1, 2]])
