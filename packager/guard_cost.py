@@ -82,25 +82,35 @@ def synthetic_module(kwargs: Mapping[str, object]) -> torch.nn.Module:
     return module
 
 
+def allocated_outputs(card: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The outputs the measurement allocates: the card's own, or one-element stand-ins for another device."""
+    if card.get("device", "cpu") == "cpu":
+        return [dict(out) for out in card["outputs"]]
+    return [{**out, "shape": [1] * len(out["shape"]), "stride": [1] * len(out["shape"])} for out in card["outputs"]]
+
+
 def guard_cost_us(card: Mapping[str, Any]) -> float:
     """Per-call cost of the runtime's path for ``card`` (a parsed OperatorCard), kernel excluded.
 
     Module cards add reading the module's side of the key (:class:`ModuleKeyReader`), measured
     on a synthetic module with the card's tensors and attributes; aten cards add entering the
-    kernel from the dispatcher.
+    kernel from the dispatcher. The outputs of a card for another device are allocated as
+    one-element CPU tensors: that device's caching allocator costs the same whatever the size,
+    while a CPU allocation of hundreds of MiB maps fresh pages on every call.
     """
     key, tensors = _synthetic_call(VariantKey.from_json(card["key"]))
     args, kwargs = decode_call(json.loads(key.template), tensors)
     is_module = card.get("kind") == "module"
     matcher = CallMatcher(key, remembered=(ATTRIBUTES_KWARG,) if is_module else ())
     descriptors = CallDescriptors(card["inputs"], card["outputs"])
+    allocation = CallDescriptors(card["inputs"], allocated_outputs(card))
     device = torch.device("cpu")
 
     def guarded_path() -> None:
         found: list[torch.Tensor] = []
         if matcher.miss_reason(args, kwargs, found) is not None:
             raise AssertionError("the synthetic call does not match its own card")
-        descriptors.prepare(found, descriptors.allocate_outputs(device, found))
+        descriptors.prepare(found, allocation.allocate_outputs(device, found))
 
     with torch.inference_mode():
         cost = median_us(guarded_path)

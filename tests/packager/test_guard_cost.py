@@ -1,0 +1,24 @@
+"""What the builder charges per call for the guarded dispatch."""
+
+from __future__ import annotations
+
+import torch
+
+from packager.guard_cost import allocated_outputs, guard_cost_us
+from tests.agent_service.agent_cards import aten_card
+
+
+def _group_norm_card(device: str) -> dict:
+    x = torch.randn(1, 64, 512, 512)
+    card, _ = aten_card(torch.ops.aten.group_norm.default, [x, 32, torch.ones(64), torch.zeros(64), 1e-6])
+    data = card.model_dump()
+    data["device"] = device
+    return data
+
+
+def test_a_cuda_cards_outputs_are_measured_as_allocations_not_as_fresh_cpu_pages() -> None:
+    on_cuda, on_cpu = _group_norm_card("cuda"), _group_norm_card("cpu")
+    (stand_in,) = allocated_outputs(on_cuda)
+    assert stand_in["shape"] == [1, 1, 1, 1] and stand_in["dtype"] == on_cuda["outputs"][0]["dtype"]
+    assert allocated_outputs(on_cpu) == on_cpu["outputs"]  # 64 MiB on the CPU is what the runtime allocates there
+    assert 0 < guard_cost_us(on_cuda) < 1000
