@@ -11,6 +11,10 @@ pipeline live, and it runs once per image.
 The spec runs what ``StableDiffusion3Pipeline`` does after denoising: undo the latent scaling
 and shift, then ``vae.decode``. Input: one 16x128x128 latent; output: a 3x1024x1024 image.
 
+Variants (``KF_EXAMPLE_VARIANT``): ``nchw`` (default) as the pipeline loads it; ``channels_last``
+with weights and latents in channels-last memory format, as diffusers' speed guide suggests for
+the VAE (its group norms then see channel-block groups strided in memory).
+
 ``tiny`` keeps the block structure, group count, activation and dtype, narrows the blocks to
 [32, 32, 64, 64] and decodes a 4x4 latent to a 32x32 image: bfloat16 convolutions take
 PyTorch's slow reference path on CPUs without native bfloat16, and CI must run it in seconds.
@@ -23,10 +27,11 @@ from typing import Any
 import torch
 from diffusers import AutoencoderKL
 
-from examples.paper.settings import example_size, input_generator, seeded_build
+from examples.paper.settings import example_size, example_variant, input_generator, seeded_build
 
 DTYPE = torch.bfloat16
 BATCH = 1
+VARIANTS = ("nchw", "channels_last")
 
 #: The published SD3.5 Medium VAE configuration (unreduced).
 GPU_CONFIG: dict[str, Any] = {
@@ -78,7 +83,12 @@ def get_model() -> torch.nn.Module:
     cfg = config()
     with seeded_build(DTYPE):
         vae = AutoencoderKL(**cfg)
-    return LatentDecoder(vae, cfg["scaling_factor"], cfg["shift_factor"]).eval()
+    decoder = LatentDecoder(vae, cfg["scaling_factor"], cfg["shift_factor"]).eval()
+    return decoder.to(memory_format=_memory_format())
+
+
+def _memory_format() -> torch.memory_format:
+    return torch.channels_last if example_variant(VARIANTS) == "channels_last" else torch.contiguous_format
 
 
 def get_inputs() -> tuple[torch.Tensor]:
@@ -86,4 +96,4 @@ def get_inputs() -> tuple[torch.Tensor]:
     cfg, generator = config(), input_generator()
     side = cfg["sample_size"] // DOWNSAMPLE
     latents = torch.randn((BATCH, cfg["latent_channels"], side, side), generator=generator, device=generator.device)
-    return (latents.to(DTYPE),)
+    return (latents.to(DTYPE).contiguous(memory_format=_memory_format()),)

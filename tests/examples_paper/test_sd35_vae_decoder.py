@@ -4,6 +4,7 @@ from pathlib import Path
 
 import torch
 
+from agent_service.offline.catalog import plan_for_card
 from tests.examples_paper.paper_specs import capture_spec, example_env, meta_model, ops_of, run_spec, spec_module
 
 
@@ -43,3 +44,14 @@ def test_capture_yields_group_norm_silu_and_upsampling_cards(tmp_path: Path) -> 
     group_norms = [c for c in cards.cards if c.op == "aten::group_norm.default"]
     assert {c.template["args"][1] for c in group_norms} == {32}
     assert all(c.inputs[0].dtype == "bfloat16" for c in group_norms)
+
+
+def test_the_channels_last_variant_gives_the_same_image_and_channels_last_group_norms(tmp_path: Path) -> None:
+    nchw, channels_last = run_spec("sd35_vae_decoder"), run_spec("sd35_vae_decoder", "channels_last")
+    assert channels_last.stride(1) == 1
+    torch.testing.assert_close(channels_last.float(), nchw.float(), rtol=0.05, atol=0.02)  # bf16 convolutions
+    cards = capture_spec("sd35_vae_decoder", tmp_path, "channels_last")
+    group_norms = [c for c in cards.cards if c.op == "aten::group_norm.default"]
+    assert group_norms and all(c.inputs[0].stride[1] == 1 for c in group_norms)
+    for card in group_norms:  # the offline proposer covers them (channel-block groups, group_norm_nhwc)
+        assert card.optimisable and plan_for_card(card, "cpu").family == "group_norm", card.reason
