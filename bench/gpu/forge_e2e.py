@@ -33,6 +33,7 @@ from _coverage import card_table, offline_covers  # noqa: E402
 # name -> (model spec, environment)
 MODELS: dict[str, tuple[str, dict[str, str]]] = {
     "sd35_vae_decoder": ("examples/paper/sd35_vae_decoder.py", {}),
+    "sd35_vae_decoder_channels_last": ("examples/paper/sd35_vae_decoder.py", {"KF_EXAMPLE_VARIANT": "channels_last"}),
     "gemma4_prefill": ("examples/paper/gemma4_e2b.py", {"KF_EXAMPLE_VARIANT": "prefill"}),
     "resnet50_b32_bf16": ("examples/paper/resnet50.py", {"KF_EXAMPLE_VARIANT": "b32_bf16"}),
     "qwen35_prefill": ("examples/paper/qwen35_moe.py", {"KF_EXAMPLE_VARIANT": "prefill"}),
