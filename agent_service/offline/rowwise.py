@@ -292,8 +292,8 @@ class RowPlan:
 
         With fewer rows than SMs, one block per row (block and warp modes) leaves most SMs idle;
         that is bearable only while the row's re-reads come from L2. Past it, the H200 measured
-        those modes 3 to 5 times slower than split mode (group norms of 67 to 268 MB), so they
-        are not offered.
+        block mode 3.2 and 5.5 times slower than split mode (bf16 group norms of 128 and 256 MiB),
+        so those modes are not offered.
         """
         size = cxx.ELEMENT_BYTES[self.inputs[self.x].dtype]
         return device.l2_bytes > 0 and self.rows * self.length * size > device.l2_bytes
