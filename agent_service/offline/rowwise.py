@@ -42,6 +42,7 @@ _CUDA_KNOB_MODES: dict[str, tuple[str, ...]] = {
     "vector": (*_ROW_MODES, "split", "resident"),
     "blocks_per_row": ("split",),
     "unroll": ("split",),
+    "order": ("split",),
     "resident_blocks_per_sm": ("resident",),
 }
 # Resident mode stages each block's chunk in dynamic shared memory; the most a block may opt into
@@ -283,6 +284,7 @@ class RowPlan:
         if splits:
             choices["blocks_per_row"] = splits
             choices["unroll"] = (1, 4)  # split mode: vectors loaded ahead of use, per thread
+            choices["order"] = ("reverse", "forward")  # split mode: the writing kernel's chunk order
         if resident_per_sm:
             choices["resident_blocks_per_sm"] = resident_per_sm
         return KnobSpace(choices, only_in=_CUDA_KNOB_MODES)
@@ -848,7 +850,10 @@ def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
     """Two kernels: per-block partial statistics of a row chunk, then merge and write the chunk.
 
     Doing rows a few at a time so that the second read comes from L2 was measured slower on the
-    H200 (fewer blocks per launch): the whole tensor goes in one pair of launches.
+    H200 (fewer blocks per launch): the whole tensor goes in one pair of launches. With ``order``
+    ``reverse`` the second kernel takes the chunks in the opposite order: blocks start roughly in
+    index order, so its first blocks re-read the chunks the first kernel read last, which are the
+    ones still in L2.
     """
     block, vec, splits = int(knobs["threads_per_block"]), int(knobs["vector"]), int(knobs["blocks_per_row"])
     unroll = int(knobs["unroll"])
@@ -875,6 +880,10 @@ def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
     xparam = params.split(",")[0]
     aligned = plan._vector_pointers() if vec > 1 else []
     grid = plan.rows * splits
+    reverse = knobs["order"] == "reverse"
+    apply_locate = (f"  const int64_t kf_block = {'gridDim.x - 1 - ' if reverse else ''}(int64_t)blockIdx.x;\n"
+                    + parts.locate.replace("blockIdx.x", "kf_block"))
+    apply_row_writes = parts.row_writes.replace("blockIdx.x", "kf_block")
     return f"""{cxx.CUDA_PRELUDE}
 {CUDA_ROW_HELPERS}
 {_math_macros("cuda", True)}
@@ -886,8 +895,8 @@ __global__ void __launch_bounds__({block}) kf_partials({xparam}, kf_stat *__rest
 {chunk_loop(parts.update)}{parts.store_partial}}}
 
 __global__ void __launch_bounds__({block}) kf_apply({params}, const kf_stat *__restrict__ partials) {{
-{parts.locate}  kf_stat s;
-{_merge_row_partials(parts, plan, splits)}{_chunk_write(plan, vec, chunk_loop)}{parts.row_writes}}}
+{apply_locate}  kf_stat s;
+{_merge_row_partials(parts, plan, splits)}{_chunk_write(plan, vec, chunk_loop)}{apply_row_writes}}}
 
 extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
                          void *stream) {{
