@@ -117,7 +117,7 @@ def row_layout(spec: TensorSpec, dims: Sequence[int]) -> tuple[int, int, int]:
     return outer, length, inner
 
 
-def dense_row_layout(spec: TensorSpec, dims: Sequence[int]) -> tuple[int, int, int]:
+def dense_row_layout(spec: TensorSpec, dims: Sequence[int], kept_any_order: bool = False) -> tuple[int, int, int]:
     """:func:`row_layout` extended to dense permuted tensors (channels-last, transposed views).
 
     Rows are then walked over storage: the reduced dims must lie next to each other in storage and
@@ -125,7 +125,8 @@ def dense_row_layout(spec: TensorSpec, dims: Sequence[int]) -> tuple[int, int, i
     row ``r`` is at ``(r // inner) * length * inner + j * inner + r % inner`` in storage and row ``r``
     is the ``r``-th row in logical order (a contiguous row output lines up with it). A channels-last
     ``[N, C, H, W]`` pooled over ``H, W`` is ``(N, H*W, C)``. A layout that breaks either order (a
-    channels-last group norm, whose groups are channel blocks) is refused.
+    channels-last group norm, whose groups are channel blocks) is refused; with ``kept_any_order``
+    the kept dims may come in any order (rows are then in storage order: see :func:`storage_rows`).
     """
     if is_contiguous(spec):
         return row_layout(spec, dims)
@@ -137,7 +138,7 @@ def dense_row_layout(spec: TensorSpec, dims: Sequence[int]) -> tuple[int, int, i
     order = sorted(live, key=lambda d: -spec.stride[d])  # outermost first
     reduced = [d for d in order if d in reduced_dims]
     kept = [d for d in order if d not in reduced_dims]
-    if reduced != sorted(reduced) or kept != sorted(kept):
+    if reduced != sorted(reduced) or (kept != sorted(kept) and not kept_any_order):
         raise UnsupportedCard(f"layout stride={spec.stride} walks dims {order} out of their logical order")
     first = order.index(reduced[0]) if reduced else len(order)
     if order[first:first + len(reduced)] != reduced:
@@ -146,3 +147,28 @@ def dense_row_layout(spec: TensorSpec, dims: Sequence[int]) -> tuple[int, int, i
     length = math.prod(spec.shape[d] for d in reduced)
     inner = math.prod(spec.shape[d] for d in order[first + len(reduced):])
     return outer, length, inner
+
+
+def storage_rows(spec: TensorSpec, dims: Sequence[int], out: TensorSpec) -> tuple[tuple[int, int, int], ...]:
+    """Where each row of a dense permuted ``spec`` reduced over ``dims`` goes in the row output ``out``.
+
+    Rows are numbered in storage order (:func:`dense_row_layout`); when the kept dims lie in
+    storage in another order than their logical one, row ``r`` belongs at
+    ``sum((r // divisor) % size * stride)`` over the returned ``(divisor, size, stride)`` terms,
+    one per kept dim, ``stride`` being that dim's in ``out`` (kept with or without ``keepdim``).
+    Empty when rows are already in logical order.
+    """
+    ndim = len(spec.shape)
+    reduced = {d % ndim for d in dims} if dims else set(range(ndim))
+    kept = [d for d in sorted(range(ndim), key=lambda d: -spec.stride[d]) if d not in reduced and spec.shape[d] != 1]
+    if is_contiguous(spec) or kept == sorted(kept):
+        return ()
+    logical = [d for d in range(ndim) if d not in reduced]
+    out_dim = {d: d for d in range(ndim)} if len(out.shape) == ndim else {d: i for i, d in enumerate(logical)}
+    terms = []
+    divisor = 1
+    for d in reversed(kept):
+        terms.append((divisor, spec.shape[d], out.stride[out_dim[d]]))
+        divisor *= spec.shape[d]
+    return tuple(reversed(terms))
+

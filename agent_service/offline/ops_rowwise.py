@@ -6,7 +6,7 @@ from typing import Any
 
 from agent_service.offline.call import TensorArg, UnsupportedCard
 from agent_service.offline.group_norm_nhwc import ChannelsLastGroupNormPlan, is_channels_last
-from agent_service.offline.layout import dense_row_layout, is_contiguous, row_layout
+from agent_service.offline.layout import dense_row_layout, is_contiguous, row_layout, storage_rows
 from agent_service.offline.pooling import AdaptivePoolPlan
 from agent_service.offline.rowwise import RowPlan
 from capture_service.cards import OperatorCard
@@ -118,12 +118,13 @@ def rowwise_plan(card: OperatorCard, base: str, call: dict[str, Any]
         return _max_pool(card, call)
     if base in REDUCTIONS:
         x = _tensor(call, "self")
-        outer, length, inner = dense_row_layout(x.spec, _dims(call.get("dim"), len(x.spec.shape)))
+        dims = _dims(call.get("dim"), len(x.spec.shape))
+        outer, length, inner = dense_row_layout(x.spec, dims, kept_any_order=True)
         if len(card.outputs) != 1:
             raise UnsupportedCard(f"{card.op} returns {len(card.outputs)} tensors")
         return RowPlan(family="reduction", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}",
                        kind=REDUCTIONS[base], x=x.index, rows=outer * inner, length=length, inner=inner,
-                       row_outputs={"value": 0}, **common)
+                       row_outputs={"value": 0}, row_order=storage_rows(x.spec, dims, card.outputs[0]), **common)
     if base in SOFTMAX:
         x = _tensor(call, "self")
         dims = [int(call["dim"])]

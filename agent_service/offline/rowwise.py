@@ -167,6 +167,10 @@ class RowPlan:
     # eager output is contiguous): element j of row r goes to (r / y_inner) * L * y_inner + j * y_inner
     # + r % y_inner. None: y shares x's layout.
     y_inner: int | None = None
+    # Rows walked in storage order whose per-row outputs sit in logical order (a reduction of a
+    # view whose kept dims are permuted in storage): row r's output is at the sum of
+    # ((r / divisor) % size) * stride over these terms (layout.storage_rows). Empty: at r.
+    row_order: tuple[tuple[int, int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -191,6 +195,8 @@ class RowPlan:
         elif self.y is not None and self.y_inner is None and self.outputs[self.y].stride != x.stride:
             # A dense permuted input (see layout.dense_row_layout) is walked in storage order.
             raise UnsupportedCard("elementwise output does not share the input's strides")
+        if self.row_order and (self.y is not None or self.storage_order):
+            raise UnsupportedCard("rows in storage order are templated for row outputs alone")
         if self.y_inner is not None and (self.y is None or not is_contiguous(self.outputs[self.y])):
             raise UnsupportedCard("an output laid out apart from the input must be contiguous")
         if any(s.shape != x.shape for s in per_element):
@@ -454,8 +460,14 @@ class RowPlan:
         for name, value in self._row_output_values().items():
             if name in self.row_outputs:
                 t = cxx.element_type(self.outputs[self.row_outputs[name]].dtype, backend)
-                writes += f"{indent}r_{name}[row] = kf_from_f32<{t}>({value});\n"
+                writes += f"{indent}r_{name}[{self.row_index_c('row')}] = kf_from_f32<{t}>({value});\n"
         return writes
+
+    def row_index_c(self, row: str) -> str:
+        """C expression of where row ``row``'s outputs go (see ``row_order``)."""
+        if not self.row_order:
+            return row
+        return " + ".join(f"(({row}) / {d}LL % {n}LL) * {s}LL" for d, n, s in self.row_order)
 
     def _vector_pointers(self) -> list[str]:
         """The pointers a vectorised kernel moves 16 bytes at a time (which must be aligned)."""
@@ -1049,7 +1061,7 @@ __global__ void __launch_bounds__({block}) kf_tile(const {xt} *__restrict__ x, {
         const float v = tile[r * {pitch} + j];
         {update}
       }}
-      r_value[row0 + r] = kf_from_f32<{ot}>({value});
+      r_value[{plan.row_index_c("row0 + r")}] = kf_from_f32<{ot}>({value});
     }}
     __syncthreads();
   }}

@@ -141,6 +141,12 @@ ATEN_CASES = [
          lambda: (aten.rms_norm.default, [r(3, 32, 7).transpose(1, 2), [32], r(32), 1e-6])),
     Case("amax_channels_last_dim1_f16", "reduction",
          lambda: (aten.amax.default, [_cl(r(2, 12, 3, 3, dtype=f16)), [1]])),
+    # Kept dims permuted in storage: rows walked in storage order, each value written where it belongs.
+    Case("mean_last_of_transposed_heads", "reduction",
+         lambda: (aten.mean.dim, [r(2, 5, 3, 8).transpose(1, 2), [-1], True])),
+    Case("amax_last_of_permuted_f16", "reduction", lambda: (aten.amax.default, [r(4, 3, 6, dtype=f16).permute(1, 0, 2),
+                                                                                [-1]])),
+    Case("sum_outer_dim_of_permuted", "reduction", lambda: (aten.sum.dim_IntList, [r(3, 4, 5).permute(2, 0, 1), [1]])),
     # Channels-last group norm: groups are blocks of adjacent channels (group_norm_nhwc).
     Case("group_norm_channels_last_bf16", "group_norm",
          lambda: (aten.group_norm.default, [_cl(r(2, 32, 4, 5, dtype=bf16)), 8, r(32, dtype=bf16), r(32, dtype=bf16),
