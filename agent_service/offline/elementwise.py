@@ -4,6 +4,11 @@ Unary ops, binary ops with broadcasting and scalars, gated activations (two halv
 tensor) and batch norm in inference (per-channel operands) are all this one kernel shape. Dims
 are coalesced from the card's strides, so contiguous and channels-last cases become flat loops;
 the innermost dim moves in 16-byte vectors on cuda when every operand allows it.
+
+An operand laid out across the output (a transposed view copied contiguous, a channels-last
+tensor added to a contiguous one) is read along its own fastest dim, which the output walks with
+a stride: on cuda, tiled mode stages 32 x 32 tiles of such operands in shared memory, read along
+the operand's fast dim and written along the output's, so both sides move whole 32-element runs.
 """
 
 from __future__ import annotations
@@ -112,17 +117,34 @@ class ElementwisePlan:
             return 1
         return vec
 
+    def tile_dim(self) -> int | None:
+        """The coalesced dim along which the operands read across the output are contiguous, if any.
+
+        Tiled mode needs every such operand to have stride 1 along one and the same dim (not the
+        output's innermost); None when no operand reads across the output or they disagree.
+        """
+        shape, _, op_strides = self._layout()
+        across = [s for s in op_strides if s[-1] not in (0, 1)]
+        if not across or len(shape) < 2:
+            return None
+        fast = {next((d for d in range(len(shape) - 1) if s[d] == 1), None) for s in across}
+        if len(fast) != 1 or None in fast:
+            return None
+        return fast.pop()
+
     def knob_space(self, backend: str, device: DeviceDescription) -> KnobSpace:
         self._layout()
         if backend == "cuda":
             vec = self._max_vector()
+            tiled = self.tile_dim() is not None
             return KnobSpace({
+                "mode": ("tiled", "direct") if tiled else ("direct",),
                 "threads_per_block": (256, 128, 512, 1024),
                 "vector": (vec, 1) if vec > 1 else (1,),
                 "unroll": (2, 1, 4),
                 "waves": (1, 2, 4),
                 "fast_math": (True, False) if self.uses_math else (True,),
-            })
+            }, only_in={name: ("direct",) for name in ("threads_per_block", "vector", "unroll", "waves")})
         return KnobSpace({
             "threads": cpu_thread_choices(device),
             "schedule": ("static", "dynamic"),
@@ -255,6 +277,8 @@ def _cuda_stats_call(plan: ElementwisePlan) -> str:
 
 
 def _render_cuda(plan: ElementwisePlan, knobs: Knobs, device: DeviceDescription) -> str:
+    if knobs.get("mode") == "tiled":
+        return _render_cuda_tiled(plan, knobs, device)
     shape, out_strides, op_strides = plan._layout()
     vec = int(knobs["vector"])
     block, unroll = int(knobs["threads_per_block"]), int(knobs["unroll"])
@@ -318,6 +342,76 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
                          void *stream) {{
 {cxx.guard(plan.inputs, plan.outputs, aligned)}
   kf_elementwise<<<{max(grid, 1)}, {block}, 0, (cudaStream_t)stream>>>({args});
+{_cuda_stats_call(plan)}{cxx.cuda_launch_epilogue()}
+}}
+"""
+
+
+# ---- cuda, operands read across the output, through shared-memory tiles -------------------------
+
+TILE = 32
+TILE_ROWS = 8  # threads per block: TILE x TILE_ROWS, each moving TILE / TILE_ROWS elements per phase
+
+
+def _render_cuda_tiled(plan: ElementwisePlan, knobs: Knobs, device: DeviceDescription) -> str:
+    """Tiles of (tile dim ``t``, innermost dim ``i``): operands read across the output are loaded
+    along ``t`` into shared memory, then every output element is computed and stored along ``i``."""
+    shape, out_strides, op_strides = plan._layout()
+    t = plan.tile_dim()
+    assert t is not None, "tiled mode offered without a tile dim"
+    last = len(shape) - 1
+    batch = [d for d in range(len(shape)) if d not in (t, last)]
+    batch_shape = [shape[d] for d in batch]
+    tiles_t, tiles_i = cxx.ceil_div(shape[t], TILE), cxx.ceil_div(shape[last], TILE)
+    total = tiles_t * tiles_i
+    for size in batch_shape:
+        total *= size
+    out_t = cxx.element_type(plan.outputs[0].dtype, "cuda")
+    params, args = _signature(plan, "cuda")
+    across = [i for i, s in enumerate(op_strides) if s[-1] not in (0, 1)]
+    names = [(f"o{i}", [s[d] for d in batch]) for i, s in enumerate(op_strides)]
+    names.append(("oo", [out_strides[d] for d in batch]))
+    stage = "\n".join(
+        f"    for (int r = threadIdx.y; r < {TILE}; r += {TILE_ROWS}) {{\n"
+        f"      const int64_t ti = i0 + r, tt = t0 + threadIdx.x;\n"
+        f"      if (ti < {shape[last]}LL && tt < {shape[t]}LL)\n"
+        f"        tile{i}[r][threadIdx.x] = kf_to_f32(in{i}[o{i} + ti * {op_strides[i][-1]}LL + tt]);\n    }}"
+        for i in across)
+    loads = []
+    for i, s in enumerate(op_strides):
+        if i in across:
+            loads.append(f"        const float x{i} = tile{i}[threadIdx.x][r];")
+        else:
+            loads.append(f"        const float x{i} = kf_to_f32(in{i}[o{i} + tt * {s[t]}LL + ti * {s[-1]}LL]);")
+    tiles = "\n".join(f"  __shared__ float tile{i}[{TILE}][{TILE + 1}];" for i in across)
+    loads_text = "\n".join(loads)
+    grid = max(1, min(total, cuda_grid_limit(device, TILE * TILE_ROWS)))
+    return f"""{cxx.CUDA_PRELUDE}
+{_math_macros("cuda", bool(knobs["fast_math"]))}
+/* {plan.summary}; tiled over dims {t} and {last} of {shape} */
+__global__ void __launch_bounds__({TILE * TILE_ROWS}) kf_elementwise({params}) {{
+{tiles}
+  for (int64_t tile = blockIdx.x; tile < {total}LL; tile += gridDim.x) {{
+    const int64_t i0 = (tile % {tiles_i}LL) * {TILE}, t0 = (tile / {tiles_i}LL % {tiles_t}LL) * {TILE};
+{_offsets(batch_shape, names, f"tile / {tiles_i * tiles_t}LL", "    ")}
+{stage}
+    __syncthreads();
+    for (int r = threadIdx.y; r < {TILE}; r += {TILE_ROWS}) {{
+      const int64_t tt = t0 + r, ti = i0 + threadIdx.x;
+      if (tt < {shape[t]}LL && ti < {shape[last]}LL) {{
+{loads_text}
+        out[oo + tt * {out_strides[t]}LL + ti] = kf_from_f32<{out_t}>({plan.expression});
+      }}
+    }}
+    __syncthreads();
+  }}
+}}
+
+{_cuda_stats_fn(plan)}
+extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
+                         void *stream) {{
+{cxx.guard(plan.inputs, plan.outputs)}
+  kf_elementwise<<<{grid}, dim3({TILE}, {TILE_ROWS}), 0, (cudaStream_t)stream>>>({args});
 {_cuda_stats_call(plan)}{cxx.cuda_launch_epilogue()}
 }}
 """

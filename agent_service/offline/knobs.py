@@ -34,7 +34,7 @@ class KnobSpace:
     """Each knob's allowed values; the first value of each is the default.
 
     ``only_in`` names, for a knob that not every mode reads, the modes that do; under any other
-    mode the knob keeps its default and is never varied.
+    mode the knob keeps its default and is never varied (a space without modes reads every knob).
     """
 
     choices: dict[str, tuple[Any, ...]]
@@ -54,7 +54,7 @@ class KnobSpace:
     def _reads(self, knobs: Knobs, name: str) -> bool:
         """Whether the kernel of ``knobs`` depends on knob ``name``."""
         modes = self.only_in.get(name)
-        return modes is None or knobs.get(STRUCTURAL_KNOB) in modes
+        return modes is None or STRUCTURAL_KNOB not in self.choices or knobs.get(STRUCTURAL_KNOB) in modes
 
     def size(self) -> int:
         n = 1

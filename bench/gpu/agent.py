@@ -194,6 +194,8 @@ def _cases() -> list[tuple[str, OperatorCard, Any]]:
         ("cast f32 to bf16", aten._to_copy.default, [r(4096, 8192, dtype=torch.float32)], {"dtype": bf16}),
         ("contiguous from transposed bf16", aten.clone.default, [r(4096, 4096).t()],
          {"memory_format": torch.contiguous_format}),
+        ("add channels_last to contiguous bf16", aten.add.Tensor,
+         [r(32, 256, 56, 56).contiguous(memory_format=cl), r(32, 256, 56, 56)], {}),
         ("softmax over dim 1 f32", aten._softmax.default, [r(64, 128, 1024, dtype=torch.float32), 1, False], {}),
     ]
     wanted = [w for w in os.environ.get("KF_BENCH_AGENT_CASES", "").split(",") if w]

@@ -50,7 +50,12 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         ("mul_channels_last", aten.mul.Tensor, [r(2, 64, 8, 8).contiguous(memory_format=cl), r(1, 64, 1, 1)], {},
          [{}]),
         ("cast_to_bf16", aten._to_copy.default, [r(64, 256)], {"dtype": bf16}, [{}]),
-        ("copy_transposed", aten.clone.default, [r(64, 32).t()], {"memory_format": torch.contiguous_format}, [{}]),
+        ("copy_transposed", aten.clone.default, [r(64, 32).t()], {"memory_format": torch.contiguous_format},
+         [{}, {"mode": "direct"}]),
+        ("add_channels_last_to_contiguous_bf16", aten.add.Tensor,
+         [r(2, 64, 9, 9, dtype=bf16).contiguous(memory_format=cl), r(2, 64, 9, 9, dtype=bf16)], {}, [{}]),
+        ("copy_transposed_batched_f16", aten.clone.default, [r(3, 40, 70, dtype=f16).transpose(1, 2)],
+         {"memory_format": torch.contiguous_format}, [{}]),
         ("div_strided", aten.div.Tensor, [r(16, 32)[:, ::2], 3.0], {}, [{}]),
         ("sum_inner", aten.sum.dim_IntList, [r(64, 32, 16), [1]], {}, [{}, {"mode": "thread"}]),
         # Outputs laid out apart from a permuted input (RowPlan.y_inner).
@@ -178,6 +183,24 @@ def test_few_rows_that_fit_in_shared_memory_may_stay_resident() -> None:
     assert "resident" not in modes(1, 512, 128, 128, dtype=torch.float32)["mode"]  # 32 MiB: more than fits
     assert "resident" not in modes(1, 128, 1024, 1024)["mode"]
     assert "resident" not in modes(8, 512, 16, 16)["mode"]  # short rows: one block per row already
+
+
+def test_an_operand_read_across_the_output_is_staged_through_tiles() -> None:
+    def plan(op: Any, args: list[Any], kwargs: dict[str, Any] | None = None) -> Any:
+        card, _ = aten_card(op, args, kwargs or {})
+        return plan_for_card(_on_cuda(card), "cuda")
+
+    copy = plan(aten.clone.default, [r(64, 32).t()], {"memory_format": torch.contiguous_format})
+    space = copy.knob_space("cuda", H200)
+    assert copy.tile_dim() == 0 and space.choices["mode"] == ("tiled", "direct")
+    assert space.normalise({"mode": "tiled", "vector": 1, "unroll": 4}) == space.default()  # direct mode's knobs
+    source = copy.render("cuda", space.default(), H200)
+    assert "__shared__ float tile0[32][33]" in source and "in0[o0 + ti * 32LL + tt]" in source
+    # Operands that read along the output's innermost dim, or broadcast, need no tile.
+    plain = plan(aten.add.Tensor, [r(4, 64), r(64)])
+    assert plain.tile_dim() is None and plain.knob_space("cuda", H200).choices["mode"] == ("direct",)
+    heads = plan(aten.clone.default, [r(2, 40, 8, 16).transpose(1, 2)], {"memory_format": torch.contiguous_format})
+    assert heads.tile_dim() is None
 
 
 def test_few_rows_larger_than_l2_are_never_given_one_block_each() -> None:
