@@ -137,17 +137,13 @@ class RunReport(BaseModel):
 def end_to_end_line(e: EndToEnd) -> str:
     """One line for the terminal: eager against the .cast, and the parity verdict."""
     if e.cast_kernels == 0:
-        cast = f"eager {_ms(e.eager_ms)}; {RUNS_AS_EAGER}"
+        cast = f"eager {_num(e.eager_ms, 'ms')}; {RUNS_AS_EAGER}"
     else:
-        cast = f"eager {_ms(e.eager_ms)}, .cast {_ms(e.cast_ms)} (x{e.cast_speedup or 0:.2f})"
+        cast = f"eager {_num(e.eager_ms, 'ms')}, .cast {_num(e.cast_ms, 'ms')} (x{e.cast_speedup or 0:.2f})"
     parity = (f"parity {parity_word(e)} (max rel error {_sci(e.parity_max_rel_error)}, "
               f"tolerance {_sci(e.parity_tolerance)})")
     note = f"; {e.parity_note}" if e.parity_note else ""
     return f"end to end (guards on): {cast}, {parity}{note}"
-
-
-def _ms(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f} ms"
 
 
 def parity_word(e2e: EndToEnd) -> str:
@@ -165,6 +161,8 @@ def _num(value: float | None, unit: str = "") -> str:
         return f"{value:.0f}%"
     if unit == "x":
         return f"{value:.2f}x"
+    if unit == "ms":
+        return f"{value:.3f} ms"
     return f"{value:.4g}"
 
 

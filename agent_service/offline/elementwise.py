@@ -13,6 +13,7 @@ the operand's fast dim and written along the output's, so both sides move whole 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -363,9 +364,7 @@ def _render_cuda_tiled(plan: ElementwisePlan, knobs: Knobs, device: DeviceDescri
     batch = [d for d in range(len(shape)) if d not in (t, last)]
     batch_shape = [shape[d] for d in batch]
     tiles_t, tiles_i = cxx.ceil_div(shape[t], TILE), cxx.ceil_div(shape[last], TILE)
-    total = tiles_t * tiles_i
-    for size in batch_shape:
-        total *= size
+    total = tiles_t * tiles_i * math.prod(batch_shape)
     out_t = cxx.element_type(plan.outputs[0].dtype, "cuda")
     params, args = _signature(plan, "cuda")
     across = [i for i, s in enumerate(op_strides) if s[-1] not in (0, 1)]

@@ -192,11 +192,15 @@ class ChannelsLastGroupNormPlan:
                 args.append(f"(const {ctype} *)inputs[{index}].data")
         params.append("TY *__restrict__ y")
         args.append("(TY *)outputs[0].data")
-        for name, ctype in (("mean", "TM"), ("rstd", "TR")):
-            if name in self.row_outputs:
-                params.append(f"{ctype} *__restrict__ {name}_out")
-                args.append(f"({ctype} *)outputs[{self.row_outputs[name]}].data")
+        for param, arg in self.stat_pointers():
+            params.append(param)
+            args.append(arg)
         return ", ".join(params), ", ".join(args)
+
+    def stat_pointers(self) -> list[tuple[str, str]]:
+        """(kernel parameter, host argument) of each statistic output the card has: mean, then rstd."""
+        return [(f"{ctype} *__restrict__ {name}_out", f"({ctype} *)outputs[{self.row_outputs[name]}].data")
+                for name, ctype in (("mean", "TM"), ("rstd", "TR")) if name in self.row_outputs]
 
 
 # ---- cpu ---------------------------------------------------------------------------------------
@@ -281,6 +285,8 @@ def _render_cuda(plan: ChannelsLastGroupNormPlan, knobs: Knobs, device: DeviceDe
     merge_block = min(MAX_BLOCK, cxx.ceil_div(groups, 32) * 32)
     aligned = [f"inputs[{plan.x}].data"] + (["outputs[0].data"] if plan.y_channels_last else [])
     scratch = cxx.cuda_scratch("partials", "float2", n * (g.chunks + 1) * groups)
+    stat_params = "".join(f", {param}" for param, _ in plan.stat_pointers())
+    stat_args = "".join(f", {arg}" for _, arg in plan.stat_pointers())
     return f"""{cxx.CUDA_PRELUDE}
 {plan._types("cuda")}constexpr int VEC = {g.vec};
 /* {plan.summary}; {knobs}; blocks of {g.block} threads, {g.chunks} per sample of {g.chunk} pixels */
@@ -308,7 +314,7 @@ __global__ void __launch_bounds__({g.block}) kf_gn_sums(const TX *__restrict__ x
 }}
 
 __global__ void __launch_bounds__({merge_block}) kf_gn_merge(const TX *__restrict__ x,
-    const float2 *__restrict__ partials, float2 *__restrict__ stats{_stat_params(plan)}) {{
+    const float2 *__restrict__ partials, float2 *__restrict__ stats{stat_params}) {{
   const int64_t n = blockIdx.x;
   for (int g = threadIdx.x; g < {groups}; g += {merge_block}) {{
     double s = 0.0, q = 0.0;
@@ -340,22 +346,12 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
   cudaStream_t s = (cudaStream_t)stream;
 {scratch}  float2 *stats = partials + {n * g.chunks * groups}LL;
   kf_gn_sums<<<{n * g.chunks}, {g.block}, 0, s>>>((const TX *)inputs[{plan.x}].data, partials);
-  kf_gn_merge<<<{n}, {merge_block}, 0, s>>>((const TX *)inputs[{plan.x}].data, partials, stats{_stat_args(plan)});
+  kf_gn_merge<<<{n}, {merge_block}, 0, s>>>((const TX *)inputs[{plan.x}].data, partials, stats{stat_args});
   kf_gn_apply<<<{n * g.chunks}, {g.block}, 0, s>>>({args}, stats);
   cudaFreeAsync(partials, s);
 {cxx.cuda_launch_epilogue()}
 }}
 """
-
-
-def _stat_params(plan: ChannelsLastGroupNormPlan) -> str:
-    return "".join(f", {ctype} *__restrict__ {name}_out" for name, ctype in (("mean", "TM"), ("rstd", "TR"))
-                   if name in plan.row_outputs)
-
-
-def _stat_args(plan: ChannelsLastGroupNormPlan) -> str:
-    return "".join(f", ({ctype} *)outputs[{plan.row_outputs[name]}].data"
-                   for name, ctype in (("mean", "TM"), ("rstd", "TR")) if name in plan.row_outputs)
 
 
 def _apply_loop(plan: ChannelsLastGroupNormPlan, g: _Grid) -> str:

@@ -803,7 +803,9 @@ class _ChunkParts:
     row_writes: str  # per-row outputs, written once per row
 
 
-def _chunk_parts(plan: RowPlan, knobs: Knobs, chunk: int, splits: int) -> _ChunkParts:
+def _chunk_parts(plan: RowPlan, knobs: Knobs, chunk: int, splits: int, block_index: str = "blockIdx.x"
+                 ) -> _ChunkParts:
+    """The pieces for blocks numbered by ``block_index`` (a C expression; the grid's own order by default)."""
     init, update, block_op, merge_op, finish = _SPLIT_STATS[plan.kind]
     block = int(knobs["threads_per_block"])
     tree = "true" if knobs["reduce"] == "smem_tree" else "false"
@@ -813,13 +815,13 @@ def _chunk_parts(plan: RowPlan, knobs: Knobs, chunk: int, splits: int) -> _Chunk
                   if plan.kind in ("layer_norm", "group_norm") else "")
     row_writes = plan._row_output_writes("cuda", "    ")
     if row_writes:
-        row_writes = f"  if (blockIdx.x % {splits} == 0 && threadIdx.x == 0) {{\n{row_writes}  }}\n"
+        row_writes = f"  if ({block_index} % {splits} == 0 && threadIdx.x == 0) {{\n{row_writes}  }}\n"
     return _ChunkParts(
         init=init, update=update, merge_op=merge_op, finish=finish.replace("{n}", cxx.cfloat(float(plan.length))),
         smem=block if tree == "true" else 32,
-        locate=(f"  const int64_t row = blockIdx.x / {splits};\n"
+        locate=(f"  const int64_t row = {block_index} / {splits};\n"
                 f"  const int64_t base = row * {plan.length}LL;\n"
-                f"  const int64_t begin = (int64_t)(blockIdx.x % {splits}) * {chunk}LL;\n"
+                f"  const int64_t begin = (int64_t)({block_index} % {splits}) * {chunk}LL;\n"
                 f"  const int64_t end = begin + {chunk}LL < {plan.length}LL ? begin + {chunk}LL : {plan.length}LL;\n"
                 "  (void)base; (void)end;\n"),
         shift_decl="  const float shift = kf_to_f32(x[base]); (void)shift;\n",
@@ -892,10 +894,9 @@ def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
     xparam = params.split(",")[0]
     aligned = plan._vector_pointers() if vec > 1 else []
     grid = plan.rows * splits
-    reverse = knobs["order"] == "reverse"
-    apply_locate = (f"  const int64_t kf_block = {'gridDim.x - 1 - ' if reverse else ''}(int64_t)blockIdx.x;\n"
-                    + parts.locate.replace("blockIdx.x", "kf_block"))
-    apply_row_writes = parts.row_writes.replace("blockIdx.x", "kf_block")
+    # The writing kernel's blocks, numbered in the order ``order`` asks for.
+    apply = _chunk_parts(plan, knobs, chunk, splits, block_index="kf_block")
+    first = "gridDim.x - 1 - " if knobs["order"] == "reverse" else ""
     return f"""{cxx.CUDA_PRELUDE}
 {CUDA_ROW_HELPERS}
 {_math_macros("cuda", True)}
@@ -907,8 +908,9 @@ __global__ void __launch_bounds__({block}) kf_partials({xparam}, kf_stat *__rest
 {chunk_loop(parts.update)}{parts.store_partial}}}
 
 __global__ void __launch_bounds__({block}) kf_apply({params}, const kf_stat *__restrict__ partials) {{
-{apply_locate}  kf_stat s;
-{_merge_row_partials(parts, plan, splits)}{_chunk_write(plan, vec, chunk_loop)}{apply_row_writes}}}
+  const int64_t kf_block = {first}(int64_t)blockIdx.x;
+{apply.locate}  kf_stat s;
+{_merge_row_partials(apply, plan, splits)}{_chunk_write(plan, vec, chunk_loop)}{apply.row_writes}}}
 
 extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
                          void *stream) {{
