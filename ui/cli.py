@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import importlib.util
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -61,13 +62,36 @@ def cmd_ui(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("streamlit") is None:
         raise ConfigurationError("the dashboard needs streamlit: pip install 'kernel-forge[ui]'")
     previous = signal.signal(signal.SIGTERM, _interrupt)
+    held = hold_port(args.host, args.port)
     try:
         with forge_target(args) as target:
             blocking_channel(target).close()  # a target that cannot work is refused here, not in the browser
+            held.close()
             print(f"dashboard on http://{args.host}:{args.port} (forge service {target.address})", flush=True)
             return run_streamlit(streamlit_command(args.port, args.host), {**scrubbed_environ(), **target.to_environ()})
     finally:
+        held.close()
         signal.signal(signal.SIGTERM, previous)
+
+
+def hold_port(host: str, port: int) -> socket.socket:
+    """Bind the dashboard's port until Streamlit takes it over.
+
+    The local forge's services listen on ports the system picks; holding this one keeps it from
+    picking the dashboard's. A port already in use is refused before anything starts.
+    """
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        held = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise ConfigurationError(f"the dashboard cannot listen on {host}:{port}: {exc}") from exc
+    try:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        held.bind(address)
+    except OSError as exc:
+        held.close()
+        raise ConfigurationError(f"the dashboard cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    return held
 
 
 def run_streamlit(command: list[str], env: dict[str, str]) -> int:

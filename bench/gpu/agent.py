@@ -35,6 +35,8 @@ from torch import nn  # noqa: E402
 from agent_service.models import DeviceDescription, ParentCandidate, ProposalRequest  # noqa: E402
 from agent_service.offline.proposer import propose_offline  # noqa: E402
 from capture_service.cards import OperatorCard, TensorSpec  # noqa: E402
+from forge_service.scheduler import floor_us  # noqa: E402
+from gpu_sandbox_service.device_probe import cuda_facts  # noqa: E402
 from packager.abi import KernelLibrary  # noqa: E402
 from packager.variant import decode_call, module_variant_key, tensor_signature, variant_key  # noqa: E402
 
@@ -312,7 +314,7 @@ def _verify(lib: KernelLibrary, card: OperatorCard, bundle: Any) -> tuple[str, f
 
 
 def _bench_case(name: str, card: OperatorCard, bundle: Any, device: DeviceDescription, workdir: Path,
-                pool: ThreadPoolExecutor, timer: Timer) -> dict[str, Any]:
+                pool: ThreadPoolExecutor, timer: Timer, copy_bandwidth_gbps: float) -> dict[str, Any]:
     call, n_forward, state = bundle
     inputs = _fresh(card, 0, n_forward, state)
     with torch.inference_mode():
@@ -362,6 +364,9 @@ def _bench_case(name: str, card: OperatorCard, bundle: Any, device: DeviceDescri
             best["speedup_vs_compile"] = best["compile_us"] / best["kernel_us"]
         except Exception as exc:  # the kernel's numbers stand without the baseline
             best["compile_error"] = repr(exc)[-500:]
+    floor = floor_us(card, copy_bandwidth_gbps)
+    if best is not None and floor is not None:
+        best.update(floor_us=floor, pct_of_floor=100 * floor / best["kernel_us"])
     family = variants[0]["knobs"].get("family") if variants else None
     verified = sum(v["status"] == "passed" for v in variants)
     return {
@@ -373,8 +378,8 @@ def _bench_case(name: str, card: OperatorCard, bundle: Any, device: DeviceDescri
 
 def _table(results: list[dict[str, Any]]) -> str:
     lines = ["| card | family | shape | dtype | variants passed | eager µs | compile µs | best µs | speedup | "
-             "vs compile | best knobs |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "vs compile | % of floor | best knobs |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         best = r.get("best") or {}
         knobs = {k: v for k, v in (best.get("knobs") or {}).items() if k != "family"}
@@ -382,7 +387,8 @@ def _table(results: list[dict[str, Any]]) -> str:
             f"| {r['name']} | {r.get('family', '-')} | {r.get('shape', '-')} | {r.get('dtype', '-')} | "
             f"{r.get('variants_passed', 0)}/{len(r.get('variants', []))} | {best.get('eager_us', float('nan')):.1f} | "
             f"{best.get('compile_us', float('nan')):.1f} | {best.get('kernel_us', float('nan')):.1f} | "
-            f"{best.get('speedup', float('nan')):.2f} | {best.get('speedup_vs_compile', float('nan')):.2f} | {knobs} |"
+            f"{best.get('speedup', float('nan')):.2f} | {best.get('speedup_vs_compile', float('nan')):.2f} | "
+            f"{best.get('pct_of_floor', float('nan')):.0f} | {knobs} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -397,19 +403,21 @@ def run(out_dir: Path) -> dict[str, Any]:
     device = DeviceDescription(backend="cuda", name=props.name, arch=f"sm_{props.major}{props.minor}",
                                sm_count=props.multi_processor_count, l2_bytes=props.L2_cache_size,
                                toolchain="nvcc")
+    copy_bandwidth_gbps = float(cuda_facts()["copy_bandwidth_gbps"])  # type: ignore[arg-type]
     started = time.time()
     timer = Timer()
     results = []
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max_workers=16) as pool, torch.inference_mode():
         for name, card, bundle in _cases():
             try:
-                results.append(_bench_case(name, card, bundle, device, Path(tmp), pool, timer))
+                results.append(_bench_case(name, card, bundle, device, Path(tmp), pool, timer, copy_bandwidth_gbps))
             except Exception as exc:  # one broken case must not lose the others' numbers
                 results.append({"name": name, "op": card.op, "status": "error", "reason": repr(exc)})
             print(f"[agent] {name}: {results[-1].get('status')} "
                   f"{(results[-1].get('best') or {}).get('speedup', float('nan')):.2f}x", flush=True)
     summary = {
         "device": props.name, "sm_count": props.multi_processor_count, "torch": torch.__version__,
+        "copy_bandwidth_gbps": copy_bandwidth_gbps,
         "wall_s": round(time.time() - started, 1),
         "cards": len(results), "cards_passed": sum(r.get("status") == "passed" for r in results),
         "results": results,

@@ -46,6 +46,17 @@ def test_a_plain_text_forge_on_another_machine_is_refused(capsys: pytest.Capture
     assert "refusing a plain-text connection" in capsys.readouterr().err
 
 
+def test_a_dashboard_port_in_use_is_refused_before_anything_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["ui", "--runs-dir", str(tmp_path / "runs"), "--backend", "cpu", "--port", str(port)]) == 2
+    assert f"the dashboard cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
 def _wait_until_served(proc: subprocess.Popen[bytes], port: int) -> None:
     deadline = time.monotonic() + 60
     while True:
