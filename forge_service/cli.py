@@ -219,7 +219,8 @@ async def cmd_runs(args: argparse.Namespace) -> int:
 async def cmd_report(args: argparse.Namespace) -> int:
     async with forge_stub(args) as stub:
         report = await stub.GetReport(forge_pb2.GetReportRequest(run_id=args.run_id))
-    out.print(report.json if args.json else report.markdown, markup=False, highlight=False)
+    # Written as is: a console would wrap long lines, breaking the JSON and the Markdown tables.
+    sys.stdout.write((report.json if args.json else report.markdown).rstrip("\n") + "\n")
     return 0
 
 

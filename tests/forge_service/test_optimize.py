@@ -80,6 +80,10 @@ def test_runs_and_report_read_the_store(first_run: tuple[Path, dict]) -> None:
     assert [r["run_id"] for r in json.loads(listed.stdout)] == [out["run"]["run_id"]]
     report = kforge("report", out["run"]["run_id"], "--runs-dir", str(runs))
     assert report.returncode == 0 and "End to end (guards on)" in report.stdout
+    run_dir = Path(out["run"]["run_dir"])
+    assert report.stdout == (run_dir / "report.md").read_text().rstrip("\n") + "\n"  # not wrapped to a width
+    as_json = kforge("report", out["run"]["run_id"], "--runs-dir", str(runs), "--json")
+    assert as_json.returncode == 0 and json.loads(as_json.stdout) == json.loads((run_dir / "report.json").read_text())
 
 
 def test_a_second_run_starts_from_the_kernel_cache_and_may_leave_torch_compile_out(
