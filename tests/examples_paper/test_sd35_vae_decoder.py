@@ -49,7 +49,10 @@ def test_capture_yields_group_norm_silu_and_upsampling_cards(tmp_path: Path) -> 
 def test_the_channels_last_variant_gives_the_same_image_and_channels_last_group_norms(tmp_path: Path) -> None:
     nchw, channels_last = run_spec("sd35_vae_decoder"), run_spec("sd35_vae_decoder", "channels_last")
     assert channels_last.stride(1) == 1
-    torch.testing.assert_close(channels_last.float(), nchw.float(), rtol=0.05, atol=0.02)  # bf16 convolutions
+    # Each bf16 image departs from a float32 run of the same weights by about 3% (relative L2, this
+    # tiny decoder on the cpu); the two layouts, summing in other orders, differ by less than that.
+    difference = (channels_last.float() - nchw.float()).norm() / nchw.float().norm()
+    assert difference < 3e-2, difference
     cards = capture_spec("sd35_vae_decoder", tmp_path, "channels_last")
     group_norms = [c for c in cards.cards if c.op == "aten::group_norm.default"]
     assert group_norms and all(c.inputs[0].stride[1] == 1 for c in group_norms)
