@@ -181,7 +181,7 @@ def _math_macros(backend: str, fast: bool) -> str:
     if fast:
         return ("#define KF_EXP(v) kf_expf(v)\n"
                 "#define KF_TANH(v) (1.0f - 2.0f / (kf_expf(2.0f * (v)) + 1.0f))\n"
-                "#define KF_ERF(v) erff(v)\n#define KF_LOG(v) logf(v)\n")
+                "#define KF_ERF(v) kf_erff(v)\n#define KF_LOG(v) logf(v)\n")
     return ("#define KF_EXP(v) expf(v)\n#define KF_TANH(v) tanhf(v)\n"
             "#define KF_ERF(v) erff(v)\n#define KF_LOG(v) logf(v)\n")
 
