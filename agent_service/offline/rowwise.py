@@ -244,6 +244,12 @@ class RowPlan:
             and stats != "one_pass"
         return self.y is not None or two_pass
 
+    def _stashes_exp(self) -> bool:
+        """A softmax writing float32 in x's layout: its sum pass may keep each exp in y, and the
+        write pass then rescales y rather than computing every exp again (as eager does)."""
+        return (self.kind == "softmax" and self.y is not None and not self.y_apart and self.activation is None
+                and self.outputs[self.y].dtype == "float32")
+
     def _max_vector(self) -> int:
         specs = [self.inputs[self.x]]
         if self.y is not None:
@@ -265,6 +271,7 @@ class RowPlan:
                 "stats": self._stats_choices(),
                 "simd": (True, False),
                 "fast_math": (True, False),
+                "stash_exp": (True, False) if self._stashes_exp() else (False,),
             })
         vec = self._max_vector()
         splits = self._split_choices(device, vec)
@@ -488,6 +495,7 @@ def _render_cpu(plan: RowPlan, knobs: Knobs) -> str:
     L, inner = plan.length, plan.inner
     simd = "#pragma omp simd" if knobs["simd"] else ""
     xj = f"kf_to_f32(x[base + j * {inner}LL])"
+    stash = bool(knobs.get("stash_exp")) and knobs["stats"] == "two_pass"  # y holds each exp after the sums
 
     def reduce_loop(init: str, var: str, op: str, update: str) -> str:
         pragma = f"#pragma omp simd reduction({op}:{var})" if knobs["simd"] else ""
@@ -508,7 +516,8 @@ def _render_cpu(plan: RowPlan, knobs: Knobs) -> str:
                      " else st_sum += KF_EXP(v - st_m); }\n")
         else:
             stats = reduce_loop("-INFINITY", "st_m", "max", "st_m = v > st_m ? v : st_m;")
-            stats += reduce_loop("0.0f", "st_sum", "+", "st_sum += KF_EXP(v - st_m);")
+            stats += reduce_loop("0.0f", "st_sum", "+", "st_sum += KF_EXP(v - st_m);" if not stash
+                                 else f"const float e = KF_EXP(v - st_m); y[base + j * {inner}LL] = e; st_sum += e;")
     elif kind in ("layer_norm", "group_norm"):
         if knobs["stats"] == "one_pass":
             pragma = "#pragma omp simd reduction(+:s1, s2)" if knobs["simd"] else ""
@@ -528,11 +537,12 @@ def _render_cpu(plan: RowPlan, knobs: Knobs) -> str:
     write = ""
     if plan.y is not None:
         yt = cxx.element_type(plan.outputs[plan.y].dtype, "cpu")
+        value = "y[idx] * st_inv" if stash else plan._write_expr("cpu")
         write = (f"{plan._y_base_c('    ')}{simd}\n    for (int64_t j = 0; j < {L}LL; ++j) {{\n"
                  f"      const int64_t idx = base + j * {inner}LL; (void)idx;\n"
                  "      const float v = kf_to_f32(x[idx]);\n"
                  f"      {plan._channel_c()}\n"
-                 f"      y[{plan._y_index_c()}] = kf_from_f32<{yt}>({plan._write_expr('cpu')});\n    }}\n")
+                 f"      y[{plan._y_index_c()}] = kf_from_f32<{yt}>({value});\n    }}\n")
     write += plan._row_output_writes("cpu", "    ")
     params, args = plan._params("cpu")
     threads = f" num_threads({knobs['threads']})" if knobs["threads"] else ""
