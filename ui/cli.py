@@ -86,8 +86,7 @@ def hold_port(host: str, port: int) -> socket.socket:
     except OSError as exc:
         raise ConfigurationError(f"the dashboard cannot listen on {host}:{port}: {exc}") from exc
     try:
-        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        held.bind(address)
+        held.bind(address)  # without SO_REUSEADDR: no other socket may share the port while it is held
     except OSError as exc:
         held.close()
         raise ConfigurationError(f"the dashboard cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
