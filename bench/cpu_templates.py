@@ -1,9 +1,9 @@
 """The offline proposer's cpu kernels against eager, card by card: prints a table and writes JSON.
 
 For cards of the families whose math goes through the templates' own exp and erf (silu, sigmoid,
-tanh, both gelus, softmax, log-softmax) and a plain add beside them, the root kernel is compiled
-with the sandbox's g++ flags and called as the ``.cast`` runtime calls it (descriptors packed
-once, outputs allocated per call); kernel and eager calls are interleaved and the medians kept.
+tanh, both gelus, softmax, log-softmax), an add, and the norms and reductions, the root kernel is
+compiled with the sandbox's g++ flags and called as the ``.cast`` runtime calls it (descriptors
+packed once, outputs allocated per call); kernel and eager calls alternate, medians kept.
 
     .venv/bin/python bench/cpu_templates.py [--out bench/results/cpu_templates.json] [--calls 300]
 """
@@ -54,6 +54,14 @@ def _cases() -> list[tuple[str, Any, list[Any], dict[str, Any]]]:
         ("softmax [64, 1024] f32", aten._softmax.default, [r(64, 1024), -1, False], {}),
         ("log_softmax [64, 1024] f32", aten._log_softmax.default, [r(64, 1024), -1, False], {}),
         ("add [1024, 1024] f32", aten.add.Tensor, [r(1024, 1024), r(1024, 1024)], {}),
+        ("layer_norm [512, 768] f32", aten.native_layer_norm.default, [r(512, 768), [768], r(768), r(768), 1e-5],
+         {}),
+        ("rms_norm [512, 768] f32", aten.rms_norm.default, [r(512, 768), [768], r(768), 1e-6], {}),
+        ("group_norm [8, 64, 32, 32] f32", aten.native_group_norm.default,
+         [r(8, 64, 32, 32), r(64), r(64), 8, 64, 1024, 32, 1e-5], {}),
+        ("sum rows [1024, 1024] f32", aten.sum.dim_IntList, [r(1024, 1024), [-1]], {}),
+        ("amax rows [1024, 1024] f32", aten.amax.default, [r(1024, 1024), [-1]], {}),
+        ("global avg pool [8, 512, 7, 7] f32", aten.mean.dim, [r(8, 512, 7, 7), [-1, -2], True], {}),
     ]
 
 

@@ -51,6 +51,7 @@ RESIDENT_SMEM_BYTES = {"sm_80": 163 * 1024, "sm_87": 163 * 1024, "sm_90": 227 * 
 RESIDENT_DEFAULT_SMEM_BYTES = 99 * 1024
 RESIDENT_RESERVED_BYTES = 16 * 1024
 TILE_MAX_LENGTH = 256
+CPU_LANES = 32  # partial values of a cpu row reduction (see _cpu_lane_reduce)
 TILE_FLOATS = 8192  # shared memory per block for tile mode: 32 KiB
 # Columns mode with a contiguous output apart from x: elements per row staged in shared memory
 # before the block writes them along the output's rows.
@@ -498,6 +499,8 @@ def _render_cpu(plan: RowPlan, knobs: Knobs) -> str:
     stash = bool(knobs.get("stash_exp")) and knobs["stats"] == "two_pass"  # y holds each exp after the sums
 
     def reduce_loop(init: str, var: str, op: str, update: str) -> str:
+        if knobs["simd"] and L >= 2 * CPU_LANES:
+            return _cpu_lane_reduce(init, var, op, update, L, xj)
         pragma = f"#pragma omp simd reduction({op}:{var})" if knobs["simd"] else ""
         return (f"    float {var} = {init};\n{pragma}\n    for (int64_t j = 0; j < {L}LL; ++j) {{ const float v = {xj};"
                 f" {update} }}\n")
@@ -538,11 +541,20 @@ def _render_cpu(plan: RowPlan, knobs: Knobs) -> str:
     if plan.y is not None:
         yt = cxx.element_type(plan.outputs[plan.y].dtype, "cpu")
         value = "y[idx] * st_inv" if stash else plan._write_expr("cpu")
-        write = (f"{plan._y_base_c('    ')}{simd}\n    for (int64_t j = 0; j < {L}LL; ++j) {{\n"
-                 f"      const int64_t idx = base + j * {inner}LL; (void)idx;\n"
-                 "      const float v = kf_to_f32(x[idx]);\n"
-                 f"      {plan._channel_c()}\n"
-                 f"      y[{plan._y_index_c()}] = kf_from_f32<{yt}>({value});\n    }}\n")
+        body = ("      const int64_t idx = base + j * {inner}LL; (void)idx;\n"
+                "      const float v = kf_to_f32(x[idx]);\n"
+                f"      y[{plan._y_index_c()}] = kf_from_f32<{yt}>({value});\n").replace("{inner}", str(inner))
+        if kind == "group_norm":
+            # A loop per channel of the group: its weight and bias stay in registers (gathered per
+            # element they made the kernel five times slower than eager).
+            per_group = plan.channels // plan.groups
+            write = (f"{plan._y_base_c('    ')}    for (int64_t c = 0; c < {per_group}LL; ++c) {{\n"
+                     f"    const int64_t ch = (row % {plan.groups}LL) * {per_group}LL + c;\n{simd}\n"
+                     f"    for (int64_t j = c * {plan.spatial}LL; j < (c + 1) * {plan.spatial}LL; ++j) {{\n"
+                     f"{body}    }}\n    }}\n")
+        else:
+            write = (f"{plan._y_base_c('    ')}{simd}\n    for (int64_t j = 0; j < {L}LL; ++j) {{\n"
+                     f"{body}    }}\n")
     write += plan._row_output_writes("cpu", "    ")
     params, args = plan._params("cpu")
     threads = f" num_threads({knobs['threads']})" if knobs["threads"] else ""
@@ -564,6 +576,26 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
   return 0;
 }}
 """
+
+
+def _cpu_lane_reduce(init: str, var: str, op: str, update: str, length: int, xj: str) -> str:
+    """A row reduction into :data:`CPU_LANES` partial values, merged after the row.
+
+    One vector accumulator makes the loop wait on each add's latency; the lanes give the
+    vectorised loop several independent ones (a sum of 1023 floats: 150 -> 65 ns on a Zen 3 core).
+    """
+    lane = f"{var}_l[k]"
+    merge = f"{var} += {lane};" if op == "+" else f"{var} = {lane} > {var} ? {lane} : {var};"
+    return (f"    float {var}_l[{CPU_LANES}];\n"
+            f"    for (int k = 0; k < {CPU_LANES}; ++k) {var}_l[k] = {init};\n"
+            f"    for (int64_t j0 = 0; j0 < {length // CPU_LANES * CPU_LANES}LL; j0 += {CPU_LANES}) {{\n"
+            "#pragma omp simd\n"
+            f"      for (int k = 0; k < {CPU_LANES}; ++k) {{ const int64_t j = j0 + k; const float v = {xj};"
+            f" {update.replace(var, lane)} }}\n    }}\n"
+            f"    float {var} = {init};\n"
+            f"    for (int64_t j = {length // CPU_LANES * CPU_LANES}LL; j < {length}LL; ++j) {{ const float v = {xj};"
+            f" {update} }}\n"
+            f"#pragma omp simd reduction({op}:{var})\n    for (int k = 0; k < {CPU_LANES}; ++k) {merge}\n")
 
 
 # ---- cuda --------------------------------------------------------------------------------------
