@@ -3,9 +3,9 @@
 For cards of the families whose math goes through the templates' own exp and erf (silu, sigmoid,
 tanh, both gelus, softmax, log-softmax), an add, and the norms and reductions, the root kernel is
 compiled with the sandbox's g++ flags and called as the ``.cast`` runtime calls it (descriptors
-packed once, outputs allocated per call); kernel and eager calls alternate, medians kept.
+packed once, outputs allocated per call); kernel and eager alternate in batches, medians kept.
 
-    .venv/bin/python bench/cpu_templates.py [--out bench/results/cpu_templates.json] [--calls 300]
+    .venv/bin/python bench/cpu_templates.py [--out bench/results/cpu_templates.json] [--calls N]
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from agent_service.models import DeviceDescription, ProposalRequest  # noqa: E40
 from agent_service.offline.proposer import propose_offline  # noqa: E402
 from gpu_sandbox_service.compiler import detect_toolchain  # noqa: E402
 from packager.abi import KernelLibrary  # noqa: E402
+from packager.guard_cost import median_us  # noqa: E402
 from packager.launcher import CallDescriptors, KernelLauncher  # noqa: E402
 from tests.agent_service.agent_cards import aten_card  # noqa: E402
 
@@ -65,18 +66,9 @@ def _cases() -> list[tuple[str, Any, list[Any], dict[str, Any]]]:
     ]
 
 
-def _median_us(fn: Any, calls: int) -> float:
-    samples = []
-    for _ in range(calls):
-        started = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples) * 1e6
-
-
 def _interleaved(kernel: Any, eager: Any, calls: int, rounds: int = 3) -> tuple[float, float]:
     """Median µs of the kernel and of eager, over rounds that alternate between them."""
-    medians = [_median_us(kernel, calls) if i % 2 == 0 else _median_us(eager, calls) for i in range(2 * rounds)]
+    medians = [median_us(kernel if i % 2 == 0 else eager, number=calls) for i in range(2 * rounds)]
     return statistics.median(medians[0::2]), statistics.median(medians[1::2])
 
 
@@ -116,7 +108,7 @@ def run(out: Path, calls: int) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "cpu_templates.json")
-    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--calls", type=int, default=50, help="calls per timed batch")
     args = parser.parse_args()
     run(args.out, args.calls)
     return 0

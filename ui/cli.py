@@ -61,8 +61,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
         raise ConfigurationError(f"--port must be 1..65535, got {args.port}")
     if importlib.util.find_spec("streamlit") is None:
         raise ConfigurationError("the dashboard needs streamlit: pip install 'kernel-forge[ui]'")
-    previous = signal.signal(signal.SIGTERM, _interrupt)
     held = hold_port(args.host, args.port)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         with forge_target(args) as target:
             blocking_channel(target).close()  # a target that cannot work is refused here, not in the browser

@@ -498,19 +498,20 @@ def _render_cpu(plan: RowPlan, knobs: Knobs) -> str:
     xj = f"kf_to_f32(x[base + j * {inner}LL])"
     stash = bool(knobs.get("stash_exp")) and knobs["stats"] == "two_pass"  # y holds each exp after the sums
 
-    def reduce_loop(init: str, var: str, op: str, update: str) -> str:
+    def reduce_loop(init: str, var: str, op: str, term: str, before: str = "") -> str:
+        """``var`` reduced with ``op`` over ``term`` of each element (after the statements ``before``)."""
         if knobs["simd"] and L >= 2 * CPU_LANES:
-            return _cpu_lane_reduce(init, var, op, update, L, xj)
+            return _cpu_lane_reduce(init, var, op, term, before, L, xj)
         pragma = f"#pragma omp simd reduction({op}:{var})" if knobs["simd"] else ""
         return (f"    float {var} = {init};\n{pragma}\n    for (int64_t j = 0; j < {L}LL; ++j) {{ const float v = {xj};"
-                f" {update} }}\n")
+                f" {before}{_combine(op, var, term)} }}\n")
 
     stats = ""
     kind = plan.kind
     if kind in ("sum", "mean"):
-        stats = reduce_loop("0.0f", "st_sum", "+", "st_sum += v;")
+        stats = reduce_loop("0.0f", "st_sum", "+", "v")
     elif kind == "amax":
-        stats = reduce_loop("-INFINITY", "st_m", "max", "st_m = v > st_m ? v : st_m;")
+        stats = reduce_loop("-INFINITY", "st_m", "max", "v")
     elif kind in ("softmax", "log_softmax"):
         if knobs["stats"] == "online":
             stats = (f"    float st_m = -INFINITY, st_sum = 0.0f;\n"
@@ -518,9 +519,12 @@ def _render_cpu(plan: RowPlan, knobs: Knobs) -> str:
                      "      if (v > st_m) { st_sum = st_sum * KF_EXP(st_m - v) + 1.0f; st_m = v; }"
                      " else st_sum += KF_EXP(v - st_m); }\n")
         else:
-            stats = reduce_loop("-INFINITY", "st_m", "max", "st_m = v > st_m ? v : st_m;")
-            stats += reduce_loop("0.0f", "st_sum", "+", "st_sum += KF_EXP(v - st_m);" if not stash
-                                 else f"const float e = KF_EXP(v - st_m); y[base + j * {inner}LL] = e; st_sum += e;")
+            stats = reduce_loop("-INFINITY", "st_m", "max", "v")
+            if stash:
+                keep = f"const float e = KF_EXP(v - st_m); y[base + j * {inner}LL] = e; "
+                stats += reduce_loop("0.0f", "st_sum", "+", "e", keep)
+            else:
+                stats += reduce_loop("0.0f", "st_sum", "+", "KF_EXP(v - st_m)")
     elif kind in ("layer_norm", "group_norm"):
         if knobs["stats"] == "one_pass":
             pragma = "#pragma omp simd reduction(+:s1, s2)" if knobs["simd"] else ""
@@ -530,20 +534,20 @@ def _render_cpu(plan: RowPlan, knobs: Knobs) -> str:
                      f"    const float m1 = s1 / {cxx.cfloat(float(L))};\n"
                      f"    const float st_mean = shift + m1, st_var = s2 / {cxx.cfloat(float(L))} - m1 * m1;\n")
         else:
-            stats = reduce_loop("0.0f", "st_sum", "+", "st_sum += v;")
+            stats = reduce_loop("0.0f", "st_sum", "+", "v")
             stats += f"    const float st_mean = st_sum / {cxx.cfloat(float(L))};\n"
-            stats += reduce_loop("0.0f", "st_sq", "+", "st_sq += (v - st_mean) * (v - st_mean);")
+            stats += reduce_loop("0.0f", "st_sq", "+", "(v - st_mean) * (v - st_mean)")
             stats += f"    const float st_var = st_sq / {cxx.cfloat(float(L))};\n"
     elif kind == "rms_norm":
-        stats = reduce_loop("0.0f", "st_sumsq", "+", "st_sumsq += v * v;")
+        stats = reduce_loop("0.0f", "st_sumsq", "+", "v * v")
     stats += "    " + plan._row_stats_c() + "\n"
     write = ""
     if plan.y is not None:
         yt = cxx.element_type(plan.outputs[plan.y].dtype, "cpu")
         value = "y[idx] * st_inv" if stash else plan._write_expr("cpu")
-        body = ("      const int64_t idx = base + j * {inner}LL; (void)idx;\n"
+        body = (f"      const int64_t idx = base + j * {inner}LL; (void)idx;\n"
                 "      const float v = kf_to_f32(x[idx]);\n"
-                f"      y[{plan._y_index_c()}] = kf_from_f32<{yt}>({value});\n").replace("{inner}", str(inner))
+                f"      y[{plan._y_index_c()}] = kf_from_f32<{yt}>({value});\n")
         if kind == "group_norm":
             # A loop per channel of the group: its weight and bias stay in registers (gathered per
             # element they made the kernel five times slower than eager).
@@ -578,24 +582,29 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
 """
 
 
-def _cpu_lane_reduce(init: str, var: str, op: str, update: str, length: int, xj: str) -> str:
+def _combine(op: str, acc: str, value: str) -> str:
+    """The C statement folding ``value`` into ``acc`` (``op`` is ``+`` or ``max``)."""
+    return f"{acc} += {value};" if op == "+" else f"{acc} = {value} > {acc} ? {value} : {acc};"
+
+
+def _cpu_lane_reduce(init: str, var: str, op: str, term: str, before: str, length: int, xj: str) -> str:
     """A row reduction into :data:`CPU_LANES` partial values, merged after the row.
 
     One vector accumulator makes the loop wait on each add's latency; the lanes give the
     vectorised loop several independent ones (a sum of 1023 floats: 150 -> 65 ns on a Zen 3 core).
     """
-    lane = f"{var}_l[k]"
-    merge = f"{var} += {lane};" if op == "+" else f"{var} = {lane} > {var} ? {lane} : {var};"
+    lane, whole = f"{var}_l[k]", length // CPU_LANES * CPU_LANES
     return (f"    float {var}_l[{CPU_LANES}];\n"
             f"    for (int k = 0; k < {CPU_LANES}; ++k) {var}_l[k] = {init};\n"
-            f"    for (int64_t j0 = 0; j0 < {length // CPU_LANES * CPU_LANES}LL; j0 += {CPU_LANES}) {{\n"
+            f"    for (int64_t j0 = 0; j0 < {whole}LL; j0 += {CPU_LANES}) {{\n"
             "#pragma omp simd\n"
             f"      for (int k = 0; k < {CPU_LANES}; ++k) {{ const int64_t j = j0 + k; const float v = {xj};"
-            f" {update.replace(var, lane)} }}\n    }}\n"
+            f" {before}{_combine(op, lane, term)} }}\n    }}\n"
             f"    float {var} = {init};\n"
-            f"    for (int64_t j = {length // CPU_LANES * CPU_LANES}LL; j < {length}LL; ++j) {{ const float v = {xj};"
-            f" {update} }}\n"
-            f"#pragma omp simd reduction({op}:{var})\n    for (int k = 0; k < {CPU_LANES}; ++k) {merge}\n")
+            f"    for (int64_t j = {whole}LL; j < {length}LL; ++j) {{ const float v = {xj};"
+            f" {before}{_combine(op, var, term)} }}\n"
+            f"#pragma omp simd reduction({op}:{var})\n"
+            f"    for (int k = 0; k < {CPU_LANES}; ++k) {_combine(op, var, lane)}\n")
 
 
 # ---- cuda --------------------------------------------------------------------------------------

@@ -6,9 +6,7 @@ import subprocess
 from pathlib import Path
 
 from agent_service.offline import cxx
-from gpu_sandbox_service.compiler import detect_toolchain
-
-INCLUDE = Path(cxx.__file__).resolve().parents[2] / "gpu_sandbox_service" / "include"
+from gpu_sandbox_service.compiler import INCLUDE_DIR, detect_toolchain
 
 ACCURACY = r"""
 #include <stdio.h>
@@ -46,7 +44,7 @@ def _build(tmp_path: Path, body: str, out: str, extra: list[str]) -> subprocess.
     source = tmp_path / "math.cpp"
     source.write_text(cxx.CPU_PRELUDE + body)
     compiler = detect_toolchain("cpu", "cpu").compiler
-    return subprocess.run([compiler, "-O3", "-march=native", "-fopenmp", "-std=c++17", f"-I{INCLUDE}", *extra,
+    return subprocess.run([compiler, "-O3", "-march=native", "-fopenmp", "-std=c++17", f"-I{INCLUDE_DIR}", *extra,
                            "-o", str(tmp_path / out), str(source)], capture_output=True, text=True, check=True)
 
 
