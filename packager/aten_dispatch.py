@@ -5,8 +5,11 @@ The override is registered with ``torch.library.Library("aten", "IMPL")`` at ``C
 call against the op's kernels (:class:`packager.kernel.KernelSet`); on an exact hit the kernel
 runs, on a miss or a kernel error the original kernel (``torch.library.get_kernel``, taken
 before the override was registered) runs with the same dispatch key set. torch.compile with inductor generates its own
-code for aten ops and so bypasses these overrides; graphs run by the ``eager`` and
-``aot_eager`` backends call them.
+code for aten ops and so bypasses these overrides (graphs run by the ``eager`` and ``aot_eager``
+backends call them); compiled graphs reach the kernels through :mod:`packager.compiled`.
+
+A Python number in a tensor slot (``x + 1e-5``) reaches the override as a number: a miss hands
+it back to the original kernel as the tensor it expects (:mod:`packager.wrapped_numbers`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Sequence
 import torch
 
 from packager.kernel import KernelSet, LoadedKernel, inside_kernel
+from packager.wrapped_numbers import TensorSlots
 
 DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA"}
 
@@ -36,7 +40,7 @@ def resolve_overload(op: str) -> torch._ops.OpOverload:
         raise UnsupportedOp(f"{op!r} is not an operator of this torch build") from exc
 
 
-def _result_shape(overload: torch._ops.OpOverload) -> str:
+def result_shape(overload: torch._ops.OpOverload) -> str:
     returns = overload._schema.returns
     kinds = [str(r.type) for r in returns]
     if kinds == ["Tensor"]:
@@ -55,8 +59,9 @@ class AtenOverride:
         self.op = op
         self.dispatch_key = DISPATCH_KEYS[backend]
         self.overload = resolve_overload(op)
-        self._result = _result_shape(self.overload)
+        self._result = result_shape(self.overload)
         self._kernels = KernelSet(kernels)
+        self._slots = TensorSlots(self.overload)
         self._original: torch._C._SafeKernelFunction | None = None
         self._library: torch.library.Library | None = None
 
@@ -88,9 +93,16 @@ class AtenOverride:
                     return self._shape(outputs)
                 # the kernel failed and was counted; eager serves this call
         assert self._original is not None
+        if self._slots.positions and self._slots.holds_number(args, kwargs):
+            return self._slots.call_original(self._original, keyset, args, kwargs)
         return self._original.call_boxed(keyset, *args, **kwargs)
 
     def _shape(self, outputs: list[torch.Tensor]) -> object:
-        if self._result == "single":
-            return outputs[0]
-        return outputs if self._result == "list" else tuple(outputs)
+        return shape_result(self._result, outputs)
+
+
+def shape_result(kind: str, outputs: list[torch.Tensor]) -> object:
+    """A kernel's outputs as the overload returns them (see :func:`result_shape`)."""
+    if kind == "single":
+        return outputs[0]
+    return outputs if kind == "list" else tuple(outputs)

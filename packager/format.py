@@ -35,18 +35,22 @@ from packager.errors import CastBuildError
 from packager.guard_cost import guard_cost_us
 from packager.manifest import (
     AUDIT_CLASSES,
+    KEPT,
     KERNEL_KINDS,
     MANIFEST_FILE,
+    PRUNED,
+    UNMEASURED,
     CastManifest,
     FallbackRecord,
     KernelRecord,
     ModelIdentity,
+    ModeVerdict,
     arch_matches_backend,
     is_safe_name,
 )
 from packager.variant import VariantKey
 
-__all__ = ["FallbackEntry", "KernelEntry", "ModelIdentity", "build_cast"]
+__all__ = ["FallbackEntry", "KernelEntry", "ModeVerdict", "ModelIdentity", "build_cast"]
 
 
 @dataclass(frozen=True)
@@ -133,7 +137,8 @@ def _check_entry(entry: KernelEntry, where: str) -> dict[str, Any]:
     return _parse_card(entry, where)
 
 
-def _record(entry: KernelEntry, card: dict[str, Any], guard_us: float, effective: float) -> KernelRecord:
+def _record(entry: KernelEntry, card: dict[str, Any], guard_us: float, effective: float,
+            eager: ModeVerdict, compiled: ModeVerdict) -> KernelRecord:
     folder = f"kernels/{entry.card_id}/{entry.arch}"
     return KernelRecord(
         card_id=entry.card_id, kind=entry.kind, op=entry.op, backend=entry.backend, arch=entry.arch,
@@ -145,7 +150,7 @@ def _record(entry: KernelEntry, card: dict[str, Any], guard_us: float, effective
         guard_cost_us=round(guard_us, 3), effective_speedup=round(effective, 4),
         rel_l2_error=entry.rel_l2_error, max_scaled_error=entry.max_scaled_error,
         source_sha256=entry.source_sha256, compiler_flags=entry.compiler_flags, toolchain=entry.toolchain,
-        candidate_id=entry.candidate_id,
+        candidate_id=entry.candidate_id, eager=eager, compiled=compiled,
     )
 
 
@@ -197,13 +202,17 @@ def build_cast(
     *,
     min_speedup: float = 1.0,
     signing_key: bytes | None = None,
+    verdicts: Mapping[tuple[str, str], ModeVerdict] | None = None,
 ) -> CastManifest:
     """Write the .cast for a run's winning kernels to ``path`` and return its manifest.
 
     Every entry is checked first (a bad one raises CastBuildError naming it; nothing is
-    written). Kernels whose speedup does not survive the guard's measured per-call cost, or
-    falls below ``min_speedup``, become fallbacks, as do all kernels of an op whose calls left on
-    eager would pay more for the guard than the kernels save.
+    written). ``verdicts`` gives, per ``(card_id, mode)`` with mode ``"eager"`` or
+    ``"compiled"``, what measuring the model end to end found (unmeasured where absent). Eager
+    calls do not use a kernel whose speedup does not survive the guard's measured per-call cost
+    or falls below ``min_speedup``, nor the kernels of an op whose calls left on eager would pay
+    more for the guard than the kernels save: compiled graphs pay no guard, so such a kernel is
+    still packaged when its compiled verdict is kept. A kernel no mode uses becomes a fallback.
     """
     if not (math.isfinite(min_speedup) and min_speedup > 0):
         raise CastBuildError(f"min_speedup must be a positive number, got {min_speedup!r}")
@@ -220,33 +229,41 @@ def build_cast(
     missed_calls: dict[str, int] = defaultdict(int)
     for fallback in fallbacks:
         missed_calls[fallback.op] += max(fallback.calls, 0)
+    given = verdicts or {}
     guard_costs: dict[str, float] = {}
-    survivors: list[_Candidate] = []
+    candidates: list[_Candidate] = []
+    eager_pruned: dict[str, str] = {}  # card_id -> why eager calls do not use the kernel
     for entry, card in checked:
         if entry.card_id not in guard_costs:
             guard_costs[entry.card_id] = guard_cost_us(card)
         guard_us = guard_costs[entry.card_id]
         effective = entry.eager_latency_us / (entry.latency_us + guard_us)
-        if effective <= 1.0 or effective < min_speedup:
-            dropped.append(FallbackRecord(entry.card_id, entry.op, (
+        measured = given.get((entry.card_id, "eager"))
+        if measured is not None and measured.verdict == PRUNED:
+            eager_pruned[entry.card_id] = measured.reason
+        elif effective <= 1.0 or effective < min_speedup:
+            eager_pruned[entry.card_id] = (
                 f"{entry.arch}: speedup {entry.speedup:.3f}x becomes {effective:.3f}x with the guard's "
                 f"{guard_us:.2f} us per call (eager {entry.eager_latency_us:.2f} us, kernel "
                 f"{entry.latency_us:.2f} us); needs more than 1x and at least {min_speedup:g}x"
-            )))
+            )
+        if entry.card_id in eager_pruned:
             missed_calls[entry.op] += _calls(card)
-            continue
-        survivors.append(_Candidate(entry, card, guard_us, effective))
-    unprofitable = _unprofitable_ops(survivors, missed_calls)
+        candidates.append(_Candidate(entry, card, guard_us, effective))
+    unprofitable = _unprofitable_ops([c for c in candidates if c.entry.card_id not in eager_pruned], missed_calls)
 
     records: list[KernelRecord] = []
     files: dict[str, bytes] = {}
-    for candidate in survivors:
+    for candidate in candidates:
         entry, card, guard_us, effective = candidate
-        reason = unprofitable.get((entry.arch, entry.op))
-        if reason:
-            dropped.append(FallbackRecord(entry.card_id, entry.op, reason))
+        reason = eager_pruned.get(entry.card_id) or unprofitable.get((entry.arch, entry.op))
+        eager = ModeVerdict(PRUNED, reason) if reason else given.get((entry.card_id, "eager"), ModeVerdict())
+        compiled = given.get((entry.card_id, "compiled"), ModeVerdict())
+        if eager.verdict == PRUNED and compiled.verdict != KEPT:
+            why = eager.reason if compiled.verdict == UNMEASURED else f"{eager.reason}; compiled: {compiled.reason}"
+            dropped.append(FallbackRecord(entry.card_id, entry.op, why))
             continue
-        record = _record(entry, card, guard_us, effective)
+        record = _record(entry, card, guard_us, effective, eager, compiled)
         files[record.source_path] = entry.source.encode()
         files[record.artifact_path] = entry.artifact
         records.append(record)

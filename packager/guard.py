@@ -122,6 +122,19 @@ def address_miss(tensors: Sequence[torch.Tensor], signatures: Sequence[TensorSig
     return None
 
 
+def layout_miss(tensors: Sequence[torch.Tensor], signatures: Sequence[TensorSignature]) -> str | None:
+    """What a compiled graph's tensors may still differ in after a traced match: the strides
+    inductor chose for them, storage offset and alignment."""
+    for tensor, expected in zip(tensors, signatures, strict=True):
+        if tensor.stride() != expected.stride:
+            return STRIDE
+        if tensor.storage_offset() != expected.storage_offset:
+            return STORAGE_OFFSET
+        if (tensor.data_ptr() % 16 == 0) != expected.aligned16:
+            return ALIGNMENT
+    return None
+
+
 def _tensor_check(expected: TensorSignature, traced: bool) -> Check:
     shape = torch.Size(expected.shape)
     stride = tuple(expected.stride)
@@ -135,6 +148,8 @@ def _tensor_check(expected: TensorSignature, traced: bool) -> Check:
     def check(value: object, tensors: list[torch.Tensor]) -> str | None:
         if not isinstance(value, torch.Tensor):
             return ARGS
+        if traced and not is_static(value):
+            return SHAPE  # comparing a symbolic size would add a guard, and a recompile
         if value.shape != shape:
             return SHAPE
         if value.dtype is not dtype:
@@ -154,6 +169,11 @@ def _tensor_check(expected: TensorSignature, traced: bool) -> Check:
         return None
 
     return check
+
+
+def is_static(tensor: torch.Tensor) -> bool:
+    """Whether every size and stride is a plain int (not a symbol of a dynamic-shape trace)."""
+    return all(type(s) is int for s in tensor.shape) and all(type(s) is int for s in tensor.stride())
 
 
 def _list_check(items: list[Check]) -> Check:

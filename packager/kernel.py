@@ -10,11 +10,11 @@ from typing import Any
 
 import torch
 
-from packager.guard import SHAPE, CallMatcher
+from packager.guard import SHAPE, CallMatcher, is_static
 from packager.launcher import KernelLauncher
-from packager.manifest import KernelRecord
+from packager.manifest import KEPT, PRUNED, KernelRecord
 from packager.stats import KERNEL_ERROR, KernelStats
-from packager.variant import ATTRIBUTES_KWARG, VariantKey
+from packager.variant import ATTRIBUTES_KWARG, VariantKey, dtype_from_name
 
 # Set while a kernel of this runtime runs on the current thread: a guarded op called from
 # inside (say, the output allocation) goes straight to eager instead of recursing.
@@ -35,6 +35,7 @@ class LoadedKernel:
     template: dict[str, Any] = field(init=False)
     matcher: CallMatcher = field(init=False)
     trace_matcher: CallMatcher = field(init=False)
+    output_layouts: list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype]] = field(init=False)
     stats: KernelStats = field(default_factory=KernelStats)
 
     def __post_init__(self) -> None:
@@ -47,10 +48,22 @@ class LoadedKernel:
         # Under torch.compile tensors are fake and have no address: storage offset and
         # alignment are checked when the compiled graph runs the kernel.
         self.trace_matcher = CallMatcher(self.key, traced=True)
+        self.output_layouts = [(tuple(o["shape"]), tuple(o["stride"]), dtype_from_name(o["dtype"]))
+                               for o in self.record.card["outputs"]]
 
     @property
     def card_id(self) -> str:
         return self.record.card_id
+
+    @property
+    def serves_eager(self) -> bool:
+        """Used by ``Cast.apply``: unless the model measured end to end in eager mode ran better without it."""
+        return self.record.eager.verdict != PRUNED
+
+    @property
+    def serves_compiled(self) -> bool:
+        """Used in compiled graphs only where the compiled model measured end to end ran better with it."""
+        return self.record.compiled.verdict == KEPT
 
     @property
     def n_outputs(self) -> int:
@@ -110,6 +123,17 @@ class KernelSet:
             misses[id(kernel)] = reason
         for kernel in self.kernels:  # those not tried differ in the first argument's shape
             kernel.stats.fallback(misses.get(id(kernel), SHAPE))
+        return None
+
+    def match_traced(self, args: Sequence[object], kwargs: Mapping[str, object]
+                     ) -> tuple[LoadedKernel, list[torch.Tensor]] | None:
+        """The kernel a call being traced matches (fake tensors: no address checks, nothing counted)."""
+        if args and isinstance(args[0], torch.Tensor) and not is_static(args[0]):
+            return None
+        for kernel in self._candidates(args):
+            tensors: list[torch.Tensor] = []
+            if kernel.trace_matcher.miss_reason(args, kwargs, tensors) is None:
+                return kernel, tensors
         return None
 
     def _candidates(self, args: Sequence[object]) -> Sequence[LoadedKernel]:

@@ -24,6 +24,11 @@ KERNEL_KINDS = ("aten", "module")
 BACKENDS = ("cpu", "cuda")
 AUDIT_CLASSES = ("custom", "backend_wrapper")
 FALLBACK_CLASS = "fallback"
+# A kernel's verdict in one deployment mode, from measuring the whole model in that mode.
+KEPT = "kept"
+PRUNED = "pruned"
+UNMEASURED = "unmeasured"
+VERDICTS = (KEPT, PRUNED, UNMEASURED)
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _CUDA_ARCH = re.compile(r"^sm_[0-9]{2,3}[a-z]?$")
 _CPU_ARCH = re.compile(r"^cpu-[a-z0-9_]+$")
@@ -47,6 +52,19 @@ class ModelIdentity:
     model_spec: str
     name: str
     run_id: str
+
+
+@dataclass(frozen=True)
+class ModeVerdict:
+    """Whether the model, measured end to end in one deployment mode, ran better with a kernel.
+
+    ``kept``: faster with it and outputs at parity; ``pruned``: left out of that mode, ``reason``
+    says why; ``unmeasured``: the mode was not measured. Eager calls use every kernel not pruned
+    (each already beat eager with its guard's cost added); compiled graphs use only kept ones.
+    """
+
+    verdict: str = UNMEASURED
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,6 +93,8 @@ class KernelRecord:
     compiler_flags: str
     toolchain: str
     candidate_id: str
+    eager: ModeVerdict = field(default_factory=ModeVerdict)
+    compiled: ModeVerdict = field(default_factory=ModeVerdict)
 
 
 @dataclass(frozen=True)
@@ -139,8 +159,19 @@ class CastManifest:
         )
 
 
+def _mode_verdict(reader: _Reader, mode: str) -> ModeVerdict:
+    if mode not in reader.data:
+        return ModeVerdict()
+    verdict = ModeVerdict(**_Reader(reader.data[mode], f"{reader.where}: {mode}").fields(ModeVerdict))
+    if verdict.verdict not in VERDICTS:
+        raise CastCorruptError(f"{reader.where}: {mode} verdict {verdict.verdict!r} is not one of {VERDICTS}")
+    return verdict
+
+
 def _kernel_record(reader: _Reader) -> KernelRecord:
-    record = KernelRecord(**reader.fields(KernelRecord))
+    fields = reader.fields(KernelRecord)
+    fields.update(eager=_mode_verdict(reader, "eager"), compiled=_mode_verdict(reader, "compiled"))
+    record = KernelRecord(**fields)
     where = reader.where
     if not is_safe_name(record.card_id):
         raise CastCorruptError(f"{where}: card_id {record.card_id!r} is not a safe name")

@@ -7,31 +7,27 @@ original forward.
 
 Under torch.compile the kernel stays in the graph: the guard runs at trace time on fake
 tensors (shapes, strides, dtypes, device, arguments; dynamo guards on the same facts)
-and emits the custom op ``kforge_cast::module_kernel``, whose fake implementation allocates the
-card's outputs. Storage offset and alignment cannot be traced, so the op checks them when the
-compiled graph runs, and falls back to the original forward there on a miss or a kernel error.
-Calls that miss at trace time are not counted (the graph simply contains the original forward).
+and emits :mod:`packager.graph_op`'s ``kforge_cast::kernel``, whose fake implementation allocates
+the card's outputs. What tracing cannot see is checked when the compiled graph runs, which falls
+back to the original forward there on a miss or a kernel error. Calls that miss at trace time
+are not counted (the graph simply contains the original forward). Eager calls use the kernels
+that serve eager mode, traced calls those that serve compiled graphs (their manifest verdicts).
 """
 
 from __future__ import annotations
 
-import itertools
-import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from packager.guard import address_miss
+from packager import graph_op
+from packager.guard import layout_miss
 from packager.kernel import KernelSet, LoadedKernel
 from packager.module_state import ModuleKeyReader
 from packager.stats import AUTOGRAD, REMOVED
 from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG, decode_call, module_call_kwargs
-
-_REGISTRY: dict[str, ModuleOverride] = {}
-_REGISTRY_LOCK = threading.Lock()
-_TOKENS = itertools.count()
 
 
 def _needs_autograd(tensors: Sequence[torch.Tensor]) -> bool:
@@ -43,15 +39,14 @@ class ModuleOverride:
 
     def __init__(self, module: torch.nn.Module, kernels: Sequence[LoadedKernel]) -> None:
         self._module_ref = weakref.ref(module)
-        self._kernels = KernelSet(kernels)
+        self._kernels = KernelSet([k for k in kernels if k.serves_eager])
+        self._graph_kernels = tuple(k for k in kernels if k.serves_compiled)
         self._by_id = {k.card_id: k for k in kernels}
         self._own_forward: Callable[..., Any] | None = module.__dict__.get("forward")
         self._class_forward = type(module).forward
         self._key_reader = ModuleKeyReader()
         self.active = False
-        with _REGISTRY_LOCK:
-            self.token = f"{next(_TOKENS)}"
-            _REGISTRY[self.token] = self
+        self.token = graph_op.register(self)
 
     def install(self) -> None:
         module = self._module()
@@ -67,6 +62,9 @@ class ModuleOverride:
             module.forward = self._own_forward
         else:
             module.__dict__.pop("forward", None)
+
+    def belongs_to(self, module: torch.nn.Module) -> bool:
+        return self._module_ref() is module
 
     def _module(self) -> torch.nn.Module:
         module = self._module_ref()
@@ -97,13 +95,13 @@ class ModuleOverride:
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _forward_traced(self, args: tuple[Any, ...], kwargs: dict[str, Any], keyed_kwargs: dict[str, Any]) -> Any:
-        for kernel in self._kernels.kernels:
+        for kernel in self._graph_kernels:
             tensors: list[torch.Tensor] = []
             if kernel.trace_matcher.miss_reason(args, keyed_kwargs, tensors) is not None:
                 continue
             if _needs_autograd(tensors):
                 break
-            outputs = torch.ops.kforge_cast.module_kernel(tensors, self.token, kernel.card_id)
+            outputs = graph_op.call(tensors, self.token, kernel.card_id)
             return outputs[0] if len(outputs) == 1 else tuple(outputs)
         return self.original(*args, **kwargs)
 
@@ -112,7 +110,7 @@ class ModuleOverride:
         kernel = self._by_id[card_id]
         if not self.active:
             kernel.stats.fallback(REMOVED)
-        elif (miss := address_miss(tensors, kernel.key.tensors)) is not None:
+        elif (miss := layout_miss(tensors, kernel.key.tensors)) is not None:
             kernel.stats.fallback(miss)
         else:
             outputs = kernel.try_launch(tensors)
@@ -123,26 +121,8 @@ class ModuleOverride:
         kwargs.pop(ATTRIBUTES_KWARG, None)
         result = self.original(*args, **kwargs)
         results = list(result) if isinstance(result, (tuple, list)) else [result]
-        # A custom op's outputs may not alias its inputs.
-        return [r.clone() if any(r.untyped_storage().data_ptr() == t.untyped_storage().data_ptr() for t in tensors)
-                else r for r in results]
+        return graph_op.conform(results, kernel.output_layouts, tensors)
 
     def fake_outputs(self, tensors: list[torch.Tensor], card_id: str) -> list[torch.Tensor]:
         device = tensors[0].device if tensors else torch.device(self._by_id[card_id].output_device_type)
         return self._by_id[card_id].fake_outputs(device)
-
-
-def _lookup(token: str) -> ModuleOverride:
-    with _REGISTRY_LOCK:
-        return _REGISTRY[token]
-
-
-@torch.library.custom_op("kforge_cast::module_kernel", mutates_args=())
-def module_kernel(inputs: list[torch.Tensor], token: str, card_id: str) -> list[torch.Tensor]:
-    """A module card's kernel as an op torch.compile keeps in its graphs."""
-    return _lookup(token).run_in_graph(list(inputs), card_id)
-
-
-@module_kernel.register_fake
-def _module_kernel_fake(inputs: list[torch.Tensor], token: str, card_id: str) -> list[torch.Tensor]:
-    return _lookup(token).fake_outputs(list(inputs), card_id)

@@ -5,10 +5,18 @@ tampered file. Kernels built for another architecture, for an op this torch buil
 whose library does not load are reported in ``Cast.skipped`` and never run; eager PyTorch
 serves those calls.
 
-``Cast.apply(model)`` installs the guarded dispatch: aten cards process-wide (aten overrides
-are global to the process), module cards on the matching module instances of ``model``.
-Applying a cast that is already applied raises :class:`~packager.errors.CastApplyError`;
-``remove()`` restores everything and a later ``apply`` installs it afresh.
+Three ways to deploy, as users serve models:
+
+* ``cast.apply(model)``: eager, with guarded dispatch: aten cards process-wide (aten overrides
+  are global to the process), module cards on the matching module instances of ``model``.
+  Applying a cast that is already applied raises :class:`~packager.errors.CastApplyError`;
+  ``remove()`` restores everything and a later ``apply`` installs it afresh.
+* ``cast.compile(model, **torch_compile_kwargs)``: torch.compile with the kernels in its graphs
+  (:mod:`packager.compiled`), any ``mode`` (``"reduce-overhead"`` captures them in CUDA graphs).
+* ``torch.compile(model, backend=cast.backend(model))``: the same, for a compile call of one's own.
+
+Each mode uses the kernels whose manifest verdict for it allows them (see
+:class:`~packager.manifest.ModeVerdict`).
 """
 
 from __future__ import annotations
@@ -23,12 +31,14 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from packager.abi import AbiError, KernelLibrary
 from packager.archive import read_archive
 from packager.aten_dispatch import AtenOverride, UnsupportedOp
+from packager.compiled import AtenGraphKernels, CastBackend
 from packager.errors import CastApplyError, CastCorruptError
 from packager.kernel import LoadedKernel, card_mutates
 from packager.launcher import CallDescriptors, KernelLauncher
@@ -77,8 +87,9 @@ class Cast:
         self.signature_verified = signature_verified
         self._lock = threading.Lock()
         self._aten: list[AtenOverride] = []
-        self._modules: list[ModuleOverride] = []
+        self._modules: dict[int, ModuleOverride] = {}
         self._applied = False
+        self._graph_kernels: AtenGraphKernels | None = None
         self._cleanup = weakref.finalize(self, shutil.rmtree, workdir, True)
 
     @property
@@ -95,7 +106,6 @@ class Cast:
             if self._applied:
                 raise CastApplyError(f"{self.path.name} is already applied; call remove() first")
             aten = self._aten_overrides()
-            modules = self._module_overrides(model) if model is not None else []
             installed: list[AtenOverride] = []
             try:
                 for override in aten:
@@ -105,19 +115,50 @@ class Cast:
                 for override in reversed(installed):
                     override.uninstall()
                 raise CastApplyError(f"cannot override {override.op}: {exc}") from exc
-            for module_override in modules:
-                module_override.install()
-            self._aten, self._modules, self._applied = installed, modules, True
+            if model is not None:
+                self._install_modules(model)
+            self._aten, self._applied = installed, True
         return self
 
-    def remove(self) -> None:
-        """Restore every overridden op and module forward. Removing an unapplied cast does nothing."""
+    def backend(self, model: torch.nn.Module | None = None) -> CastBackend:
+        """A torch.compile backend: inductor, with this cast's aten kernels chosen as graphs are traced.
+
+        Module cards replace a module's forward, so they need the model: pass it here (or apply
+        the cast to it) for its module kernels to be traced into the graph too.
+        """
         with self._lock:
-            for module_override in reversed(self._modules):
+            if model is not None:
+                self._install_modules(model)
+            if self._graph_kernels is None:
+                self._graph_kernels = AtenGraphKernels(
+                    [k for k in self.kernels.values() if k.record.kind == "aten" and k.serves_compiled])
+            self._graph_kernels.active = True
+            return CastBackend(self._graph_kernels)
+
+    def compile(self, model: torch.nn.Module, **torch_compile_kwargs: Any) -> Any:
+        """``torch.compile(model, backend=self.backend(model), **torch_compile_kwargs)``.
+
+        Takes torch.compile's arguments (``mode="default" | "reduce-overhead" | "max-autotune"``,
+        ``fullgraph``, ``dynamic``, ``options``); the kernels add no graph break and no recompilation.
+        """
+        if "backend" in torch_compile_kwargs:
+            raise CastApplyError("cast.compile chooses the backend; for another one, "
+                                 "use torch.compile(model, backend=cast.backend(model))")
+        return torch.compile(model, backend=self.backend(model), **torch_compile_kwargs)
+
+    def remove(self) -> None:
+        """Restore every overridden op and module forward. Removing an unapplied cast does nothing.
+
+        Graphs compiled with the cast keep its op, which then runs the original computation.
+        """
+        with self._lock:
+            for module_override in reversed(list(self._modules.values())):
                 module_override.uninstall()
             for override in reversed(self._aten):
                 override.uninstall()
-            self._aten, self._modules, self._applied = [], [], False
+            if self._graph_kernels is not None:
+                self._graph_kernels.active = False
+            self._aten, self._modules, self._applied = [], {}, False
 
     @contextlib.contextmanager
     def applied_to(self, model: torch.nn.Module | None = None) -> Iterator[Cast]:
@@ -144,22 +185,25 @@ class Cast:
     def _aten_overrides(self) -> list[AtenOverride]:
         groups: dict[tuple[str, str], list[LoadedKernel]] = defaultdict(list)
         for kernel in self.kernels.values():
-            if kernel.record.kind == "aten":
+            if kernel.record.kind == "aten" and kernel.serves_eager:
                 groups[(kernel.record.op, kernel.record.backend)].append(kernel)
         return [AtenOverride(op, backend, kernels) for (op, backend), kernels in sorted(groups.items())]
 
-    def _module_overrides(self, model: torch.nn.Module) -> list[ModuleOverride]:
+    def _install_modules(self, model: torch.nn.Module) -> None:
+        """Guarded forwards on ``model``'s modules that have cards, once per module instance."""
         by_class: dict[str, list[LoadedKernel]] = defaultdict(list)
         for kernel in self.kernels.values():
             if kernel.record.kind == "module":
                 by_class[kernel.record.op].append(kernel)
         if not by_class:
-            return []
-        return [
-            ModuleOverride(module, by_class[name])
-            for module in model.modules()
-            if (name := qualified_class_name(module)) in by_class
-        ]
+            return
+        for module in model.modules():
+            name = qualified_class_name(module)
+            known = self._modules.get(id(module))
+            if name in by_class and (known is None or not known.belongs_to(module)):
+                override = ModuleOverride(module, by_class[name])
+                override.install()
+                self._modules[id(module)] = override
 
 
 def _load_kernel(record: KernelRecord, files: dict[str, bytes], workdir: Path) -> LoadedKernel:

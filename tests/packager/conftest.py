@@ -12,6 +12,7 @@ import torch
 
 from capture_service.cards import OperatorCard, TensorSpec
 from packager.format import FallbackEntry, KernelEntry, ModelIdentity, build_cast
+from packager.manifest import KEPT, ModeVerdict
 from packager.runtime import host_cpu_arch
 from packager.variant import (
     STATE_KWARG,
@@ -151,6 +152,11 @@ def entry(card: OperatorCard, source: str, artifact: bytes, *, arch: str | None 
         rel_l2_error=1e-7, max_scaled_error=2e-7, source_sha256=hashlib.sha256(source.encode()).hexdigest(),
         compiler_flags=FLAGS, toolchain="g++ 12", candidate_id=f"cand-{card.id[:6]}",
     )
+
+
+def compiled_kept(*cards: OperatorCard) -> dict[tuple[str, str], ModeVerdict]:
+    """Verdicts letting compiled graphs use these cards' kernels, as a run that measured them would."""
+    return {(card.id, "compiled"): ModeVerdict(KEPT, "faster compiled") for card in cards}
 
 
 MODEL = ModelIdentity(model_spec="tests/packager/conftest.py:SmallNet", name="SmallNet", run_id="run-1")

@@ -5,7 +5,16 @@ import torch
 
 from packager import load_cast
 from packager.format import build_cast
-from tests.packager.conftest import MODEL, SCALED_RELU, SOFTMAX, SmallNet, entry, module_card, softmax_card
+from tests.packager.conftest import (
+    MODEL,
+    SCALED_RELU,
+    SOFTMAX,
+    SmallNet,
+    compiled_kept,
+    entry,
+    module_card,
+    softmax_card,
+)
 
 
 @pytest.fixture
@@ -18,7 +27,8 @@ def net_cast(tmp_path: Path, artifacts):
     path = tmp_path / "net.cast"
     # Generous measured speedups: the guard's cost, measured at build time, must not decide these tests.
     build_cast(path, MODEL, [entry(block, SCALED_RELU, artifacts["scaled_relu"], eager_us=5000.0),
-                             entry(head, SOFTMAX, artifacts["softmax"], eager_us=5000.0)], [])
+                             entry(head, SOFTMAX, artifacts["softmax"], eager_us=5000.0)], [],
+               verdicts=compiled_kept(block, head))
     return net, x, block, head, load_cast(path)
 
 
@@ -105,7 +115,7 @@ def test_module_kernels_stay_inside_compiled_graphs(net_cast, backend: str) -> N
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(got_again, want)
     ops = [str(n.target) for g in graphs for n in g.graph.nodes if n.op == "call_function"]
-    assert sum("kforge_cast.module_kernel" in op for op in ops) == 2
+    assert sum("kforge_cast.kernel" in op for op in ops) == 2
     assert cast.stats()[block.id] == {"calls": 4, "hits": 4, "fallbacks": {}}
 
 
@@ -113,7 +123,8 @@ def test_compiled_graph_falls_back_when_the_kernel_fails(tmp_path: Path, artifac
     net = SmallNet().eval()
     x = torch.randn(4, 8)
     block = module_card(net.block1, x)
-    build_cast(tmp_path / "f.cast", MODEL, [entry(block, "// fails", artifacts["failing"], eager_us=5000.0)], [])
+    build_cast(tmp_path / "f.cast", MODEL, [entry(block, "// fails", artifacts["failing"], eager_us=5000.0)], [],
+               verdicts=compiled_kept(block))
     cast = load_cast(tmp_path / "f.cast")
     torch._dynamo.reset()
     with torch.no_grad():

@@ -1,0 +1,111 @@
+"""A .cast inside torch.compile: aten kernels chosen while the graph is traced, inductor around them.
+
+Inductor generates its own code for aten ops, so the eager overrides never run inside a compiled
+graph. Instead the cast's backend hands inductor a decomposition table with an entry per
+overridden aten overload: while AOTAutograd traces the graph (on fake tensors, below autograd,
+so gradients keep the op's own formula), the entry matches the call against the op's cards and,
+on an exact match, records :mod:`packager.graph_op`'s op in place of the aten op; otherwise it
+defers to inductor's own decomposition, or leaves the op as it is. The choice is made once per
+compilation and adds no dynamo guard: the graph carries no guard, breaks nowhere, and recompiles
+exactly when it would without the cast.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from packager import graph_op
+from packager.aten_dispatch import resolve_overload, result_shape, shape_result
+from packager.guard import layout_miss
+from packager.kernel import KernelSet, LoadedKernel
+from packager.stats import REMOVED
+from packager.variant import decode_call
+
+Decompositions = dict[torch._ops.OpOverload, Callable[..., Any]]
+
+
+class AtenGraphKernels:
+    """A cast's aten kernels for compiled graphs, one decomposition entry per overload."""
+
+    def __init__(self, kernels: Sequence[LoadedKernel]) -> None:
+        grouped: dict[str, list[LoadedKernel]] = defaultdict(list)
+        for kernel in kernels:
+            grouped[kernel.record.op].append(kernel)
+        self._sets = {op: KernelSet(members) for op, members in grouped.items()}
+        self._overloads = {op: resolve_overload(op) for op in grouped}
+        self._by_id = {k.card_id: k for k in kernels}
+        self.active = True
+        self.token = graph_op.register(self)
+
+    @property
+    def ops(self) -> list[str]:
+        return sorted(self._sets)
+
+    def decompositions(self, base: Mapping[torch._ops.OpOverload, Callable[..., Any]]) -> Decompositions:
+        """``base`` (inductor's table) with this cast's overloads routed through their cards first."""
+        table: Decompositions = dict(base)
+        for op, kernels in self._sets.items():
+            overload = self._overloads[op]
+            table[overload] = self._decomposition(overload, kernels, base.get(overload))
+        return table
+
+    def _decomposition(self, overload: torch._ops.OpOverload, kernels: KernelSet,
+                       fallback: Callable[..., Any] | None) -> Callable[..., Any]:
+        result = result_shape(overload)
+        token = self.token
+
+        def choose_kernel(*args: Any, **kwargs: Any) -> Any:
+            found = kernels.match_traced(args, kwargs)
+            if found is not None and not any(t.requires_grad for t in found[1]):
+                kernel, tensors = found
+                return shape_result(result, graph_op.call(tensors, token, kernel.card_id))
+            return fallback(*args, **kwargs) if fallback is not None else NotImplemented
+
+        return choose_kernel
+
+    def run_in_graph(self, tensors: list[torch.Tensor], card_id: str) -> list[torch.Tensor]:
+        kernel = self._by_id[card_id]
+        if not self.active:
+            kernel.stats.fallback(REMOVED)
+        elif (miss := layout_miss(tensors, kernel.key.tensors)) is not None:
+            kernel.stats.fallback(miss)
+        else:
+            outputs = kernel.try_launch(tensors)
+            if outputs is not None:
+                return outputs
+        args, kwargs = decode_call(kernel.template, tensors)
+        result = self._overloads[kernel.record.op](*args, **kwargs)
+        results = list(result) if isinstance(result, (tuple, list)) else [result]
+        return graph_op.conform(results, kernel.output_layouts, tensors)
+
+    def fake_outputs(self, tensors: list[torch.Tensor], card_id: str) -> list[torch.Tensor]:
+        kernel = self._by_id[card_id]
+        device = tensors[0].device if tensors else torch.device(kernel.output_device_type)
+        return kernel.fake_outputs(device)
+
+
+class CastBackend:
+    """``torch.compile(model, backend=cast.backend())``: inductor, with the cast's kernels in its graphs.
+
+    Accepts what torch.compile passes a custom backend (``mode``, ``options``), and applies them
+    as inductor's own wrapper does.
+    """
+
+    def __init__(self, aten: AtenGraphKernels) -> None:
+        self.aten = aten
+        self.__name__ = "kforge_cast"
+
+    def __call__(self, graph: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
+                 mode: str | None = None, options: Mapping[str, Any] | None = None) -> Any:
+        from torch._inductor import list_mode_options
+        from torch._inductor.compile_fx import compile_fx
+        from torch._inductor.decomposition import select_decomp_table
+
+        config: dict[str, Any] = dict(list_mode_options(mode)) if mode and mode != "default" else {}
+        config.update({key.replace("-", "_"): value for key, value in (options or {}).items()})
+        return compile_fx(graph, list(example_inputs), config_patches=config or None,
+                          decompositions=self.aten.decompositions(select_decomp_table()))
