@@ -92,7 +92,9 @@ class CastBackend:
     """``torch.compile(model, backend=cast.backend())``: inductor, with the cast's kernels in its graphs.
 
     Accepts what torch.compile passes a custom backend (``mode``, ``options``), and applies them
-    as inductor's own wrapper does.
+    as inductor's own wrapper does. Its compilations neither read nor write inductor's caches
+    (the FX graph cache, and with it AOTAutograd's): a cache key does not cover the decomposition
+    table, so a graph cached with this cast's op could serve a compile without it, and the reverse.
     """
 
     def __init__(self, aten: AtenGraphKernels) -> None:
@@ -107,5 +109,6 @@ class CastBackend:
 
         config: dict[str, Any] = dict(list_mode_options(mode)) if mode and mode != "default" else {}
         config.update({key.replace("-", "_"): value for key, value in (options or {}).items()})
-        return compile_fx(graph, list(example_inputs), config_patches=config or None,
+        config.update(fx_graph_cache=False, fx_graph_remote_cache=False)
+        return compile_fx(graph, list(example_inputs), config_patches=config,
                           decompositions=self.aten.decompositions(select_decomp_table()))

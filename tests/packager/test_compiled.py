@@ -1,0 +1,139 @@
+"""A .cast under torch.compile (inductor on the CPU): kernels in the graph, no break, no recompile."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from packager import CastApplyError, load_cast
+from packager.format import build_cast
+from tests.packager.conftest import (
+    FAILING,
+    MODEL,
+    SCALED_RELU,
+    SOFTMAX,
+    SmallNet,
+    compiled_kept,
+    entry,
+    module_card,
+    softmax_card,
+)
+
+
+@pytest.fixture
+def net_cast(tmp_path: Path, artifacts):
+    """SmallNet with kernels for its ScaledRelu blocks (a module card) and its softmax head (an aten card)."""
+    net = SmallNet().eval()
+    x = torch.randn(4, 8)
+    block, head = module_card(net.block1, x), softmax_card(x)
+    path = tmp_path / "net.cast"
+    build_cast(path, MODEL, [entry(block, SCALED_RELU, artifacts["scaled_relu"], eager_us=5000.0),
+                             entry(head, SOFTMAX, artifacts["softmax"], eager_us=5000.0)], [],
+               verdicts=compiled_kept(block, head))
+    torch._dynamo.reset()
+    return net, x, block, head, load_cast(path)
+
+
+def test_cast_compile_runs_module_and_aten_kernels_inside_inductor_graphs(net_cast) -> None:
+    net, x, block, head, cast = net_cast
+    with torch.inference_mode():
+        want = net(x)
+        compiled = cast.compile(net, fullgraph=True)
+        got, again = compiled(x), compiled(x)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(again, want)
+    stats = cast.stats()
+    assert stats[block.id] == {"calls": 4, "hits": 4, "fallbacks": {}}  # two blocks, two calls
+    assert stats[head.id] == {"calls": 2, "hits": 2, "fallbacks": {}}
+    cast.remove()
+    with torch.inference_mode():
+        torch.testing.assert_close(compiled(x), want)  # removed: the graph's op runs the original
+    assert cast.stats()[head.id]["fallbacks"] == {"removed": 1}
+
+
+def test_a_compile_call_of_ones_own_takes_the_backend_and_its_mode(net_cast) -> None:
+    net, x, block, head, cast = net_cast
+    with torch.inference_mode():
+        want = net(x)
+        compiled = torch.compile(net, backend=cast.backend(net), mode="max-autotune-no-cudagraphs")
+        torch.testing.assert_close(compiled(x), want)
+    assert cast.stats()[head.id]["hits"] == 1 and cast.stats()[block.id]["hits"] == 2
+    with pytest.raises(CastApplyError, match="chooses the backend"):
+        cast.compile(net, backend="eager")
+
+
+def _graph_and_compile_counts(model: torch.nn.Module, calls: list[torch.Tensor]) -> tuple[int, int, int]:
+    explained = torch._dynamo.explain(model)(calls[0])
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    return explained.graph_count, explained.graph_break_count, sum(counters["stats"].values())
+
+
+def test_the_cast_adds_no_graph_break_and_no_recompilation(net_cast) -> None:
+    net, x, _, head, cast = net_cast
+    calls = [x, x.clone(), torch.randn(6, 8), torch.randn(7, 8), x]  # a new shape recompiles, with or without
+
+    def run(compile_fn) -> tuple[int, int]:
+        torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()
+        compiled = compile_fn()
+        with torch.inference_mode():
+            for c in calls:
+                torch.testing.assert_close(compiled(c), net(c))
+        return torch._dynamo.utils.counters["stats"]["unique_graphs"], len(torch._dynamo.utils.counters["graph_break"])
+
+    without = run(lambda: torch.compile(net))
+    with_cast = run(lambda: cast.compile(net))
+    assert with_cast == without
+    assert cast.stats()[head.id]["hits"] == 3  # the calls of the card's own shape
+    explained = [torch._dynamo.explain(net)(x)]
+    with cast.applied_to(net):
+        explained.append(torch._dynamo.explain(net)(x))
+    assert [(e.graph_count, e.graph_break_count) for e in explained] == [(1, 0), (1, 0)]
+
+
+def test_compiled_graphs_use_only_kernels_kept_for_compiled_use(tmp_path: Path, artifacts) -> None:
+    """An unmeasured compiled verdict keeps the kernel out of graphs; eager calls still use it."""
+    x = torch.randn(4, 8)
+    head = softmax_card(x)
+    build_cast(tmp_path / "u.cast", MODEL, [entry(head, SOFTMAX, artifacts["softmax"], eager_us=5000.0)], [])
+    cast = load_cast(tmp_path / "u.cast")
+    net = SmallNet().eval()
+    torch._dynamo.reset()
+    with torch.inference_mode():
+        cast.compile(net)(x)
+        assert cast.stats()[head.id]["calls"] == 0
+        with cast.applied_to(net):
+            net(x)
+    assert cast.stats()[head.id]["hits"] == 1
+
+
+def test_compiled_graph_checks_what_tracing_cannot_see_and_falls_back(tmp_path: Path, artifacts) -> None:
+    x = torch.randn(4, 8)
+    head = softmax_card(x)
+    failing = softmax_card(torch.randn(3, 8))
+    build_cast(tmp_path / "f.cast", MODEL, [entry(head, SOFTMAX, artifacts["softmax"], eager_us=5000.0),
+                                            entry(failing, FAILING, artifacts["failing"], eager_us=5000.0)], [],
+               verdicts=compiled_kept(head, failing))
+    cast = load_cast(tmp_path / "f.cast")
+    torch._dynamo.reset()
+    softmax = cast.compile(lambda t: torch.softmax(t, -1) * 2.0, dynamic=False)  # each shape its own graph
+    offset = torch.randn(40)[8:].view(4, 8)  # the card's shape and strides at another storage offset
+    small = torch.randn(3, 8)
+    with torch.inference_mode():
+        torch.testing.assert_close(softmax(offset), torch.softmax(offset, -1) * 2.0)
+        torch.testing.assert_close(softmax(small), torch.softmax(small, -1) * 2.0)
+    assert cast.stats()[head.id]["fallbacks"] == {"storage_offset": 1}
+    assert cast.stats()[failing.id]["fallbacks"] == {"kernel_error": 1}
+
+
+def test_training_graphs_keep_the_ops_own_gradient(net_cast) -> None:
+    net, x, _, _, cast = net_cast
+    net.train()
+    x = x.clone().requires_grad_()
+    net(x).pow(2).sum().backward()
+    want = x.grad.clone()
+    x.grad = None
+    cast.compile(net)(x).pow(2).sum().backward()
+    torch.testing.assert_close(x.grad, want)
