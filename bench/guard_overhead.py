@@ -6,6 +6,8 @@ layout), then measures per call: eager, a guarded hit (kernel included), a guard
 For a GroupNorm module card it compares reading the module's side of the key afresh on every
 call with the runtime's kept reading, alone and with the match; for an op with several kernels,
 a call none of them takes, turned away by the first-argument shape lookup or by every matcher.
+A hit is also taken apart (output allocation, descriptor packing, counting), and the call a
+compiled graph makes (``kforge_cast::kernel``: dispatcher entry, layout check, launch) is timed.
 
     .venv/bin/python bench/guard_overhead.py [--out bench/results/guard_overhead.json]
 """
@@ -22,7 +24,8 @@ from pathlib import Path
 
 import torch
 
-from packager import load_cast
+from packager import graph_op, load_cast
+from packager.compiled import AtenGraphKernels
 from packager.format import KernelEntry, ModelIdentity, build_cast
 from packager.guard import CallMatcher
 from packager.guard_cost import dispatch_entry_us, guard_cost_us, median_us
@@ -109,6 +112,14 @@ def measure() -> dict[str, object]:
             row = {"eager_us": median_us(lambda fn=fn: fn(x)), "eager_miss_shape_us": median_us(lambda fn=fn: fn(miss))}
             row["match_us"] = median_us(lambda k=kernel, a=args: k.matcher.miss_reason(a, {}, []))
             row["kernel_direct_us"] = median_us(lambda k=kernel: k.try_launch([x]))
+            # Where a hit's time goes, part by part (the kernel itself is in kernel_direct_us).
+            descriptors = kernel.launcher.descriptors
+            outputs = descriptors.allocate_outputs(x.device, [x])
+            row["allocate_outputs_us"] = median_us(lambda d=descriptors: d.allocate_outputs(x.device, [x]))
+            row["pack_descriptors_us"] = median_us(lambda d=descriptors, o=outputs: d.prepare([x], o))
+            row["count_hit_us"] = median_us(lambda k=kernel: k.stats.hit())
+            graph = AtenGraphKernels([kernel])
+            row["graph_op_call_us"] = median_us(lambda k=kernel, g=graph: graph_op.call([x], g.token, k.card_id))
             cast.apply()
             row["cast_hit_us"] = median_us(lambda fn=fn: fn(x))
             row["cast_miss_us"] = median_us(lambda fn=fn: fn(miss))

@@ -184,6 +184,7 @@ async def cmd_optimize(args: argparse.Namespace) -> int:
         seed=args.seed, grad_mode=args.grad_mode, samples=args.samples, min_speedup=args.min_speedup,
         include_vendor_ops=args.include_vendor_ops, parallel=args.parallel,
         sample_budget_bytes=args.sample_budget_mb << 20, skip_compile_baseline=args.no_compile_baseline,
+        cuda_graphs=args.cuda_graphs,
     )
     async with forge_stub(args) as stub:
         run = await stub.StartRun(forge_pb2.StartRunRequest(config=config.to_proto()))
@@ -273,6 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--no-compile-baseline", action="store_true",
                      help="end to end, time eager and the .cast only: no torch.compile (minutes on a large model); "
                           "parity is then judged by the output dtype's tolerance")
+    opt.add_argument("--cuda-graphs", action="store_true",
+                     help="end to end, also compare torch.compile and cast.compile with mode=reduce-overhead")
     opt.add_argument("--json", action="store_true", help="print the outcome as JSON")
     add_connection_arguments(opt, services=True)
     opt.set_defaults(func=cmd_optimize)

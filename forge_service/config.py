@@ -34,6 +34,7 @@ class RunConfig(BaseModel):
     parallel: int = Field(default=0, ge=0)
     sample_budget_bytes: int = Field(default=0, ge=0)
     skip_compile_baseline: bool = False
+    cuda_graphs: bool = False
 
     @field_validator("backend")
     @classmethod
@@ -71,6 +72,7 @@ class RunConfig(BaseModel):
                 parallel=msg.parallel,
                 sample_budget_bytes=msg.sample_budget_bytes,
                 skip_compile_baseline=msg.skip_compile_baseline,
+                cuda_graphs=msg.cuda_graphs,
             )
         except ValueError as exc:
             raise InvalidArgument(f"bad run configuration: {exc}") from exc
@@ -82,7 +84,7 @@ class RunConfig(BaseModel):
             sandbox_addresses=self.sandbox_addresses, seed=self.seed, grad_mode=self.grad_mode,
             samples=self.samples, min_speedup=self.min_speedup, include_vendor_ops=self.include_vendor_ops,
             parallel=self.parallel, sample_budget_bytes=self.sample_budget_bytes,
-            skip_compile_baseline=self.skip_compile_baseline,
+            skip_compile_baseline=self.skip_compile_baseline, cuda_graphs=self.cuda_graphs,
         )
         if self.budget_usd is not None:
             msg.budget_usd = self.budget_usd

@@ -1,4 +1,6 @@
-"""End-to-end model latency: eager, with the .cast (guards on), torch.compile, and both.
+"""End-to-end model latency and parity in each deployment mode: eager against the .cast applied
+(guards on), torch.compile against ``cast.compile``, and with CUDA graphs (``mode="reduce-overhead"``)
+the same pair.
 
 Runs as a child process of the forge (``python -m forge_service.e2e``) because it imports the
 user's model; prints one JSON line (forge_service.report.EndToEnd) last.
@@ -44,11 +46,6 @@ def to_device(tree: Any, device: torch.device) -> Any:
     return tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, tree)
 
 
-def time_ms(fn: Callable[[], Any], device: str) -> float:
-    """Median wall time of ``fn`` in ms, synchronising the device around each call."""
-    return statistics.median(sample_ms(fn, device, MIN_SECONDS))
-
-
 def clone_tree(tree: Any) -> Any:
     return tree_map(lambda x: x.clone() if isinstance(x, torch.Tensor) else x, tree)
 
@@ -72,14 +69,6 @@ class StartState:
                 live.copy_(saved)
         torch.manual_seed(PARITY_SEED)
         return call(model, clone_tree(self._inputs))
-
-
-def compiled_run(model: torch.nn.Module, start: StartState, inputs: tuple[tuple[Any, ...], dict[str, Any]],
-                 device: str) -> tuple[float, Any]:
-    """Median time of ``torch.compile(model)`` after its first (compiling) call, and that call's output."""
-    compiled = torch.compile(model)
-    output = start.call(compiled)
-    return time_ms(lambda: call(compiled, inputs), device), output
 
 
 def sample_ms(fn: Callable[[], Any], device: str, seconds: float) -> list[float]:
@@ -177,16 +166,111 @@ def parity_verdict(reference: Any, with_cast: Any, compiled_output: Any, noise_r
     return verdict
 
 
+MODES = ("eager", "compiled", "cuda_graphs")
+#: torch.compile mode per measured mode, and the result fields it fills.
+COMPILE_MODES = {"compiled": "default", "cuda_graphs": "reduce-overhead"}
+FIELDS = {"compiled": ("compile", "cast_compile"), "cuda_graphs": ("cuda_graphs", "cast_cuda_graphs")}
+
+
+def failing_ops(cast: Any, model: torch.nn.Module, start: StartState, reference: Any, tolerance: float
+                ) -> dict[str, str]:
+    """The ops whose kernels alone make the model raise or move its output past ``tolerance``."""
+    failing: dict[str, str] = {}
+    for op in sorted({k.record.op for k in cast.kernels.values() if k.serves_eager}):
+        with cast.restricted_to({op}), cast.applied_to(model):
+            try:
+                error = max_rel_error(start.call(model), reference)
+            except Exception as exc:
+                failing[op] = f"the model raised with its kernels: {type(exc).__name__}: {exc}"[:300]
+                continue
+        if not error <= tolerance:
+            failing[op] = (f"the model's output with its kernels departed from eager by {error:.2e} "
+                           f"(tolerance {tolerance:.2e})")
+    return failing
+
+
+def measure_eager(cast: Any, model: torch.nn.Module, start: StartState, inputs: Any, device: str,
+                  reference: Any) -> dict[str, Any]:
+    """Eager against the .cast applied (guards on), interleaved; the .cast's output for parity."""
+    result: dict[str, Any] = {}
+    eager: list[float] = []
+    casted: list[float] = []
+    serving = any(k.serves_eager for k in cast.kernels.values())
+    with_cast: Any = None
+    if serving:
+        try:
+            with cast.applied_to(model):
+                with_cast = start.call(model)
+        except Exception as exc:
+            result["cast_error"] = f"{type(exc).__name__}: {exc}"[:300]
+    for _ in range(ROUNDS):
+        eager += sample_ms(lambda: call(model, inputs), device, MIN_SECONDS / ROUNDS)
+        if serving and "cast_error" not in result:  # a .cast with no kernel for this device runs as eager
+            with cast.applied_to(model):
+                casted += sample_ms(lambda: call(model, inputs), device, MIN_SECONDS / ROUNDS)
+    result["eager_ms"] = statistics.median(eager)
+    result["cast_ms"] = statistics.median(casted) if casted else None
+    result["kernel_stats"] = cast.stats()
+    result["with_cast"] = with_cast if serving else reference
+    return result
+
+
+def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, inputs: Any, device: str,
+                     mode: str) -> dict[str, Any]:
+    """torch.compile alone against ``cast.compile`` in one torch.compile ``mode``, in one process.
+
+    The plain compile is timed before and after the .cast's (its graphs stay valid once the
+    cast's module forwards are removed), so both see the same machine conditions.
+    """
+    plain_name, cast_name = FIELDS["compiled" if mode == "default" else "cuda_graphs"]
+    result: dict[str, Any] = {}
+    kwargs = {} if mode == "default" else {"mode": mode}
+    torch._dynamo.reset()
+    try:
+        plain = torch.compile(model, **kwargs)
+        result[f"{plain_name}_output"] = start.call(plain)
+        plain_samples = sample_ms(lambda: call(plain, inputs), device, MIN_SECONDS / 2)
+    except Exception as exc:
+        result[f"{plain_name}_error"] = f"torch.compile: {type(exc).__name__}: {exc}"[:300]
+        return result
+    serving = [k for k in cast.kernels.values() if k.serves_compiled]
+    result[f"{cast_name}_kernels"] = len(serving)
+    if serving:
+        cast.reset_stats()
+        try:
+            compiled = cast.compile(model, **kwargs)
+            result[f"{cast_name}_output"] = start.call(compiled)
+            result[f"{cast_name}_ms"] = statistics.median(
+                sample_ms(lambda: call(compiled, inputs), device, MIN_SECONDS))
+            result[f"{cast_name}_kernel_stats"] = cast.stats()
+        except Exception as exc:
+            result[f"{cast_name}_error"] = f"cast.compile: {type(exc).__name__}: {exc}"[:300]
+        finally:
+            cast.remove()
+    plain_samples += sample_ms(lambda: call(plain, inputs), device, MIN_SECONDS / 2)
+    result[f"{plain_name}_ms"] = statistics.median(plain_samples)
+    return result
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", required=True)
     parser.add_argument("--cast", required=True)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--grad-mode", default="inference")
-    parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--modes", default="eager,compiled",
+                        help="what to measure besides eager: compiled (torch.compile against cast.compile), "
+                             "cuda_graphs (the same with mode=reduce-overhead)")
+    parser.add_argument("--no-compile", action="store_true", help="measure eager and the .cast only")
     parser.add_argument("--noise-rel-error", type=float, default=None,
                         help="torch.compile's departure from eager, measured earlier (with --no-compile)")
     args = parser.parse_args()
+    modes = [m for m in args.modes.split(",") if m]
+    if args.no_compile:
+        modes = [m for m in modes if m == "eager"]
+    unknown = set(modes) - set(MODES)
+    if unknown:
+        parser.error(f"unknown modes {sorted(unknown)}; known: {', '.join(MODES)}")
 
     from capture_service.spec import load_model_spec
     from packager import load_cast
@@ -197,47 +281,46 @@ def main() -> int:
     inputs = (to_device(loaded.args, device), to_device(loaded.kwargs, device))
     start = StartState(model, inputs)
     result: dict[str, Any] = {"measured": True}
-    compile_errors: list[str] = []
-    compiled_output: Any = None
     with grad_context(args.grad_mode):
         reference = start.call(model)
         result["eager_repeat_rel_error"] = max_rel_error(start.call(model), reference)
         cast = load_cast(args.cast)
-        result["cast_kernels"] = len(cast.kernels)
-        eager: list[float] = []
-        casted: list[float] = []
-        for _ in range(ROUNDS):
-            eager += sample_ms(lambda: call(model, inputs), args.device, MIN_SECONDS / ROUNDS)
-            if cast.kernels:  # a .cast with no kernel for this device runs the model as eager
-                with cast.applied_to(model):
-                    casted += sample_ms(lambda: call(model, inputs), args.device, MIN_SECONDS / ROUNDS)
-        result["eager_ms"] = statistics.median(eager)
-        result["cast_ms"] = statistics.median(casted) if casted else None
-        cast.apply(model)
-        try:
-            with_cast = start.call(model)
-            # With no kernel for this device the .cast changes nothing, and compiling the same
-            # model twice would only double the longest step (a minute or more for an LLM).
-            if not args.no_compile and cast.kernels:
-                try:
-                    result["cast_compile_ms"], _ = compiled_run(model, start, inputs, args.device)
-                except Exception as exc:
-                    compile_errors.append(f".cast then torch.compile: {type(exc).__name__}: {exc}"[:300])
-            result["kernel_stats"] = cast.stats()
-        finally:
-            cast.remove()
-        if not args.no_compile:
-            torch._dynamo.reset()
-            try:
-                result["compile_ms"], compiled_output = compiled_run(model, start, inputs, args.device)
-            except Exception as exc:
-                compile_errors.append(f"torch.compile: {type(exc).__name__}: {exc}"[:300])
-    if compile_errors:
-        result["compile_error"] = "; ".join(compile_errors)
-    result.update(parity_verdict(reference, with_cast, compiled_output, args.noise_rel_error,
-                                 result["eager_repeat_rel_error"]))
+        result["cast_kernels"] = sum(k.serves_eager for k in cast.kernels.values())
+        eager = measure_eager(cast, model, start, inputs, args.device, reference)
+        with_cast = eager.pop("with_cast")
+        result.update(eager)
+        compiled: dict[str, Any] = {}
+        for mode in ("compiled", "cuda_graphs"):
+            if mode in modes:
+                compiled.update(measure_compiled(cast, model, start, inputs, args.device, COMPILE_MODES[mode]))
+    noise = args.noise_rel_error
+    if "compile_output" in compiled:
+        noise = max_rel_error(compiled["compile_output"], reference)
+        result["compile_parity_rel_error"] = noise
+    if "cast_error" in result:
+        result.update(parity_ok=False, parity_max_rel_error=None, parity_tolerance=parity_tolerance(reference, noise))
+    else:
+        result.update(parity_verdict(reference, with_cast, None, noise, result["eager_repeat_rel_error"]))
+        if "compile_parity_rel_error" in result:
+            result["compile_parity_rel_error"] = noise
+    if result["parity_ok"] is False and cast.kernels:
+        with grad_context(args.grad_mode):
+            result["failing_ops"] = failing_ops(cast, model, start, reference, result["parity_tolerance"])
+    for _, cast_name in FIELDS.values():
+        output = compiled.pop(f"{cast_name}_output", None)
+        if output is not None:
+            error = max_rel_error(output, reference)
+            compiled[f"{cast_name}_parity_rel_error"] = error
+            compiled[f"{cast_name}_parity_ok"] = error <= parity_tolerance(reference, noise)
+    compiled.pop("compile_output", None)
+    compiled.pop("cuda_graphs_output", None)
+    result.update(compiled)
+    errors = [compiled.get(f"{name}_error") for pair in FIELDS.values() for name in pair]
+    if any(errors):
+        result["compile_error"] = "; ".join(e for e in errors if e)
     for key, name in (("cast_ms", "cast_speedup"), ("compile_ms", "compile_speedup"),
-                      ("cast_compile_ms", "cast_compile_speedup")):
+                      ("cast_compile_ms", "cast_compile_speedup"), ("cuda_graphs_ms", "cuda_graphs_speedup"),
+                      ("cast_cuda_graphs_ms", "cast_cuda_graphs_speedup")):
         if result.get(key):
             result[name] = result["eager_ms"] / result[key]
     print(json.dumps(result))

@@ -15,7 +15,7 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,7 +54,9 @@ class CardReport(BaseModel):
 
 
 class EndToEnd(BaseModel):
-    """Model latency (ms) eager, with the .cast, with torch.compile, and both, from one process."""
+    """Model latency (ms) and parity per deployment mode, from one process: eager and the .cast
+    applied (guards on); torch.compile and ``cast.compile``; with CUDA graphs, the same pair
+    compiled with ``mode="reduce-overhead"``. Speedups are against eager."""
 
     measured: bool
     error: str = ""
@@ -62,9 +64,23 @@ class EndToEnd(BaseModel):
     cast_ms: float | None = None
     compile_ms: float | None = None
     cast_compile_ms: float | None = None
+    cuda_graphs_ms: float | None = None
+    cast_cuda_graphs_ms: float | None = None
     cast_speedup: float | None = None
     compile_speedup: float | None = None
     cast_compile_speedup: float | None = None
+    cuda_graphs_speedup: float | None = None
+    cast_cuda_graphs_speedup: float | None = None
+    cast_error: str = ""  # the model raised with the .cast applied
+    failing_ops: dict[str, str] = {}  # ops whose kernels alone make the model raise or depart from eager
+    cast_compile_kernels: int | None = None  # kernels cast.compile put in the graphs
+    cast_compile_parity_rel_error: float | None = None
+    cast_compile_parity_ok: bool | None = None
+    cast_compile_error: str = ""
+    cast_cuda_graphs_kernels: int | None = None
+    cast_cuda_graphs_parity_rel_error: float | None = None
+    cast_cuda_graphs_parity_ok: bool | None = None
+    cast_cuda_graphs_error: str = ""
     parity_max_rel_error: float | None = None
     parity_tolerance: float | None = None
     parity_ok: bool | None = None  # None: not judged (parity_note says why)
@@ -74,6 +90,8 @@ class EndToEnd(BaseModel):
     cast_kernels: int | None = None  # kernels the .cast loaded for this device; none: cast_ms is not timed
     compile_error: str = ""
     kernel_stats: dict[str, dict[str, object]] = {}
+    cast_compile_kernel_stats: dict[str, dict[str, object]] = {}
+    cast_cuda_graphs_kernel_stats: dict[str, dict[str, object]] = {}
 
 
 RUNS_AS_EAGER = "the .cast holds no kernel for this device, so the model runs as eager"
@@ -88,7 +106,9 @@ class RunReport(BaseModel):
     end_to_end: EndToEnd
     cast_path: str | None
     kernels_packaged: int
-    pruned_ops: dict[str, str] = {}  # op -> why it was left on eager after measuring the model
+    pruned_ops: dict[str, str] = {}  # op -> why eager calls leave it on eager after measuring the model
+    pruned_compiled_ops: dict[str, str] = {}  # op -> why compiled graphs leave it to inductor
+    compiled_measured: bool = False  # compiled verdicts come from a measurement (not --no-compile-baseline)
 
     def summary_line(self) -> str:
         found = [c for c in self.cards if c.speedup]
@@ -109,19 +129,18 @@ class RunReport(BaseModel):
                 f"{_num(c.speedup, 'x')} | {_num(c.pct_of_floor, '%')} | {c.audit_class} | {c.status} |"
             )
         e = self.end_to_end
-        lines += ["", "## End to end (guards on)", ""]
-        lines += [f"Left on eager after measuring the model: `{op}` ({why})." for op, why in self.pruned_ops.items()]
-        lines += [""] if self.pruned_ops else []
+        lines += ["", "## End to end", ""]
+        lines += [f"Eager calls leave `{op}` on eager: {why}." for op, why in self.pruned_ops.items()]
+        lines += [f"Compiled graphs leave `{op}` to inductor: {why}." for op, why in self.pruned_compiled_ops.items()]
+        lines += [""] if self.pruned_ops or self.pruned_compiled_ops else []
         if not e.measured:
             lines.append(f"Not measured: {e.error}")
         else:
+            lines += ["| variant | ms | speedup over eager | parity |", "| --- | ---: | ---: | --- |"]
+            lines += [f"| {name} | {_num(ms)} | {_num(speedup, 'x')} | {parity} |"
+                      for name, ms, speedup, parity in mode_rows(e)]
             lines += [
-                "| variant | ms | speedup |", "| --- | ---: | ---: |",
-                f"| eager | {_num(e.eager_ms)} | 1.00x |",
-                f"| .cast | {_num(e.cast_ms)} | {_num(e.cast_speedup, 'x')} |",
-                f"| torch.compile | {_num(e.compile_ms)} | {_num(e.compile_speedup, 'x')} |",
-                f"| .cast then torch.compile | {_num(e.cast_compile_ms)} | {_num(e.cast_compile_speedup, 'x')} |",
-                "", f"Output parity: max relative error {_sci(e.parity_max_rel_error)} against a tolerance of "
+                "", f"Eager output parity: max relative error {_sci(e.parity_max_rel_error)} against a tolerance of "
                 f"{_sci(e.parity_tolerance)} ({parity_word(e)}); torch.compile departs from "
                 f"eager by {_sci(e.compile_parity_rel_error)}.",
             ]
@@ -129,13 +148,43 @@ class RunReport(BaseModel):
                 lines.append(f"Parity {e.parity_note}.")
             if e.cast_kernels == 0:
                 lines.append(f"{RUNS_AS_EAGER.capitalize()}.")
+            if e.cast_error:
+                lines.append(f"With the .cast applied the model raised: {e.cast_error}")
             if e.compile_error:
                 lines.append(f"torch.compile: {e.compile_error}")
         return "\n".join(lines) + "\n"
 
 
+def mode_rows(e: EndToEnd) -> list[tuple[str, float | None, float | None, str]]:
+    """(variant, ms, speedup over eager, parity) per measured deployment mode."""
+    rows = [("eager", e.eager_ms, 1.0, "reference"),
+            (".cast (eager, guards on)", e.cast_ms, e.cast_speedup, parity_word(e))]
+    if e.compile_ms is not None or e.cast_compile_ms is not None:
+        rows += [("torch.compile", e.compile_ms, e.compile_speedup, _sci_word(e.compile_parity_rel_error)),
+                 ("cast.compile", e.cast_compile_ms if e.cast_compile_kernels else e.compile_ms,
+                  e.cast_compile_speedup if e.cast_compile_kernels else e.compile_speedup,
+                  _compiled_parity(e.cast_compile_kernels, e.cast_compile_parity_ok))]
+    if e.cuda_graphs_ms is not None:
+        rows += [("torch.compile reduce-overhead", e.cuda_graphs_ms, e.cuda_graphs_speedup, "—"),
+                 ("cast.compile reduce-overhead",
+                  e.cast_cuda_graphs_ms if e.cast_cuda_graphs_kernels else e.cuda_graphs_ms,
+                  e.cast_cuda_graphs_speedup if e.cast_cuda_graphs_kernels else e.cuda_graphs_speedup,
+                  _compiled_parity(e.cast_cuda_graphs_kernels, e.cast_cuda_graphs_parity_ok))]
+    return rows
+
+
+def _compiled_parity(kernels: int | None, ok: bool | None) -> str:
+    if not kernels:
+        return "no kernel: as torch.compile"
+    return "not judged" if ok is None else "ok" if ok else "MISMATCH"
+
+
+def _sci_word(value: float | None) -> str:
+    return "—" if value is None else f"departs {value:.1e}"
+
+
 def end_to_end_line(e: EndToEnd) -> str:
-    """One line for the terminal: eager against the .cast, and the parity verdict."""
+    """For the terminal: eager against the .cast and the parity verdict, then a line per compiled pair."""
     if e.cast_kernels == 0:
         cast = f"eager {_num(e.eager_ms, 'ms')}; {RUNS_AS_EAGER}"
     else:
@@ -143,7 +192,12 @@ def end_to_end_line(e: EndToEnd) -> str:
     parity = (f"parity {parity_word(e)} (max rel error {_sci(e.parity_max_rel_error)}, "
               f"tolerance {_sci(e.parity_tolerance)})")
     note = f"; {e.parity_note}" if e.parity_note else ""
-    return f"end to end (guards on): {cast}, {parity}{note}"
+    lines = [f"end to end (guards on): {cast}, {parity}{note}"]
+    rows = mode_rows(e)
+    for plain, with_cast in zip(rows[2::2], rows[3::2], strict=True):
+        lines.append(f"  {plain[0]} {_num(plain[1], 'ms')} (x{plain[2] or 0:.2f}), {with_cast[0]} "
+                     f"{_num(with_cast[1], 'ms')} (x{with_cast[2] or 0:.2f}), parity {with_cast[3]}")
+    return "\n".join(lines)
 
 
 def parity_word(e2e: EndToEnd) -> str:
@@ -186,40 +240,68 @@ def card_reports(store: RunStore) -> list[CardReport]:
 
 
 def write_cast(store: RunStore, min_speedup: float | None, path: Path,
-               excluded_ops: Mapping[str, str] | None = None) -> CastManifest:
-    """Build the run's .cast at ``path`` from its best kernels, less those of ``excluded_ops``.
+               excluded_ops: Mapping[str, str] | None = None,
+               compiled_excluded: Mapping[str, str] | None = None,
+               compiled_measured: bool | None = None) -> CastManifest:
+    """Build the run's .cast at ``path`` from its best kernels, with their verdicts per mode.
 
-    ``excluded_ops`` defaults to the ops the run's report left on eager after measuring the
-    model, so an exported .cast is the one that was measured.
+    ``excluded_ops`` are the ops eager calls leave on eager, ``compiled_excluded`` those compiled
+    graphs leave to inductor; ``compiled_measured`` says whether compiled use was measured at all
+    (a kernel serves compiled graphs only where it was, and kept). All three default to what the
+    run's report found, so an exported .cast is the one that was measured.
     """
     from packager.format import FallbackEntry, build_cast
+    from packager.manifest import KEPT, PRUNED, UNMEASURED, ModeVerdict
 
+    report = _stored_report(store)
     if excluded_ops is None:
-        excluded_ops = pruned_ops(store)
+        excluded_ops = dict(report.get("pruned_ops") or {})
+    if compiled_excluded is None:
+        compiled_excluded = dict(report.get("pruned_compiled_ops") or {})
+    if compiled_measured is None:
+        compiled_measured = bool(report.get("compiled_measured"))
     model, kernels, fallbacks = package_inputs(store.run_dir)
     config = RunConfig.model_validate_json(store.run_row()["config_json"])
-    kept = [k for k in kernels if k.op not in excluded_ops]
+    verdicts: dict[tuple[str, str], ModeVerdict] = {}
+    for k in kernels:
+        eager_reason = excluded_ops.get(k.op)
+        verdicts[(k.card_id, "eager")] = ModeVerdict(PRUNED, eager_reason) if eager_reason else ModeVerdict(KEPT)
+        compiled_reason = compiled_excluded.get(k.op)
+        verdicts[(k.card_id, "compiled")] = (
+            ModeVerdict(PRUNED, compiled_reason) if compiled_reason
+            else ModeVerdict(KEPT) if compiled_measured else ModeVerdict(UNMEASURED))
+    kept = [k for k in kernels if k.op not in excluded_ops or (compiled_measured and k.op not in compiled_excluded)]
+    kept_ids = {k.card_id for k in kept}
     fallbacks = fallbacks + [
         FallbackEntry(k.card_id, k.op, excluded_ops[k.op], calls=OperatorCard.from_json(k.card_json).call_count)
-        for k in kernels if k.op in excluded_ops
+        for k in kernels if k.card_id not in kept_ids
     ]
-    return build_cast(path, model, kept, fallbacks,
+    return build_cast(path, model, kept, fallbacks, verdicts=verdicts,
                       min_speedup=config.min_speedup if min_speedup is None else min_speedup)
+
+
+def _stored_report(store: RunStore) -> dict[str, object]:
+    report_json = store.run_row()["report_json"]
+    return dict(json.loads(report_json)) if report_json else {}
 
 
 def pruned_ops(store: RunStore) -> dict[str, str]:
     """The ops the run's report left on eager because the model ran slower with them."""
-    report_json = store.run_row()["report_json"]
-    return dict(json.loads(report_json).get("pruned_ops") or {}) if report_json else {}
+    return dict(_stored_report(store).get("pruned_ops") or {})  # type: ignore[call-overload]
 
 
-def least_saving_op(manifest: CastManifest) -> str | None:
-    """The op whose kernels are estimated to save the least time over their captured calls."""
+def least_saving_op(manifest: CastManifest, mode: str = "eager", excluded: Collection[str] = ()) -> str | None:
+    """Of the ops whose kernels serve ``mode``, the one estimated to save the least over its calls."""
     from packager.format import saving_us
+    from packager.manifest import PRUNED
 
     saving: dict[str, float] = {}
     for k in manifest.kernels:
-        saving[k.op] = saving.get(k.op, 0.0) + saving_us(k.card, k.eager_latency_us, k.latency_us, k.guard_cost_us)
+        verdict = k.eager if mode == "eager" else k.compiled
+        if verdict.verdict == PRUNED or k.op in excluded:
+            continue
+        guard_us = k.guard_cost_us if mode == "eager" else 0.0
+        saving[k.op] = saving.get(k.op, 0.0) + saving_us(k.card, k.eager_latency_us, k.latency_us, guard_us)
     return min(saving, key=lambda op: saving[op]) if saving else None
 
 
@@ -230,37 +312,79 @@ def is_slower(e2e: EndToEnd) -> bool:
 
 
 def breaks_parity(e2e: EndToEnd) -> bool:
-    """The model's output with the .cast departed from eager past the parity tolerance."""
-    return bool(e2e.measured and e2e.parity_ok is False)
+    """The model's output with the .cast departed from eager past the parity tolerance, or it raised."""
+    return bool(e2e.measured and (e2e.parity_ok is False or e2e.cast_error))
+
+
+def compiled_fails(e2e: EndToEnd) -> str:
+    """Why ``cast.compile`` is worse than torch.compile alone: it raised, moved the output, or ran
+    slower (empty when none of these, or when it was not measured)."""
+    if not e2e.measured or not e2e.cast_compile_kernels:
+        return ""
+    if e2e.cast_compile_error:
+        return f"the compiled model raised with the kernels: {e2e.cast_compile_error}"
+    if e2e.cast_compile_parity_ok is False:
+        return (f"the compiled model's output with the kernels departed from eager by "
+                f"{e2e.cast_compile_parity_rel_error:.2e}")
+    if e2e.cast_compile_ms and e2e.compile_ms and e2e.cast_compile_ms > e2e.compile_ms * (1 + SLOWER_TOLERANCE):
+        return (f"the compiled model ran slower with the kernels ({e2e.cast_compile_ms:.3f} ms against "
+                f"{e2e.compile_ms:.3f} ms for torch.compile alone)")
+    return ""
 
 
 def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend: str
-                        ) -> tuple[CastManifest, EndToEnd, dict[str, str]]:
-    """The .cast, its end-to-end figures, and the ops left on eager after measuring the model."""
+                        ) -> tuple[CastManifest, EndToEnd, dict[str, str], dict[str, str], bool]:
+    """The .cast, its end-to-end figures, the ops left on eager in eager mode and in compiled
+    graphs after measuring the model, and whether compiled use was measured.
+
+    Per mode, kernels are pruned one op at a time while the model in that mode raises, departs
+    from eager or runs slower with them (an op found to break the model on its own goes first);
+    a mode still failing after that keeps no kernel, so the .cast never fails its own check.
+    """
     excluded: dict[str, str] = {}
-    manifest = write_cast(store, None, path, excluded)
-    with_compile = not config.skip_compile_baseline
-    e2e = measure_end_to_end(config, path, backend, with_compile)
+    compiled_excluded: dict[str, str] = {}
+    modes = [] if config.skip_compile_baseline else ["compiled"] + (["cuda_graphs"] if config.cuda_graphs else [])
+    compiled = bool(modes)
+    manifest = write_cast(store, None, path, excluded, compiled_excluded, compiled)
+    e2e = measure_end_to_end(config, path, backend, modes)
     noise = e2e.compile_parity_rel_error
     while (is_slower(e2e) or breaks_parity(e2e)) and len(excluded) < MAX_PRUNED_OPS:
-        op = least_saving_op(manifest)
-        if op is None:
+        culprits = dict(e2e.failing_ops) or {op: prune_reason(e2e)
+                                             for op in [least_saving_op(manifest, "eager", excluded)] if op}
+        if not culprits:
             break
-        excluded[op] = prune_reason(e2e)
-        log.info("pruning %s: %s", op, excluded[op])
-        manifest = write_cast(store, None, path, excluded)
-        e2e = measure_end_to_end(config, path, backend, with_compile=False, noise_rel_error=noise)
+        for op, why in culprits.items():
+            excluded[op] = f"left on eager: {why}" if e2e.failing_ops else why
+            log.info("pruning %s from eager use: %s", op, excluded[op])
+        manifest = write_cast(store, None, path, excluded, compiled_excluded, compiled)
+        e2e = measure_end_to_end(config, path, backend, [], noise_rel_error=noise)
     if breaks_parity(e2e):
         for kernel in manifest.kernels:
             excluded.setdefault(kernel.op, prune_reason(e2e))
-        log.info("output parity still broken: the .cast keeps no kernel")
-        manifest = write_cast(store, None, path, excluded)
-    if excluded:
-        e2e = measure_end_to_end(config, path, backend, with_compile, noise_rel_error=noise)
-    return manifest, e2e, excluded
+        log.info("eager output parity still broken: eager calls use no kernel")
+    if compiled:
+        manifest = write_cast(store, None, path, excluded, compiled_excluded, compiled)
+        e2e = measure_end_to_end(config, path, backend, ["compiled"], noise_rel_error=noise)
+        while (why := compiled_fails(e2e)) and len(compiled_excluded) < MAX_PRUNED_OPS:
+            op = least_saving_op(manifest, "compiled", compiled_excluded)
+            if op is None:
+                break
+            compiled_excluded[op] = f"left to inductor: {why}; this op's kernels were estimated to save the least"
+            log.info("pruning %s from compiled use: %s", op, compiled_excluded[op])
+            manifest = write_cast(store, None, path, excluded, compiled_excluded, compiled)
+            e2e = measure_end_to_end(config, path, backend, ["compiled"], noise_rel_error=noise)
+        if why := compiled_fails(e2e):
+            for kernel in manifest.kernels:
+                compiled_excluded.setdefault(kernel.op, f"left to inductor: {why}")
+            log.info("compiled graphs still worse with the kernels: they use none")
+    manifest = write_cast(store, None, path, excluded, compiled_excluded, compiled)
+    e2e = measure_end_to_end(config, path, backend, modes, noise_rel_error=noise)
+    return manifest, e2e, excluded, compiled_excluded, compiled
 
 
 def prune_reason(e2e: EndToEnd) -> str:
+    if e2e.cast_error:
+        return f"left on eager: the model raised with the .cast applied: {e2e.cast_error}"
     if breaks_parity(e2e):
         return (f"left on eager: the model's output with the .cast departed from eager by "
                 f"{e2e.parity_max_rel_error:.2e} (tolerance {e2e.parity_tolerance:.2e})")
@@ -268,15 +392,16 @@ def prune_reason(e2e: EndToEnd) -> str:
             f"{e2e.eager_ms:.3f} ms eager) and this op's kernels were estimated to save the least")
 
 
-def measure_end_to_end(config: RunConfig, cast_path: Path, backend: str, with_compile: bool = True,
+def measure_end_to_end(config: RunConfig, cast_path: Path, backend: str, modes: Collection[str] = ("compiled",),
                        noise_rel_error: float | None = None) -> EndToEnd:
     """Run :mod:`forge_service.e2e` in a child process; a failure is reported, not raised.
 
-    ``noise_rel_error`` is torch.compile's departure from eager from an earlier measurement,
-    for the parity verdict of a run that does not compile.
+    ``modes`` are measured besides eager (``compiled``, ``cuda_graphs``); ``noise_rel_error`` is
+    torch.compile's departure from eager from an earlier measurement, for the parity verdict of
+    a measurement that does not compile.
     """
     cmd = [sys.executable, "-m", "forge_service.e2e", "--model", config.model_spec, "--cast", str(cast_path),
-           "--device", backend, "--grad-mode", config.grad_mode] + ([] if with_compile else ["--no-compile"])
+           "--device", backend, "--grad-mode", config.grad_mode, "--modes", ",".join(["eager", *modes])]
     if noise_rel_error is not None:
         cmd += ["--noise-rel-error", repr(noise_rel_error)]
     try:
@@ -296,8 +421,11 @@ def build_report(store: RunStore, config: RunConfig) -> RunReport:
     cast_path = store.run_dir / "model.cast"
     kernels_packaged = 0
     pruned: dict[str, str] = {}
+    pruned_compiled: dict[str, str] = {}
+    compiled_measured = False
     try:
-        manifest, e2e, pruned = package_and_measure(store, config, cast_path, device.get("backend", "cpu"))
+        manifest, e2e, pruned, pruned_compiled, compiled_measured = package_and_measure(
+            store, config, cast_path, device.get("backend", "cpu"))
         kernels_packaged = len(manifest.kernels)
     except Exception as exc:  # a report is still written when packaging fails
         log.exception("packaging failed")
@@ -306,7 +434,7 @@ def build_report(store: RunStore, config: RunConfig) -> RunReport:
         run_id=run["id"], model_spec=config.model_spec, backend=device.get("backend", config.backend),
         device=device.get("name", ""), cards=card_reports(store), end_to_end=e2e,
         cast_path=str(cast_path) if cast_path.is_file() else None, kernels_packaged=kernels_packaged,
-        pruned_ops=pruned,
+        pruned_ops=pruned, pruned_compiled_ops=pruned_compiled, compiled_measured=compiled_measured,
     )
     (store.run_dir / "report.json").write_text(report.model_dump_json(indent=1))
     (store.run_dir / "report.md").write_text(report.markdown())

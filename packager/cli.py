@@ -87,13 +87,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
     model = manifest.model
     table = Table(title=f"{args.cast.name}: {model.name} (run {model.run_id}, {manifest.producer})")
-    for column in ("card", "op", "class", "arch", "eager µs", "kernel µs", "guard µs", "speedup"):
+    for column in ("card", "op", "class", "arch", "eager µs", "kernel µs", "guard µs", "speedup", "eager", "compiled"):
         table.add_column(column, justify="right" if "µs" in column or column == "speedup" else "left")
     for k in manifest.kernels:
         table.add_row(k.card_id, k.op, k.audit_class, k.arch, f"{k.eager_latency_us:.2f}", f"{k.latency_us:.2f}",
-                      f"{k.guard_cost_us:.2f}", f"{k.effective_speedup:.2f}x")
+                      f"{k.guard_cost_us:.2f}", f"{k.effective_speedup:.2f}x", k.eager.verdict, k.compiled.verdict)
     for f in manifest.fallbacks:
-        table.add_row(f.card_id, f.op, f.audit_class, "-", "-", "-", "-", f.reason)
+        table.add_row(f.card_id, f.op, f.audit_class, "-", "-", "-", "-", f.reason, "-", "-")
     # Piped output keeps full op names and reasons instead of an 80-column cut.
     Console(width=None if sys.stdout.isatty() else 240).print(table)
     return 0

@@ -28,7 +28,7 @@ import tempfile
 import threading
 import weakref
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,6 +168,23 @@ class Cast:
             yield self
         finally:
             self.remove()
+
+    @contextlib.contextmanager
+    def restricted_to(self, ops: Collection[str]) -> Iterator[Cast]:
+        """Only the kernels of ``ops`` are applied or compiled while the block runs (to find which
+        op's kernels change a model). Apply inside the block, not before it."""
+        with self._lock:
+            if self._applied:
+                raise CastApplyError(f"{self.path.name} is applied; restrict it before applying")
+            every = self.kernels
+            self.kernels = {card: k for card, k in every.items() if k.record.op in ops}
+            self._graph_kernels = None
+        try:
+            yield self
+        finally:
+            with self._lock:
+                self.kernels = every
+                self._graph_kernels = None
 
     def stats(self) -> dict[str, dict[str, object]]:
         """``{kernel_id: {"calls": n, "hits": n, "fallbacks": {reason: n}}}`` for every loaded kernel."""

@@ -10,7 +10,7 @@ import torch
 from forge_service.e2e import max_rel_error, parity_tolerance, parity_verdict
 from packager.format import build_cast
 from packager.manifest import ModelIdentity
-from tests.packager.conftest import SOFTMAX, compile_kernel, entry, softmax_card
+from tests.packager.conftest import SOFTMAX, compile_kernel, compiled_kept, entry, softmax_card
 
 MODEL = Path(__file__).parent / "models" / "tiny_mlp.py"
 STATEFUL_MODEL = Path(__file__).parent / "models" / "stateful_mlp.py"
@@ -99,3 +99,30 @@ def test_the_parity_tolerance_is_the_dtypes_or_twice_compiles_departure() -> Non
     assert parity_tolerance(bf16, 0.001) == 2e-2
     assert parity_tolerance(bf16, 0.03) == 0.06
     assert parity_tolerance(bf16, 0.5) == 0.25
+
+
+def test_each_deployment_mode_is_measured_with_its_own_parity(tmp_path: Path) -> None:
+    """torch.compile against cast.compile in one process, the kernel inside the compiled graph."""
+    torch.manual_seed(0)
+    card = softmax_card(torch.randn(64, 256))
+    cast = tmp_path / "kept.cast"
+    build_cast(cast, ModelIdentity(str(MODEL), "tiny_mlp", "r1"),
+               [entry(card, SOFTMAX, compile_kernel(SOFTMAX, tmp_path, "softmax"))], [],
+               verdicts=compiled_kept(card))
+    proc = subprocess.run([sys.executable, "-m", "forge_service.e2e", "--model", str(MODEL), "--cast", str(cast),
+                           "--modes", "eager,compiled"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    assert result["compile_ms"] > 0 and result["cast_compile_ms"] > 0 and result["cast_compile_kernels"] == 1
+    assert result["cast_compile_parity_ok"] and result["cast_compile_parity_rel_error"] < 1e-5
+    assert result["cast_compile_kernel_stats"][card.id]["hits"] > 0
+    assert result["cast_compile_speedup"] == result["eager_ms"] / result["cast_compile_ms"]
+    assert "cuda_graphs_ms" not in result
+
+
+def test_the_ops_that_break_the_output_are_named(tmp_path: Path) -> None:
+    halved = _softmax_cast(tmp_path, SOFTMAX.replace("yr[c] /= s;", "yr[c] /= 2.f * s;"), "halved")
+    wrong = _measure(halved)
+    assert wrong["parity_ok"] is False
+    assert list(wrong["failing_ops"]) == ["aten::_softmax.default"]
+    assert "departed from eager by 5.00e-01" in wrong["failing_ops"]["aten::_softmax.default"]

@@ -10,9 +10,11 @@ from forge_service.report import (
     EndToEnd,
     RunReport,
     breaks_parity,
+    compiled_fails,
     end_to_end_line,
     is_slower,
     least_saving_op,
+    mode_rows,
     prune_reason,
 )
 from packager.format import build_cast
@@ -71,3 +73,26 @@ def test_the_terminal_line_says_when_the_cast_runs_as_eager_or_parity_is_not_jud
     assert "Parity not judged: eager's own output" in RunReport(
         run_id="r", model_spec="m.py", backend="cpu", device="cpu", cards=[], end_to_end=unjudged, cast_path=None,
         kernels_packaged=1).markdown()
+
+
+def test_cast_compile_is_worse_when_it_raises_departs_or_runs_slower_than_compile_alone() -> None:
+    base = {"measured": True, "eager_ms": 4.0, "compile_ms": 2.0, "cast_compile_kernels": 1}
+    assert compiled_fails(EndToEnd(**base, cast_compile_ms=1.5, cast_compile_parity_ok=True)) == ""
+    assert "ran slower" in compiled_fails(EndToEnd(**base, cast_compile_ms=2.5, cast_compile_parity_ok=True))
+    assert "departed" in compiled_fails(EndToEnd(**base, cast_compile_ms=1.5, cast_compile_parity_ok=False,
+                                                 cast_compile_parity_rel_error=0.5))
+    assert "raised" in compiled_fails(EndToEnd(**base, cast_compile_error="cast.compile: RuntimeError: x"))
+    assert compiled_fails(EndToEnd(**{**base, "cast_compile_kernels": 0}, cast_compile_ms=9.0)) == ""
+
+
+def test_the_report_shows_every_measured_mode_with_its_parity() -> None:
+    e2e = EndToEnd(measured=True, eager_ms=4.0, cast_ms=3.0, cast_speedup=4 / 3, compile_ms=2.0, compile_speedup=2.0,
+                   cast_compile_ms=1.6, cast_compile_speedup=2.5, cast_compile_kernels=2, cast_compile_parity_ok=True,
+                   cuda_graphs_ms=1.0, cuda_graphs_speedup=4.0, cast_cuda_graphs_kernels=0, cast_kernels=2,
+                   parity_ok=True, parity_max_rel_error=1e-6, parity_tolerance=1e-3, compile_parity_rel_error=1e-7)
+    rows = {name: (ms, parity) for name, ms, _, parity in mode_rows(e2e)}
+    assert rows["cast.compile"] == (1.6, "ok")
+    assert rows["cast.compile reduce-overhead"] == (1.0, "no kernel: as torch.compile")
+    line = end_to_end_line(e2e)
+    assert "torch.compile 2.000 ms (x2.00), cast.compile 1.600 ms (x2.50), parity ok" in line
+    assert "torch.compile reduce-overhead 1.000 ms (x4.00)" in line
