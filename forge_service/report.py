@@ -347,6 +347,9 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
     compiled = bool(modes)
     manifest = write_cast(store, None, path, excluded, compiled_excluded, compiled)
     e2e = measure_end_to_end(config, path, backend, modes)
+    if not e2e.measured and manifest.kernels:
+        manifest, e2e = _without_kernels(store, config, path, backend, modes, excluded, compiled_excluded, e2e)
+        return manifest, e2e, excluded, compiled_excluded, compiled
     noise = e2e.compile_parity_rel_error
     while (is_slower(e2e) or breaks_parity(e2e)) and len(excluded) < MAX_PRUNED_OPS:
         culprits = dict(e2e.failing_ops) or {op: prune_reason(e2e)
@@ -379,7 +382,23 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
             log.info("compiled graphs still worse with the kernels: they use none")
     manifest = write_cast(store, None, path, excluded, compiled_excluded, compiled)
     e2e = measure_end_to_end(config, path, backend, modes, noise_rel_error=noise)
+    if not e2e.measured and manifest.kernels:
+        manifest, e2e = _without_kernels(store, config, path, backend, modes, excluded, compiled_excluded, e2e)
     return manifest, e2e, excluded, compiled_excluded, compiled
+
+
+def _without_kernels(store: RunStore, config: RunConfig, path: Path, backend: str, modes: list[str],
+                     excluded: dict[str, str], compiled_excluded: dict[str, str], failed: EndToEnd
+                     ) -> tuple[CastManifest, EndToEnd]:
+    """A check that could not complete with the kernels (the child crashed or timed out) ships none of them."""
+    manifest = write_cast(store, None, path, excluded, compiled_excluded, bool(modes))
+    why = f"the end-to-end check did not complete with the kernels: {failed.error}"
+    for kernel in manifest.kernels:
+        excluded.setdefault(kernel.op, why)
+        compiled_excluded.setdefault(kernel.op, why)
+    log.info("end-to-end check failed with the kernels; the .cast keeps none: %s", failed.error)
+    manifest = write_cast(store, None, path, excluded, compiled_excluded, bool(modes))
+    return manifest, measure_end_to_end(config, path, backend, modes)
 
 
 def prune_reason(e2e: EndToEnd) -> str:

@@ -2,7 +2,8 @@
 
 Runs the real CLI (embedded services, offline proposer) per model and keeps its JSON outcome:
 per card eager µs, best µs, speedup and % of the bandwidth floor, and the model's end-to-end
-latency eager / .cast / torch.compile / .cast + torch.compile with output parity. Each searched
+latency per deployment mode with output parity: eager / .cast eager / torch.compile /
+cast.compile, and with KF_BENCH_FORGE_CUDA_GRAPHS=1 the mode="reduce-overhead" pair. Each searched
 card's own call is then timed under torch.compile too (bench/card_compile.py, in a child
 process), giving the best kernel's speedup over torch.compile card by card.
 
@@ -59,6 +60,8 @@ def optimize(name: str, spec: str, env: dict[str, str], runs: Path, budget: int,
            "--sample-budget-mb", os.environ.get("KF_BENCH_FORGE_SAMPLE_MB", "8192"), "--samples", "1"]
     if no_compile():
         cmd.append("--no-compile-baseline")
+    elif os.environ.get("KF_BENCH_FORGE_CUDA_GRAPHS") == "1":
+        cmd.append("--cuda-graphs")
     timeout = float(os.environ.get("KF_BENCH_FORGE_TIMEOUT", "1500"))
     # Capture and search stop here, so packaging and the end-to-end measurement still fit in the timeout.
     cmd += ["--time-limit", os.environ.get("KF_BENCH_FORGE_SEARCH_S", str(round(timeout / 2)))]
@@ -87,7 +90,8 @@ def optimize(name: str, spec: str, env: dict[str, str], runs: Path, budget: int,
     return {"ok": True, "seconds": seconds, "run_status": out["run"]["status"],
             "evaluations": out["run"].get("evaluations_done"), "cards": cards_out,
             "end_to_end": report.get("end_to_end"), "kernels_packaged": report.get("kernels_packaged"),
-            "pruned_ops": report.get("pruned_ops"), "guard_us": guard_costs(runs / f"{name}.cast"),
+            "pruned_ops": report.get("pruned_ops"), "pruned_compiled_ops": report.get("pruned_compiled_ops"),
+            "guard_us": guard_costs(runs / f"{name}.cast"),
             "coverage": coverage(run_dir)}
 
 

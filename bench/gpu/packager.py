@@ -1,4 +1,6 @@
-"""The .cast runtime on a real GPU: guard overhead per call, hits, fallbacks, eager vs cast latency.
+"""The .cast runtime on a real GPU: guard overhead per call, hits, fallbacks, eager vs cast latency,
+and the three deployment modes: eager, ``cast.compile`` against torch.compile, and the same with
+CUDA graphs (``mode="reduce-overhead"``), each with its parity.
 
 ``run(out_dir)`` compiles a relu and a softmax kernel for the current GPU with nvcc, times them
 and eager on the device (CUDA events), and records what the builder decides with the guard's
@@ -32,6 +34,7 @@ from gpu_sandbox_service.harness.timing import Timer  # noqa: E402
 from packager import Cast, load_cast  # noqa: E402
 from packager.format import KernelEntry, ModelIdentity, build_cast  # noqa: E402
 from packager.guard_cost import median_us  # noqa: E402
+from packager.manifest import KEPT, ModeVerdict  # noqa: E402
 from packager.variant import dtype_name, encode_call, variant_key  # noqa: E402
 
 ROWS, COLS = 256, 1024
@@ -121,15 +124,15 @@ def _device_us(fn: Callable[[], object], repeats: int = 200) -> float:
     return statistics.median(timer.time_us(fn) for _ in range(repeats))
 
 
-def _wall_samples(fn: Callable[[], object], repeats: int) -> list[float]:
+def _wall_samples(fn: Callable[..., object], repeats: int, *args: object) -> list[float]:
     """Per-call wall times (µs) with the device synchronised after each call (launch overhead included)."""
     for _ in range(5):
-        fn()
+        fn(*args)
     torch.cuda.synchronize()
     samples = []
     for _ in range(repeats):
         start = time.perf_counter()
-        fn()
+        fn(*args)
         torch.cuda.synchronize()
         samples.append((time.perf_counter() - start) * 1e6)
     return samples
@@ -160,6 +163,60 @@ def _match_us(cast: Cast, x: torch.Tensor) -> float | None:
     if kernel is None:
         return None
     return round(median_us(lambda: kernel.matcher.miss_reason([x, -1, False], {}, [])), 3)
+
+
+def _hit_breakdown(cast: Cast, x: torch.Tensor) -> dict[str, dict[str, float]]:
+    """Where a guarded hit's host time goes, part by part, per kernel (the kernel launch included last)."""
+    from packager.guard_cost import dispatch_entry_us
+
+    parts: dict[str, dict[str, float]] = {}
+    entry_us = dispatch_entry_us()
+    for kernel in cast.kernels.values():
+        args = [x] if "relu" in kernel.record.op else [x, -1, False]
+        descriptors = kernel.launcher.descriptors
+        outputs = descriptors.allocate_outputs(x.device, [x])
+        parts[kernel.record.op] = {k: round(v, 3) for k, v in {
+            "dispatcher_entry_us": entry_us,
+            "match_us": median_us(lambda k=kernel, a=args: k.matcher.miss_reason(a, {}, [])),
+            "allocate_outputs_us": median_us(lambda d=descriptors: d.allocate_outputs(x.device, [x])),
+            "pack_descriptors_us": median_us(lambda d=descriptors, o=outputs: d.prepare([x], o)),
+            "current_stream_us": median_us(lambda: torch._C._cuda_getCurrentRawStream(x.device.index or 0)),
+            "count_hit_us": median_us(lambda k=kernel: k.stats.hit()),
+            "try_launch_us": median_us(lambda k=kernel: k.try_launch([x])),
+        }.items()}
+    torch.cuda.synchronize()
+    return parts
+
+
+def _compiled_pairs(cast: Cast, net: torch.nn.Module, x: torch.Tensor, want: torch.Tensor) -> dict[str, dict]:
+    """torch.compile alone against cast.compile, per mode, timed alternately in one process."""
+    pairs: dict[str, dict] = {}
+    for mode in ("default", "reduce-overhead"):
+        torch._dynamo.reset()
+        kwargs = {} if mode == "default" else {"mode": mode}
+        plain = torch.compile(net, **kwargs)
+        with torch.inference_mode():
+            plain_out = plain(x).clone()
+            cast.reset_stats()
+            with_cast = cast.compile(net, **kwargs)
+            cast_out = with_cast(x).clone()
+            compile_stats = cast.stats()
+            # Net's cards are aten cards: no module forward is replaced, so both compiled models
+            # can alternate without either recompiling.
+            samples: dict[str, list[float]] = {"torch.compile": [], "cast.compile": []}
+            for _ in range(ROUNDS):
+                samples["torch.compile"] += _wall_samples(plain, 25, x)
+                samples["cast.compile"] += _wall_samples(with_cast, 25, x)
+            cast.remove()
+        plain_us, cast_us = (statistics.median(samples[n]) for n in ("torch.compile", "cast.compile"))
+        pairs[mode] = {
+            "torch_compile_us": round(plain_us, 1), "cast_compile_us": round(cast_us, 1),
+            "cast_compile_speedup": round(plain_us / cast_us, 3),
+            "torch_compile_max_abs_error": float((plain_out - want).abs().max()),
+            "cast_compile_max_abs_error": float((cast_out - want).abs().max()),
+            "stats_first_call": compile_stats,
+        }
+    return pairs
 
 
 def run(out_dir: pathlib.Path) -> dict:
@@ -201,7 +258,8 @@ def run(out_dir: pathlib.Path) -> dict:
     manifest = build_cast(out_dir / "bench.cast", ModelIdentity("bench/gpu/packager.py:Net", "Net", "bench"), timed, [])
     # The runtime exercised whatever that verdict: a cast of the same kernels with stand-in latencies.
     build_cast(work / "exercise.cast", ModelIdentity("bench", "exercise", "exercise"),
-               [_stand_in(e) for e in timed], [])
+               [_stand_in(e) for e in timed], [],
+               verdicts={(e.card_id, "compiled"): ModeVerdict(KEPT, "bench") for e in timed})
     cast = load_cast(work / "exercise.cast")
     net = Net().cuda().eval()
     other = torch.randn(ROWS // 2, COLS, device="cuda")
@@ -224,11 +282,19 @@ def run(out_dir: pathlib.Path) -> dict:
                     walls.setdefault(f"hit {e.op}", []).extend(_wall_samples(lambda e=e: _call(e.op, x), 50))
                 walls.setdefault("model cast", []).extend(_wall_samples(lambda: net(x), 25))
                 walls.setdefault("model miss cast", []).extend(_wall_samples(lambda: net(other), 25))
+            for e in entries:
+                walls.setdefault(f"miss eager {e.op}", []).extend(_wall_samples(lambda e=e: _call(e.op, other), 50))
+            with cast.applied_to(net):
+                for e in entries:
+                    walls.setdefault(f"miss cast {e.op}", []).extend(
+                        _wall_samples(lambda e=e: _call(e.op, other), 50))
         with cast.applied_to(net):
             cast.reset_stats()
             net(x)
             net(other)
             stats = cast.stats()
+        breakdown = _hit_breakdown(cast, x)
+    compiled = _compiled_pairs(cast, net, x, want)
     wall = {name: statistics.median(samples) for name, samples in walls.items()}
     op_eager = {e.op: wall[f"eager {e.op}"] for e in entries}
     kernel_wall = {e.op: wall[f"direct {e.op}"] for e in entries}
@@ -246,7 +312,11 @@ def run(out_dir: pathlib.Path) -> dict:
         "guard_match_us": _match_us(cast, x),
         "per_op_wall_us": {op: {"eager": round(op_eager[op], 2), "kernel_direct": round(kernel_wall[op], 2),
                                 "cast_hit": round(op_cast[op], 2),
-                                "guard_overhead": round(op_cast[op] - kernel_wall[op], 2)} for op in op_eager},
+                                "guard_overhead": round(op_cast[op] - kernel_wall[op], 2),
+                                "miss_overhead": round(wall[f"miss cast {op}"] - wall[f"miss eager {op}"], 2)}
+                           for op in op_eager},
+        "hit_breakdown_us": breakdown,
+        "compiled": compiled,
         "model_eager_us": round(eager_us, 1), "model_cast_us": round(cast_us, 1),
         "model_speedup": round(eager_us / cast_us, 3),
         "model_miss_eager_us": round(miss_eager_us, 1), "model_miss_cast_us": round(miss_cast_us, 1),
