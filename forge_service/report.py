@@ -317,18 +317,25 @@ def breaks_parity(e2e: EndToEnd) -> bool:
 
 
 def compiled_fails(e2e: EndToEnd) -> str:
-    """Why ``cast.compile`` is worse than torch.compile alone: it raised, moved the output, or ran
-    slower (empty when none of these, or when it was not measured)."""
-    if not e2e.measured or not e2e.cast_compile_kernels:
+    """Why ``cast.compile`` is worse than torch.compile alone, in the default mode or with CUDA
+    graphs: it raised, moved the output, or ran slower (empty when none of these, or unmeasured)."""
+    if not e2e.measured:
         return ""
-    if e2e.cast_compile_error:
-        return f"the compiled model raised with the kernels: {e2e.cast_compile_error}"
-    if e2e.cast_compile_parity_ok is False:
-        return (f"the compiled model's output with the kernels departed from eager by "
-                f"{e2e.cast_compile_parity_rel_error:.2e}")
-    if e2e.cast_compile_ms and e2e.compile_ms and e2e.cast_compile_ms > e2e.compile_ms * (1 + SLOWER_TOLERANCE):
-        return (f"the compiled model ran slower with the kernels ({e2e.cast_compile_ms:.3f} ms against "
-                f"{e2e.compile_ms:.3f} ms for torch.compile alone)")
+    pairs = (("", e2e.cast_compile_kernels, e2e.cast_compile_error, e2e.cast_compile_parity_ok,
+              e2e.cast_compile_parity_rel_error, e2e.cast_compile_ms, e2e.compile_ms),
+             (" with CUDA graphs", e2e.cast_cuda_graphs_kernels, e2e.cast_cuda_graphs_error,
+              e2e.cast_cuda_graphs_parity_ok, e2e.cast_cuda_graphs_parity_rel_error, e2e.cast_cuda_graphs_ms,
+              e2e.cuda_graphs_ms))
+    for where, kernels, error, parity_ok, departure, cast_ms, plain_ms in pairs:
+        if not kernels:
+            continue
+        if error:
+            return f"the compiled model{where} raised with the kernels: {error}"
+        if parity_ok is False:
+            return f"the compiled model's output{where} with the kernels departed from eager by {departure:.2e}"
+        if cast_ms and plain_ms and cast_ms > plain_ms * (1 + SLOWER_TOLERANCE):
+            return (f"the compiled model{where} ran slower with the kernels ({cast_ms:.3f} ms against "
+                    f"{plain_ms:.3f} ms for torch.compile alone)")
     return ""
 
 
@@ -351,6 +358,7 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
         manifest, e2e = _without_kernels(store, config, path, backend, modes, excluded, compiled_excluded, e2e)
         return manifest, e2e, excluded, compiled_excluded, compiled
     noise = e2e.compile_parity_rel_error
+    first = e2e  # its compiled figures stand until compiled use changes
     while (is_slower(e2e) or breaks_parity(e2e)) and len(excluded) < MAX_PRUNED_OPS:
         culprits = dict(e2e.failing_ops) or {op: prune_reason(e2e)
                                              for op in [least_saving_op(manifest, "eager", excluded)] if op}
@@ -365,23 +373,24 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
         for kernel in manifest.kernels:
             excluded.setdefault(kernel.op, prune_reason(e2e))
         log.info("eager output parity still broken: eager calls use no kernel")
-    if compiled:
+    e2e = first
+    while compiled and (why := compiled_fails(e2e)) and len(compiled_excluded) < MAX_PRUNED_OPS:
+        op = least_saving_op(manifest, "compiled", compiled_excluded)
+        if op is None:
+            break
+        compiled_excluded[op] = f"left to inductor: {why}; this op's kernels were estimated to save the least"
+        log.info("pruning %s from compiled use: %s", op, compiled_excluded[op])
         manifest = write_cast(store, None, path, excluded, compiled_excluded, compiled)
-        e2e = measure_end_to_end(config, path, backend, ["compiled"], noise_rel_error=noise)
-        while (why := compiled_fails(e2e)) and len(compiled_excluded) < MAX_PRUNED_OPS:
-            op = least_saving_op(manifest, "compiled", compiled_excluded)
-            if op is None:
-                break
-            compiled_excluded[op] = f"left to inductor: {why}; this op's kernels were estimated to save the least"
-            log.info("pruning %s from compiled use: %s", op, compiled_excluded[op])
-            manifest = write_cast(store, None, path, excluded, compiled_excluded, compiled)
-            e2e = measure_end_to_end(config, path, backend, ["compiled"], noise_rel_error=noise)
-        if why := compiled_fails(e2e):
-            for kernel in manifest.kernels:
-                compiled_excluded.setdefault(kernel.op, f"left to inductor: {why}")
-            log.info("compiled graphs still worse with the kernels: they use none")
-    manifest = write_cast(store, None, path, excluded, compiled_excluded, compiled)
-    e2e = measure_end_to_end(config, path, backend, modes, noise_rel_error=noise)
+        e2e = measure_end_to_end(config, path, backend, modes, noise_rel_error=noise)
+    if compiled and (why := compiled_fails(e2e)):
+        for kernel in manifest.kernels:
+            compiled_excluded.setdefault(kernel.op, f"left to inductor: {why}")
+        log.info("compiled graphs still worse with the kernels: they use none")
+    if excluded or compiled_excluded:  # the .cast changed since it was first measured
+        manifest = write_cast(store, None, path, excluded, compiled_excluded, compiled)
+        e2e = measure_end_to_end(config, path, backend, modes, noise_rel_error=noise)
+    else:
+        e2e = first
     if not e2e.measured and manifest.kernels:
         manifest, e2e = _without_kernels(store, config, path, backend, modes, excluded, compiled_excluded, e2e)
     return manifest, e2e, excluded, compiled_excluded, compiled

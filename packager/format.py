@@ -259,6 +259,9 @@ def build_cast(
         reason = eager_pruned.get(entry.card_id) or unprofitable.get((entry.arch, entry.op))
         eager = ModeVerdict(PRUNED, reason) if reason else given.get((entry.card_id, "eager"), ModeVerdict())
         compiled = given.get((entry.card_id, "compiled"), ModeVerdict())
+        if entry.speedup <= 1.0 or entry.speedup < min_speedup:  # slower than eager even without a guard
+            compiled = ModeVerdict(PRUNED, f"{entry.arch}: speedup {entry.speedup:.3f}x on its own; needs more "
+                                            f"than 1x and at least {min_speedup:g}x")
         if eager.verdict == PRUNED and compiled.verdict != KEPT:
             why = eager.reason if compiled.verdict == UNMEASURED else f"{eager.reason}; compiled: {compiled.reason}"
             dropped.append(FallbackRecord(entry.card_id, entry.op, why))

@@ -51,6 +51,14 @@ def test_a_run_captures_searches_and_packages(first_run: tuple[Path, dict]) -> N
     assert all((run_dir / name).is_file() for name in ("report.json", "report.md", "report.png", "model.cast"))
     assert report["end_to_end"]["measured"], report["end_to_end"]
     assert report["end_to_end"]["parity_ok"]
+    # Both deployment modes were measured, and the manifest says what each decided per kernel.
+    assert report["compiled_measured"] and report["end_to_end"]["compile_ms"] > 0
+    manifest = load_cast(runs / "tiny.cast").manifest
+    for kernel in manifest.kernels:
+        assert kernel.eager.verdict in ("kept", "pruned") and kernel.compiled.verdict in ("kept", "pruned")
+        assert (kernel.compiled.verdict == "pruned") == (kernel.op in report["pruned_compiled_ops"])
+    if any(k.compiled.verdict == "kept" for k in manifest.kernels):
+        assert report["end_to_end"]["cast_compile_parity_ok"]
     verify = subprocess.run([sys.executable, "-m", "packager.cli", "verify", str(runs / "tiny.cast")],
                             capture_output=True, text=True, cwd=ROOT)
     assert verify.returncode == 0, verify.stdout + verify.stderr
@@ -79,7 +87,7 @@ def test_runs_and_report_read_the_store(first_run: tuple[Path, dict]) -> None:
     assert listed.returncode == 0, listed.stderr
     assert [r["run_id"] for r in json.loads(listed.stdout)] == [out["run"]["run_id"]]
     report = kforge("report", out["run"]["run_id"], "--runs-dir", str(runs))
-    assert report.returncode == 0 and "End to end (guards on)" in report.stdout
+    assert report.returncode == 0 and "## End to end" in report.stdout and "| cast.compile |" in report.stdout
     run_dir = Path(out["run"]["run_dir"])
     assert report.stdout == (run_dir / "report.md").read_text().rstrip("\n") + "\n"  # not wrapped to a width
     as_json = kforge("report", out["run"]["run_id"], "--runs-dir", str(runs), "--json")

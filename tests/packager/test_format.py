@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from packager import CastBuildError, load_cast
+from packager import CastBuildError, CastCorruptError, load_cast
 from packager.archive import read_archive
 from packager.format import FallbackEntry, build_cast
-from packager.manifest import CastManifest
+from packager.manifest import KEPT, PRUNED, CastManifest, ModeVerdict
 from packager.runtime import host_cpu_arch
 from tests.packager.conftest import MODEL, RELU, SOFTMAX, entry, relu_card, softmax_card
 
@@ -108,3 +108,44 @@ def test_signed_build_verifies_with_its_key(tmp_path: Path, artifacts) -> None:
                signing_key=b"k3y")
     cast = load_cast(tmp_path / "s.cast", key=b"k3y")
     assert cast.signed and cast.signature_verified and cast.fallbacks[0].reason == "slower"
+
+
+def test_each_mode_has_its_verdict_and_a_kernel_no_mode_uses_is_a_fallback(tmp_path: Path, artifacts) -> None:
+    """Compiled graphs pay no guard: a kernel the guard's cost rules out of eager calls is still
+    packaged where compiled use was measured and kept; unmeasured, or slower than eager on its
+    own, it is not."""
+    small, large, slow = torch.randn(4, 8), torch.randn(6, 8), torch.randn(5, 8)
+    guard_bound = relu_card(small)  # 1.1 us eager: any guard makes it a loss in eager calls
+    unmeasured = relu_card(large)
+    slower = softmax_card(slow)
+    verdicts = {
+        (guard_bound.id, "compiled"): ModeVerdict(KEPT, "faster compiled"),
+        (slower.id, "compiled"): ModeVerdict(KEPT, "faster compiled"),
+        (unmeasured.id, "eager"): ModeVerdict(PRUNED, "the model ran slower with it"),
+    }
+    manifest = build_cast(tmp_path / "modes.cast", MODEL, [
+        entry(guard_bound, RELU, artifacts["relu"], eager_us=1.1, kernel_us=1.0),
+        entry(unmeasured, RELU, artifacts["relu"]),
+        entry(slower, SOFTMAX, artifacts["softmax"], eager_us=1.0, kernel_us=2.0),
+    ], [], verdicts=verdicts)
+    (kernel,) = manifest.kernels
+    assert kernel.card_id == guard_bound.id
+    assert kernel.eager.verdict == PRUNED and "with the guard's" in kernel.eager.reason
+    assert kernel.compiled == ModeVerdict(KEPT, "faster compiled")
+    reasons = {f.card_id: f.reason for f in manifest.fallbacks}
+    assert reasons[unmeasured.id] == "the model ran slower with it"
+    assert "0.500x on its own" in reasons[slower.id]
+    loaded = load_cast(tmp_path / "modes.cast")
+    assert CastManifest.from_json(loaded.manifest.to_json()) == loaded.manifest
+    served = loaded.kernels[guard_bound.id]
+    assert not served.serves_eager and served.serves_compiled
+    with torch.inference_mode(), loaded.applied_to():
+        torch.relu(small)
+    assert loaded.stats()[guard_bound.id]["calls"] == 0  # eager calls never meet its guard
+
+
+def test_a_verdict_outside_the_vocabulary_is_refused(relu_softmax_cast) -> None:
+    manifest = json.loads(read_archive(relu_softmax_cast.path).files["manifest.json"])
+    manifest["kernels"][0]["compiled"] = {"verdict": "maybe", "reason": ""}
+    with pytest.raises(CastCorruptError, match="compiled verdict 'maybe'"):
+        CastManifest.from_json(json.dumps(manifest))
