@@ -3,8 +3,9 @@
 A kernel is packaged only if its speedup survives this cost (see :func:`packager.format.build_cast`).
 The measurement covers everything the runtime adds to a hit: entering a Python kernel from the
 dispatcher (aten cards; measured on a probe op whose implementation returns at once, which
-over- rather than under-states it), matching the call, allocating outputs and filling the
-kernel's descriptors. It runs on the CPU whatever the card's device: the guard is host code.
+over- rather than under-states it), matching the call, allocating outputs and the kernel's
+workspace (when it exports ``kf_workspace_bytes``) and filling the kernel's descriptors. It runs
+on the CPU whatever the card's device: the guard is host code.
 """
 
 from __future__ import annotations
@@ -89,28 +90,38 @@ def allocated_outputs(card: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{**out, "shape": [1] * len(out["shape"]), "stride": [1] * len(out["shape"])} for out in card["outputs"]]
 
 
-def guard_cost_us(card: Mapping[str, Any]) -> float:
+def allocated_workspace_bytes(card: Mapping[str, Any], workspace_bytes: int) -> int:
+    """The workspace the measurement allocates: the kernel's own, or a one-byte stand-in for another device."""
+    if workspace_bytes <= 0 or card.get("device", "cpu") == "cpu":
+        return max(workspace_bytes, 0)
+    return 1
+
+
+def guard_cost_us(card: Mapping[str, Any], workspace_bytes: int = 0) -> float:
     """Per-call cost of the runtime's path for ``card`` (a parsed OperatorCard), kernel excluded.
 
     Module cards add reading the module's side of the key (:class:`ModuleKeyReader`), measured
     on a synthetic module with the card's tensors and attributes; aten cards add entering the
-    kernel from the dispatcher. The outputs of a card for another device are allocated as
-    one-element CPU tensors: that device's caching allocator costs the same whatever the size,
-    while a CPU allocation of hundreds of MiB maps fresh pages on every call.
+    kernel from the dispatcher. ``workspace_bytes`` is what the kernel's ``kf_workspace_bytes``
+    returns (:attr:`packager.abi.KernelLibrary.workspace_bytes`): a kernel with a workspace costs
+    one more allocation per call. The outputs and workspace of a card for another device are
+    allocated as one-element CPU tensors: that device's caching allocator costs the same whatever
+    the size, while a CPU allocation of hundreds of MiB maps fresh pages on every call.
     """
     key, tensors = _synthetic_call(VariantKey.from_json(card["key"]))
     args, kwargs = decode_call(json.loads(key.template), tensors)
     is_module = card.get("kind") == "module"
     matcher = CallMatcher(key, remembered=(ATTRIBUTES_KWARG,) if is_module else ())
-    descriptors = CallDescriptors(card["inputs"], card["outputs"])
-    allocation = CallDescriptors(card["inputs"], allocated_outputs(card))
+    descriptors = CallDescriptors(card["inputs"], card["outputs"], workspace_bytes)
+    allocation = CallDescriptors(card["inputs"], allocated_outputs(card),
+                                 allocated_workspace_bytes(card, workspace_bytes))
     device = torch.device("cpu")
 
     def guarded_path() -> None:
         found: list[torch.Tensor] = []
         if matcher.miss_reason(args, kwargs, found) is not None:
             raise AssertionError("the synthetic call does not match its own card")
-        descriptors.prepare(found, allocation.allocate_outputs(device, found))
+        descriptors.prepare(found, allocation.allocate_outputs(device, found), allocation.allocate_workspace(device))
 
     with torch.inference_mode():
         cost = median_us(guarded_path)

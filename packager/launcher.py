@@ -2,7 +2,12 @@
 
 The guard has already fixed every input layout, so each ``kf_tensor`` descriptor is packed
 once from the card and only its data pointer changes per call; outputs are allocated with
-exactly the card's shapes, strides and dtypes.
+exactly the card's shapes, strides and dtypes. A kernel that exports ``kf_workspace_bytes``
+also gets a fresh ``uint8`` workspace of that size as one trailing output, never returned.
+
+Every launch is CUDA-graph safe on the runtime's side: outputs and workspace come from torch's
+caching allocator on the current stream, the kernel is given that stream, and nothing waits
+on the device.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Any
 
 import torch
 
-from packager.abi import DATA_POINTER, KernelLibrary, pack_descriptor
+from packager.abi import DATA_POINTER, KernelLibrary, allocate_workspace, pack_descriptor, workspace_descriptor
 from packager.variant import dtype_from_name
 
 Layout = tuple[tuple[int, ...], tuple[int, ...], torch.dtype]
@@ -25,30 +30,62 @@ def _layout(entry: Mapping[str, Any]) -> Layout:
 
 
 class CallDescriptors:
-    """The packed descriptors of one card's inputs and outputs."""
+    """The packed descriptors of one card's inputs and outputs, and of the kernel's workspace.
 
-    def __init__(self, inputs: Sequence[Mapping[str, Any]], outputs: Sequence[Mapping[str, Any]]) -> None:
+    ``n_outputs`` counts the op's outputs; ``n_launch_outputs`` the descriptors kf_launch gets
+    (one more when ``workspace_bytes`` > 0).
+    """
+
+    def __init__(self, inputs: Sequence[Mapping[str, Any]], outputs: Sequence[Mapping[str, Any]],
+                 workspace_bytes: int = 0) -> None:
+        if workspace_bytes < 0:
+            raise ValueError(f"workspace_bytes must be >= 0, got {workspace_bytes}")
+        self._specs = (list(inputs), list(outputs))
         input_layouts = [_layout(s) for s in inputs]
         self._outputs = [_layout(s) for s in outputs]
         self.n_inputs = len(input_layouts)
         self.n_outputs = len(self._outputs)
+        self.workspace_bytes = workspace_bytes
+        self.n_launch_outputs = self.n_outputs + (1 if workspace_bytes else 0)
+        output_descriptors = [pack_descriptor(*layout) for layout in self._outputs]
+        if workspace_bytes:
+            output_descriptors.append(workspace_descriptor(workspace_bytes))
         self._pack_inputs = _packer([pack_descriptor(*layout) for layout in input_layouts])
-        self._pack_outputs = _packer([pack_descriptor(*layout) for layout in self._outputs])
+        self._pack_outputs = _packer(output_descriptors)
         # An output laid out like a contiguous input is allocated with empty_like, the cheapest allocation.
         self._like_input = [
             next((i for i, lay in enumerate(input_layouts) if lay == out and _is_contiguous(out)), None)
             for out in self._outputs
         ]
 
+    def with_workspace(self, workspace_bytes: int) -> CallDescriptors:
+        """These descriptors for a kernel whose workspace is ``workspace_bytes`` (self if unchanged)."""
+        if workspace_bytes == self.workspace_bytes:
+            return self
+        return CallDescriptors(*self._specs, workspace_bytes=workspace_bytes)
+
     def allocate_outputs(self, device: torch.device, inputs: Sequence[torch.Tensor] = ()) -> list[torch.Tensor]:
+        """The op's outputs (the workspace is not one of them)."""
         return [
             torch.empty_like(inputs[like]) if like is not None and inputs
             else torch.empty_strided(shape, stride, dtype=dtype, device=device)
             for like, (shape, stride, dtype) in zip(self._like_input, self._outputs, strict=True)
         ]
 
-    def prepare(self, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]) -> tuple[bytes, bytes]:
-        """Fresh descriptor arrays (per call: calls may run on many threads) pointing at the tensors."""
+    def allocate_workspace(self, device: torch.device) -> torch.Tensor | None:
+        """A fresh workspace for one call (None when the kernel has none); its contents are garbage."""
+        return allocate_workspace(self.workspace_bytes, device) if self.workspace_bytes else None
+
+    def prepare(self, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor],
+                workspace: torch.Tensor | None = None) -> tuple[bytes, bytes]:
+        """Fresh descriptor arrays (per call: calls may run on many threads) pointing at the tensors.
+
+        ``workspace`` is required exactly when ``workspace_bytes`` > 0, and must hold that many bytes.
+        """
+        if self.workspace_bytes:
+            if workspace is None:
+                raise ValueError(f"this kernel needs a workspace of {self.workspace_bytes} bytes")
+            return self._pack_inputs(inputs), self._pack_outputs([*outputs, workspace])
         return self._pack_inputs(inputs), self._pack_outputs(outputs)
 
 
@@ -85,27 +122,35 @@ def _packer(descriptors: Sequence[bytes]) -> Callable[[Sequence[torch.Tensor]], 
 
 
 class KernelLauncher:
-    """A loaded kernel plus its card's descriptors."""
+    """A loaded kernel plus its card's descriptors (given the workspace the kernel asks for)."""
 
     def __init__(self, library: KernelLibrary, descriptors: CallDescriptors) -> None:
         self.library = library
-        self.descriptors = descriptors
+        self.descriptors = descriptors.with_workspace(library.workspace_bytes)
 
-    def launch(self, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]) -> int:
-        """Call kf_launch on matched tensors; returns its status (0 is success)."""
-        ins, outs = self.descriptors.prepare(inputs, outputs)
-        n_in, n_out = self.descriptors.n_inputs, self.descriptors.n_outputs
-        device = outputs[0].device if outputs else inputs[0].device if inputs else None
-        if device is None or device.type != "cuda":
+    def launch(self, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor],
+               workspace: torch.Tensor | None = None) -> int:
+        """Call kf_launch on matched tensors on the device's current stream; returns its status (0 is success).
+
+        A kernel with a workspace gets ``workspace``, or one allocated here for the call.
+        """
+        device = outputs[0].device if outputs else inputs[0].device if inputs else torch.device("cpu")
+        if workspace is None and self.descriptors.workspace_bytes:
+            workspace = self.descriptors.allocate_workspace(device)
+        ins, outs = self.descriptors.prepare(inputs, outputs, workspace)
+        n_in, n_out = self.descriptors.n_inputs, self.descriptors.n_launch_outputs
+        if device.type != "cuda":
             return self.library.launch_packed(ins, n_in, outs, n_out, None)
-        if device.index is not None and device.index != torch.cuda.current_device():
-            with torch.cuda.device(device):
-                stream = torch.cuda.current_stream(device).cuda_stream
+        current = torch.cuda.current_device()
+        index = current if device.index is None else device.index
+        # The raw handle of the current stream, as inductor's generated code reads it: no Stream object.
+        stream = torch._C._cuda_getCurrentRawStream(index)
+        if index != current:
+            with torch.cuda.device(index):
                 return self.library.launch_packed(ins, n_in, outs, n_out, stream)
-        stream = torch.cuda.current_stream(device).cuda_stream
         return self.library.launch_packed(ins, n_in, outs, n_out, stream)
 
     def run(self, inputs: Sequence[torch.Tensor], device: torch.device) -> tuple[int, list[torch.Tensor]]:
-        """Allocate outputs and launch; returns ``(status, outputs)``."""
+        """Allocate outputs (and the workspace) and launch; returns ``(status, outputs)``, workspace left out."""
         outputs = self.descriptors.allocate_outputs(device, inputs)
-        return self.launch(inputs, outputs), outputs
+        return self.launch(inputs, outputs, self.descriptors.allocate_workspace(device)), outputs

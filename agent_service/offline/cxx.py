@@ -10,6 +10,7 @@ arithmetic is always fp32.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from capture_service.cards import TensorSpec
 
@@ -176,14 +177,44 @@ def _int_list(values: Sequence[int]) -> str:
     return "{" + ", ".join(f"{int(v)}LL" for v in values) + "}" if values else "{0LL}"
 
 
-def guard(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], aligned: Sequence[str] = ()) -> str:
+@dataclass(frozen=True)
+class Workspace:
+    """Scratch memory of a kernel: ``count`` elements of ``ctype`` in the workspace its caller passes.
+
+    The kernel contract (kf_abi.h) lets a kernel export ``kf_workspace_bytes``; its caller then
+    allocates that many bytes with torch and passes them as one trailing output, so ``kf_launch``
+    allocates nothing and stays capturable in a CUDA graph. The contents are garbage on entry.
+    """
+
+    name: str
+    ctype: str
+    count: int
+
+    @property
+    def bytes_c(self) -> str:
+        """The workspace size as a C expression (``ctype`` must be declared where it is used)."""
+        return f"((int64_t){self.count}LL * (int64_t)sizeof({self.ctype}))"
+
+    def export(self) -> str:
+        """The ``kf_workspace_bytes`` definition; place it after ``ctype`` is declared."""
+        return f'extern "C" int64_t kf_workspace_bytes(void) {{ return {self.bytes_c}; }}\n'
+
+    def take(self, n_outputs: int) -> str:
+        """Host code in ``kf_launch``, after :func:`guard`: ``ctype *name`` is the workspace (output ``n_outputs``)."""
+        return f"  {self.ctype} *{self.name} = ({self.ctype} *)outputs[{n_outputs}].data;\n"
+
+
+def guard(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], aligned: Sequence[str] = (),
+          workspace: Workspace | None = None) -> str:
     """Statements that return non-zero unless the runtime tensors are exactly the card's.
 
     ``aligned`` names pointer expressions (``inputs[0].data``) that must be 16-byte aligned
-    because the kernel moves them with 16-byte accesses.
+    because the kernel moves them with 16-byte accesses. With a ``workspace`` the outputs are
+    followed by it: one 1-D uint8 tensor of at least its size, 16-byte aligned.
     """
+    n_outputs = len(outputs) + (1 if workspace is not None else 0)
     lines = [
-        f"  if (n_inputs != {len(inputs)} || n_outputs != {len(outputs)}) return {STATUS_WRONG_COUNT};",
+        f"  if (n_inputs != {len(inputs)} || n_outputs != {n_outputs}) return {STATUS_WRONG_COUNT};",
     ]
     for side, specs in (("inputs", inputs), ("outputs", outputs)):
         for i, spec in enumerate(specs):
@@ -193,37 +224,23 @@ def guard(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], aligned: 
                 f" if (kf_check(&{side}[{i}], {len(spec.shape)}, shape, stride,"
                 f" {KF_DTYPE_CODES.get(spec.dtype, -1)})) return {STATUS_WRONG_LAYOUT}; }}"
             )
+    if workspace is not None:
+        ws = f"outputs[{len(outputs)}]"
+        lines.append(f"  if ({ws}.ndim != 1 || {ws}.dtype != {KF_DTYPE_CODES['uint8']} || {ws}.shape[0] < "
+                     f"{workspace.bytes_c}) return {STATUS_WRONG_LAYOUT};")
+        aligned = [*aligned, f"{ws}.data"]
     for pointer in aligned:
         lines.append(f"  if (((uintptr_t)({pointer})) & 15u) return {STATUS_MISALIGNED};")
     return "\n".join(lines)
 
 
-#: Scratch buffers come from the device's default memory pool: keep a little of it reserved, or
-#: every synchronisation returns it to the driver and the next call pays to map it again.
-CUDA_POOL_KEEP = r"""
-static void kf_keep_pool_memory(void) {
-  static bool done[64];
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64 || done[device]) return;
-  cudaMemPool_t pool;
-  if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
-    uint64_t keep = 0;
-    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
-    if (keep < (1ull << 20)) {
-      keep = 1ull << 20;
-      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
-    }
-  }
-  done[device] = true;
-}
-"""
+def cuda_scratch(name: str, ctype: str, count: int) -> Workspace:
+    """``count`` elements of ``ctype`` of scratch for a cuda kernel, taken from the workspace.
 
-
-def cuda_scratch(name: str, ctype: str, count: int) -> str:
-    """Host code: ``ctype *name`` of ``count`` elements from stream ``s``'s memory pool (free it after the launch)."""
-    return (f"  kf_keep_pool_memory();\n  {ctype} *{name} = nullptr;\n"
-            f"  if (cudaMallocAsync((void **)&{name}, {count} * sizeof({ctype}), s) != cudaSuccess)\n"
-            f"    return {STATUS_LAUNCH_FAILED};\n")
+    Render ``.export()`` after ``ctype``'s declaration, pass the result to :func:`guard`, and put
+    ``.take(len(outputs))`` after the guard in ``kf_launch``; nothing is allocated or freed there.
+    """
+    return Workspace(name, ctype, count)
 
 
 def cuda_launch_epilogue() -> str:

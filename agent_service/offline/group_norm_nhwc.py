@@ -30,7 +30,7 @@ TILE_BYTES = 40 * 1024
 #: Pixels per staged tile, largest first: 32 two-byte pixels of a channel are one 64-byte store.
 TILE_PIXELS = (32, 16, 8)
 MAX_BLOCK = 1024
-#: Groups whose block sums fit the statistics kernel's static shared memory (two floats each).
+#: Groups the template takes at most (each block stores one float2 of sums per group in the workspace).
 MAX_GROUPS = 4096
 
 
@@ -290,11 +290,11 @@ def _render_cuda(plan: ChannelsLastGroupNormPlan, knobs: Knobs, device: DeviceDe
     return f"""{cxx.CUDA_PRELUDE}
 {plan._types("cuda")}constexpr int VEC = {g.vec};
 /* {plan.summary}; {knobs}; blocks of {g.block} threads, {g.chunks} per sample of {g.chunk} pixels */
-{cxx.CUDA_POOL_KEEP}
+{scratch.export()}
+/* Each thread's sums are merged per group in a fixed order (shared-memory atomics would add them in
+   whatever order the threads arrive: a different rounding on every call). */
 __global__ void __launch_bounds__({g.block}) kf_gn_sums(const TX *__restrict__ x, float2 *__restrict__ partials) {{
-  __shared__ float sums[{groups}], squares[{groups}];
-  for (int i = threadIdx.x; i < {groups}; i += {g.block}) {{ sums[i] = 0.0f; squares[i] = 0.0f; }}
-  __syncthreads();
+  __shared__ float2 thread_sums[{g.block}];
 {locate}  const float shift = kf_to_f32(xs[g * {cpg}]);
   float s = 0.0f, q = 0.0f;
   for (int64_t p = p0 + row; p < p1; p += {g.rows}) {{
@@ -306,11 +306,18 @@ __global__ void __launch_bounds__({g.block}) kf_gn_sums(const TX *__restrict__ x
       q += d * d;
     }}
   }}
-  atomicAdd(&sums[g], s);
-  atomicAdd(&squares[g], q);
+  thread_sums[threadIdx.x] = make_float2(s, q);
   __syncthreads();
-  for (int i = threadIdx.x; i < {groups}; i += {g.block})
-    partials[(int64_t)blockIdx.x * {groups} + i] = make_float2(sums[i], squares[i]);
+  for (int i = threadIdx.x; i < {groups}; i += {g.block}) {{
+    float2 sum = make_float2(0.0f, 0.0f);
+    for (int r = 0; r < {g.rows}; ++r)
+      for (int k = 0; k < {cpg // g.vec}; ++k) {{  /* the group's channel vectors of pixel row r */
+        const float2 part = thread_sums[r * {g.cols} + i * {cpg // g.vec} + k];
+        sum.x += part.x;
+        sum.y += part.y;
+      }}
+    partials[(int64_t)blockIdx.x * {groups} + i] = sum;
+  }}
 }}
 
 __global__ void __launch_bounds__({merge_block}) kf_gn_merge(const TX *__restrict__ x,
@@ -342,13 +349,12 @@ __global__ void __launch_bounds__({g.block}) kf_gn_apply({params}, const float2 
 
 extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
                          void *stream) {{
-{cxx.guard(plan.inputs, plan.outputs, aligned if g.vec > 1 else [])}
+{cxx.guard(plan.inputs, plan.outputs, aligned if g.vec > 1 else [], scratch)}
   cudaStream_t s = (cudaStream_t)stream;
-{scratch}  float2 *stats = partials + {n * g.chunks * groups}LL;
+{scratch.take(len(plan.outputs))}  float2 *stats = partials + {n * g.chunks * groups}LL;
   kf_gn_sums<<<{n * g.chunks}, {g.block}, 0, s>>>((const TX *)inputs[{plan.x}].data, partials);
   kf_gn_merge<<<{n}, {merge_block}, 0, s>>>((const TX *)inputs[{plan.x}].data, partials, stats{stat_args});
   kf_gn_apply<<<{n * g.chunks}, {g.block}, 0, s>>>({args}, stats);
-  cudaFreeAsync(partials, s);
 {cxx.cuda_launch_epilogue()}
 }}
 """

@@ -898,8 +898,8 @@ def _chunk_write(plan: RowPlan, vec: int, loop: Callable[..., str]) -> str:
                 after=f"        kf_store_vec<{yt}, {vec}>(y + base + j0, out);\n")
 
 
-def _alloc_partials(grid: int) -> str:
-    """Host code: one kf_stat per block from the stream's memory pool (freed after the launch)."""
+def _partials(grid: int) -> cxx.Workspace:
+    """One kf_stat per block, in the workspace the caller passes (kf_abi.h)."""
     return cxx.cuda_scratch("partials", "kf_stat", grid)
 
 
@@ -945,6 +945,7 @@ def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
     xparam = params.split(",")[0]
     aligned = plan._vector_pointers() if vec > 1 else []
     grid = plan.rows * splits
+    scratch = _partials(grid)
     # The writing kernel's blocks, numbered in the order ``order`` asks for.
     apply = _chunk_parts(plan, knobs, chunk, splits, block_index="kf_block")
     first = "gridDim.x - 1 - " if knobs["order"] == "reverse" else ""
@@ -952,7 +953,7 @@ def _render_cuda_split(plan: RowPlan, knobs: Knobs) -> str:
 {CUDA_ROW_HELPERS}
 {_math_macros("cuda", True)}
 /* {plan.summary}; {knobs} */
-{cxx.CUDA_POOL_KEEP}
+{scratch.export()}
 __global__ void __launch_bounds__({block}) kf_partials({xparam}, kf_stat *__restrict__ partials) {{
   __shared__ kf_stat smem[{parts.smem}];
 {parts.locate}{parts.shift_decl}  kf_stat s = {parts.init};
@@ -965,11 +966,11 @@ __global__ void __launch_bounds__({block}) kf_apply({params}, const kf_stat *__r
 
 extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
                          void *stream) {{
-{cxx.guard(plan.inputs, plan.outputs, aligned)}
+{cxx.guard(plan.inputs, plan.outputs, aligned, scratch)}
   cudaStream_t s = (cudaStream_t)stream;
-{_alloc_partials(grid)}  kf_partials<<<{grid}, {block}, 0, s>>>((const {xt} *)inputs[{plan.x}].data, partials);
+{scratch.take(len(plan.outputs))}\
+  kf_partials<<<{grid}, {block}, 0, s>>>((const {xt} *)inputs[{plan.x}].data, partials);
   kf_apply<<<{grid}, {block}, 0, s>>>({args}, partials);
-  cudaFreeAsync(partials, s);
 {cxx.cuda_launch_epilogue()}
 }}
 """
@@ -1005,12 +1006,13 @@ def _render_cuda_resident(plan: RowPlan, knobs: Knobs, device: DeviceDescription
     params, args = plan._params("cuda")
     aligned = plan._vector_pointers() if vec > 1 else []
     grid = plan.rows * splits
+    scratch = _partials(grid)
     return f"""{cxx.CUDA_PRELUDE}
 #include <cooperative_groups.h>
 {CUDA_ROW_HELPERS}
 {_math_macros("cuda", True)}
 /* {plan.summary}; {knobs}; {splits} blocks per row of {chunk} elements */
-{cxx.CUDA_POOL_KEEP}
+{scratch.export()}
 __global__ void __launch_bounds__({block}, {per_sm}) kf_resident({params}, kf_stat *__restrict__ partials) {{
   extern __shared__ __align__(16) unsigned char kf_stage_bytes[];
   {xt} *stage = reinterpret_cast<{xt} *>(kf_stage_bytes);
@@ -1033,7 +1035,7 @@ static int kf_resident_fits[64];
 
 extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
                          void *stream) {{
-{cxx.guard(plan.inputs, plan.outputs, aligned)}
+{cxx.guard(plan.inputs, plan.outputs, aligned, scratch)}
   cudaStream_t s = (cudaStream_t)stream;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) return {cxx.STATUS_LAUNCH_FAILED};
@@ -1046,7 +1048,7 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
     kf_resident_fits[device] = asked && (int64_t)per_sm * sms >= {grid} ? 1 : -1;
   }}
   if (kf_resident_fits[device] < 0) return {cxx.STATUS_LAUNCH_FAILED};
-{_alloc_partials(grid)}  cudaLaunchAttribute cooperative;
+{scratch.take(len(plan.outputs))}  cudaLaunchAttribute cooperative;
   cooperative.id = cudaLaunchAttributeCooperative;
   cooperative.val.cooperative = 1;
   cudaLaunchConfig_t config = {{}};
@@ -1057,7 +1059,6 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
   config.attrs = &cooperative;
   config.numAttrs = 1;
   const cudaError_t launched = cudaLaunchKernelEx(&config, kf_resident, {args}, partials);
-  cudaFreeAsync(partials, s);
   if (launched != cudaSuccess) return {cxx.STATUS_LAUNCH_FAILED};
 {cxx.cuda_launch_epilogue()}
 }}

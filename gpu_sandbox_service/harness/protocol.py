@@ -42,3 +42,4 @@ class HarnessReport(BaseModel):
     eager_latency_us: float | None = None
     eager_spread_us: float | None = None
     floor_us: float | None = None
+    workspace_bytes: int = 0  # what the candidate's kf_workspace_bytes returned (0 without the export)

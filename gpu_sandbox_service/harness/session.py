@@ -20,12 +20,13 @@ from gpu_sandbox_service.harness.tensors import (
     draw_like,
     nbytes_of,
     poison,
+    poison_workspace,
     storage_bytes,
     storage_range,
 )
 from gpu_sandbox_service.harness.timing import Summary, Timer
 from gpu_sandbox_service.models import CandidateStatus
-from packager.abi import AbiError, KernelLibrary
+from packager.abi import AbiError, KernelLibrary, allocate_workspace
 from packager.variant import decode_call
 
 TIMING_SETS = 3
@@ -41,20 +42,28 @@ class CandidateFailure(Exception):
 
 @dataclass
 class Buffers:
-    """Kernel arguments laid out exactly as the card says; mutated inputs double as outputs."""
+    """Kernel arguments laid out exactly as the card says; mutated inputs double as outputs.
+
+    ``workspace`` is the kernel's scratch (``kf_workspace_bytes``), passed after the outputs and
+    never checked; None when the kernel exports none.
+    """
 
     inputs: list[torch.Tensor]
     outputs: list[torch.Tensor]
     aliased_outputs: dict[int, int] = field(default_factory=dict)  # output index -> input index
+    workspace: torch.Tensor | None = None
 
     def load(self, values: Sequence[torch.Tensor]) -> None:
         for tensor, value in zip(self.inputs, values, strict=True):
             assign(tensor, value)
 
     def poison(self, variant: int) -> None:
+        """Outputs made detectable if left unwritten, and the workspace filled with garbage."""
         for j, out in enumerate(self.outputs):
             if j not in self.aliased_outputs:
                 poison(out, variant)
+        if self.workspace is not None:
+            poison_workspace(self.workspace, variant)
 
 
 class Session:
@@ -105,11 +114,13 @@ class Session:
                                 f"{tuple(spec.shape)} {spec.dtype}")
         return references, aliases
 
-    def buffers(self) -> Buffers:
+    def buffers(self, workspace_bytes: int = 0) -> Buffers:
+        """One set of kernel arguments, with a workspace of ``workspace_bytes`` when > 0."""
         inputs = [allocate(spec, self.device) for spec in self.card.inputs]
         outputs = [inputs[self.aliases[j]] if j in self.aliases else allocate(spec, self.device)
                    for j, spec in enumerate(self.card.outputs)]
-        buffers = Buffers(inputs, outputs, dict(self.aliases))
+        workspace = allocate_workspace(workspace_bytes, self.device) if workspace_bytes else None
+        buffers = Buffers(inputs, outputs, dict(self.aliases), workspace)
         for j, out in enumerate(outputs):
             if j in buffers.aliased_outputs:
                 continue
@@ -126,7 +137,8 @@ class Session:
         if self.stream is not None:
             torch.cuda.synchronize()
         try:
-            code = library.launch(buffers.inputs, buffers.outputs, self.stream.cuda_stream if self.stream else None)
+            code = library.launch(buffers.inputs, buffers.outputs, self.stream.cuda_stream if self.stream else None,
+                                  buffers.workspace)
         except AbiError as exc:
             raise CardError(str(exc)) from exc
         if self.stream is not None:
@@ -137,7 +149,7 @@ class Session:
             raise CandidateFailure(CandidateStatus.RUNTIME_ERROR, f"kf_launch returned {code} on {what}")
 
     def verify(self, library: KernelLibrary) -> None:
-        buffers = self.buffers()
+        buffers = self.buffers(library.workspace_bytes)
         for k, (values, refs) in enumerate(zip(self.input_sets, self.references, strict=True)):
             what = f"input set {k} ({'captured' if k < len(self.request.sample_inputs) else 'fresh'})"
             buffers.load(values)
@@ -172,9 +184,10 @@ class Session:
 
     def time(self, library: KernelLibrary) -> tuple[Summary, Summary]:
         """Candidate and eager, interleaved, inputs rotated among separate buffers, outputs
-        poisoned before each candidate call and checked after the last."""
+        poisoned before each candidate call and checked after the last. Each set has its own
+        workspace, allocated here and poisoned with the outputs, outside the timed window."""
         n_sets = min(TIMING_SETS, len(self.input_sets))
-        sets = [self.buffers() for _ in range(n_sets)]
+        sets = [self.buffers(library.workspace_bytes) for _ in range(n_sets)]
         for buffers, values in zip(sets, self.input_sets, strict=False):
             buffers.load(values)
         if self.stream is not None:
@@ -184,7 +197,7 @@ class Session:
         failures: list[int] = []
 
         def candidate(buffers: Buffers) -> None:
-            code = library.launch(buffers.inputs, buffers.outputs, stream)
+            code = library.launch(buffers.inputs, buffers.outputs, stream, buffers.workspace)
             if code:
                 failures.append(code)
 
@@ -240,6 +253,7 @@ def run_session(request: HarnessRequest) -> HarnessReport:
         rel_l2_error=session.worst_rel_l2, max_scaled_error=session.worst_max_scaled,
         latency_us=candidate.median_us, latency_spread_us=candidate.spread_us,
         eager_latency_us=eager.median_us, eager_spread_us=eager.spread_us, floor_us=floor,
+        workspace_bytes=library.workspace_bytes,
     )
     if floor is not None and candidate.median_us < request.floor_slack * floor:
         report.status = CandidateStatus.REJECTED

@@ -81,6 +81,17 @@ def poison(tensor: torch.Tensor, variant: int) -> None:
         view.fill_(info.min + 3 if variant == 0 else info.max - 5)
 
 
+#: Byte patterns a workspace is filled with before each call: 0xFF makes every float word NaN and
+#: every integer -1 / its maximum; 0x7F makes float32 and bfloat16 words about 3.4e38.
+WORKSPACE_POISON = (0xFF, 0x7F)
+
+
+def poison_workspace(workspace: torch.Tensor, variant: int) -> None:
+    """Fill a kernel's workspace with garbage, so a kernel that reads scratch it never wrote (a
+    zero it assumed, a value kept from the previous call) gets a wrong or unstable result."""
+    workspace.fill_(WORKSPACE_POISON[variant % len(WORKSPACE_POISON)])
+
+
 def storage_bytes(tensor: torch.Tensor) -> torch.Tensor:
     """A uint8 view of the tensor's whole storage (padding included), for bit-exact comparisons."""
     return torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(tensor.untyped_storage())

@@ -7,6 +7,7 @@ shared-memory tree), so every code path the search can reach is compiled at leas
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -145,7 +146,8 @@ def _bundle(sources: dict[str, str]) -> str:
     parts = [CUDA_PRELUDE]
     for name, source in sources.items():
         assert source.startswith(CUDA_PRELUDE)
-        body = source[len(CUDA_PRELUDE):].replace('extern "C" int kf_launch', "int kf_launch")
+        body = source[len(CUDA_PRELUDE):].replace('extern "C" int kf_launch', "int kf_launch").replace(
+            'extern "C" int64_t kf_workspace_bytes', "int64_t kf_workspace_bytes")
         includes = [line for line in body.splitlines() if line.startswith("#include")]
         parts += includes  # headers at file scope, not inside the kernel's namespace
         body = "\n".join(line for line in body.splitlines() if not line.startswith("#include"))
@@ -234,8 +236,8 @@ def test_one_kernel_compiles_alone_as_the_sandbox_builds_it(tmp_path: Path) -> N
     assert rc == 0 and "warning" not in err, err
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
-def test_every_cuda_variant_compiles_for_sm90(tmp_path: Path) -> None:
+def _sources() -> dict[str, str]:
+    """Every case of :func:`_cards` rendered at each of its knob sets, by ``<case>_<knob set>``."""
     sources: dict[str, str] = {}
     for name, card, knob_sets in _cards():
         plan = plan_for_card(card, "cuda")
@@ -247,6 +249,35 @@ def test_every_cuda_variant_compiles_for_sm90(tmp_path: Path) -> None:
             source = plan.render("cuda", knobs, H200)
             assert "__global__" in source and 'extern "C" int kf_launch' in source
             sources[f"{name}_{i}"] = source
+    return sources
+
+
+# What a launch captured into a CUDA graph must not do: allocate, free or wait on the host.
+_NOT_GRAPH_SAFE = re.compile(r"(cudaMalloc\w*|cudaFree\w*|cudaDeviceSynchronize|cudaStreamSynchronize|"
+                             r"cudaEventSynchronize|cudaMemcpy(?!\w*Async)\w*|cudaMemset(?!\w*Async)\w*)")
+
+
+def test_no_cuda_template_allocates_frees_or_synchronises() -> None:
+    """Kernels are captured into CUDA graphs: scratch comes from the workspace the caller passes."""
+    sources = _sources()
+    for name, source in sources.items():
+        found = sorted(set(_NOT_GRAPH_SAFE.findall(source)))
+        assert not found, f"{name} calls {found}"
+    with_workspace = {name for name, source in sources.items() if "kf_workspace_bytes" in source}
+    # Split and resident row kernels and the channels-last group norm keep per-block partials.
+    assert {"softmax_split_rows_0", "softmax_split_rows_2", "group_norm_split_bf16_3",
+            "group_norm_channels_last_bf16_0", "sum_split_rows_0"} <= with_workspace
+    for name in with_workspace:
+        source = sources[name]
+        assert source.count('extern "C" int64_t kf_workspace_bytes(void)') == 1, name
+        # The guard expects the workspace as the one output after the op's: a 1-D uint8 tensor.
+        checked = re.search(r"outputs\[(\d+)\]\.ndim != 1 \|\| outputs\[\1\]\.dtype != 7", source)
+        assert checked and f"n_outputs != {int(checked.group(1)) + 1})" in source, name
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_every_cuda_variant_compiles_for_sm90(tmp_path: Path) -> None:
+    sources = _sources()
     names = list(sources)
     halves = [{n: sources[n] for n in names[::2]}, {n: sources[n] for n in names[1::2]}]
     with ThreadPoolExecutor(max_workers=2) as pool:
