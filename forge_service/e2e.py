@@ -228,7 +228,8 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
     torch._dynamo.reset()
     try:
         plain = torch.compile(model, **kwargs)
-        result[f"{plain_name}_output"] = start.call(plain)
+        # Cloned: a CUDA graph's outputs are overwritten by its next replay.
+        result[f"{plain_name}_output"] = clone_tree(start.call(plain))
         plain_samples = sample_ms(lambda: call(plain, inputs), device, MIN_SECONDS / 2)
     except Exception as exc:
         result[f"{plain_name}_error"] = f"torch.compile: {type(exc).__name__}: {exc}"[:300]
@@ -239,7 +240,7 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
         cast.reset_stats()
         try:
             compiled = cast.compile(model, **kwargs)
-            result[f"{cast_name}_output"] = start.call(compiled)
+            result[f"{cast_name}_output"] = clone_tree(start.call(compiled))
             result[f"{cast_name}_ms"] = statistics.median(
                 sample_ms(lambda: call(compiled, inputs), device, MIN_SECONDS))
             result[f"{cast_name}_kernel_stats"] = cast.stats()
