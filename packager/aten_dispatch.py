@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import torch
 
+from packager.guard import REAL_TENSOR_TYPES
 from packager.kernel import KernelSet, LoadedKernel, inside_kernel
 from packager.wrapped_numbers import TensorSlots
 
@@ -52,13 +53,37 @@ def result_shape(overload: torch._ops.OpOverload) -> str:
     raise UnsupportedOp(f"{overload.name()} returns {kinds}; only tensors can come from a kernel")
 
 
+COMPOSITE = "CompositeImplicitAutograd"
+
+
+def _wants_grad(args: Sequence[object], kwargs: dict[str, object]) -> bool:
+    """Whether autograd must record this call: grad mode on and an input (or one in a list) requiring grad."""
+    if not torch.is_grad_enabled():
+        return False
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            if value.requires_grad:
+                return True
+        elif isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) and v.requires_grad for v in value):
+            return True
+    return False
+
+
 class AtenOverride:
-    """The guarded implementation of one aten overload at one dispatch key."""
+    """The guarded implementation of one aten overload at one dispatch key.
+
+    An overload implemented by decomposition (``CompositeImplicitAutograd``: ``softmax.int``,
+    ``layer_norm``, ``max_pool2d``, ...) is overridden at that key instead of ``CPU``/``CUDA``: a
+    backend kernel would make autograd skip the decomposition, so gradients would be lost (or a
+    backward with no kernel would run). There, a call autograd must record always decomposes.
+    """
 
     def __init__(self, op: str, backend: str, kernels: Sequence[LoadedKernel]) -> None:
         self.op = op
-        self.dispatch_key = DISPATCH_KEYS[backend]
         self.overload = resolve_overload(op)
+        self.backend_key = DISPATCH_KEYS[backend]
+        self.composite = torch._C._dispatch_has_kernel_for_dispatch_key(self.overload.name(), COMPOSITE)
+        self.dispatch_key = COMPOSITE if self.composite else self.backend_key
         self._result = result_shape(self.overload)
         self._kernels = KernelSet(kernels)
         self._slots = TensorSlots(self.overload)
@@ -73,7 +98,8 @@ class AtenOverride:
 
     def install(self) -> None:
         """Register the override; the kernel it replaces stays reachable for misses."""
-        self._original = torch.library.get_kernel(self.overload, self.dispatch_key)
+        # For a decomposed op the backend's computed kernel is the decomposition itself.
+        self._original = torch.library.get_kernel(self.overload, self.backend_key)
         library = torch.library.Library("aten", "IMPL")
         library.impl(self.impl_name, self, self.dispatch_key, with_keyset=True)
         self._library = library
@@ -84,7 +110,9 @@ class AtenOverride:
             self._library = None
 
     def __call__(self, keyset: torch._C.DispatchKeySet, *args: object, **kwargs: object) -> object:
-        if not inside_kernel():
+        first = args[0] if args else None
+        traced = isinstance(first, torch.Tensor) and type(first) not in REAL_TENSOR_TYPES  # fake tensors of a trace
+        if not (traced or inside_kernel() or (self.composite and _wants_grad(args, kwargs))):
             found = self._kernels.match(args, kwargs)
             if found is not None:
                 kernel, tensors = found

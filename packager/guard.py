@@ -135,6 +135,9 @@ def layout_miss(tensors: Sequence[torch.Tensor], signatures: Sequence[TensorSign
     return None
 
 
+REAL_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer)
+
+
 def _tensor_check(expected: TensorSignature, traced: bool) -> Check:
     shape = torch.Size(expected.shape)
     stride = tuple(expected.stride)
@@ -148,6 +151,8 @@ def _tensor_check(expected: TensorSignature, traced: bool) -> Check:
     def check(value: object, tensors: list[torch.Tensor]) -> str | None:
         if not isinstance(value, torch.Tensor):
             return ARGS
+        if not traced and type(value) not in REAL_TENSOR_TYPES:
+            return ARGS  # a fake or functional tensor of a trace, or a user subclass: never a kernel's
         if traced and not is_static(value):
             return SHAPE  # comparing a symbolic size would add a guard, and a recompile
         if value.shape != shape:

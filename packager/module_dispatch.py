@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -27,7 +27,43 @@ from packager.guard import layout_miss
 from packager.kernel import KernelSet, LoadedKernel
 from packager.module_state import ModuleKeyReader
 from packager.stats import AUTOGRAD, REMOVED
-from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG, decode_call, module_call_kwargs
+from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG, decode_call
+
+_ABSENT = object()
+
+
+class KeyNames(NamedTuple):
+    """The attribute and state names a module card's key lists, in key order."""
+
+    attributes: tuple[str, ...]
+    state: tuple[str, ...]
+
+    @classmethod
+    def of(cls, template: dict[str, Any]) -> KeyNames:
+        def names(kwarg: str) -> tuple[str, ...]:
+            encoded = template["kwargs"].get(kwarg, {"list": []})
+            return tuple(item["list"][0] for item in encoded["list"])
+
+        return cls(names(ATTRIBUTES_KWARG), names(STATE_KWARG))
+
+
+def _resolve(module: torch.nn.Module, path: str) -> Any:
+    value: Any = module
+    for part in path.split("."):
+        value = getattr(value, part, _ABSENT)
+        if value is _ABSENT:
+            return _ABSENT
+    return value
+
+
+def traced_call_kwargs(module: torch.nn.Module, kwargs: dict[str, Any], names: KeyNames) -> dict[str, Any] | None:
+    """A module call's keyed keywords read by ``names``; None when the module lacks one of them."""
+    attributes = [[name, _resolve(module, name)] for name in names.attributes]
+    state = [[name, _resolve(module, name)] for name in names.state]
+    if any(value is _ABSENT for _, value in attributes) or any(value is _ABSENT for _, value in state):
+        return None
+    attributes = [[name, list(value) if isinstance(value, (list, tuple)) else value] for name, value in attributes]
+    return {**kwargs, ATTRIBUTES_KWARG: attributes, STATE_KWARG: state}
 
 
 def _needs_autograd(tensors: Sequence[torch.Tensor]) -> bool:
@@ -40,7 +76,7 @@ class ModuleOverride:
     def __init__(self, module: torch.nn.Module, kernels: Sequence[LoadedKernel]) -> None:
         self._module_ref = weakref.ref(module)
         self._kernels = KernelSet([k for k in kernels if k.serves_eager])
-        self._graph_kernels = tuple(k for k in kernels if k.serves_compiled)
+        self._graph_kernels = tuple((k, KeyNames.of(k.template)) for k in kernels if k.serves_compiled)
         self._by_id = {k.card_id: k for k in kernels}
         self._own_forward: Callable[..., Any] | None = module.__dict__.get("forward")
         self._class_forward = type(module).forward
@@ -80,8 +116,7 @@ class ModuleOverride:
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         module = self._module()
         if torch.compiler.is_compiling():
-            # Read afresh at trace time: dynamo guards on what the trace read, not on a cache.
-            return self._forward_traced(args, kwargs, module_call_kwargs(module, kwargs))
+            return self._forward_traced(module, args, kwargs)
         found = self._kernels.match(args, self._key_reader.call_kwargs(module, kwargs))
         if found is None:
             return self.original(*args, **kwargs)
@@ -94,8 +129,14 @@ class ModuleOverride:
             return self.original(*args, **kwargs)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
-    def _forward_traced(self, args: tuple[Any, ...], kwargs: dict[str, Any], keyed_kwargs: dict[str, Any]) -> Any:
-        for kernel in self._graph_kernels:
+    def _forward_traced(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """At trace time, the module's side of each kernel's key is read by the names in that key
+        (plain ``getattr``, which dynamo traces and guards on), not by walking the module's
+        ``__dict__``: the trace stays one graph, with no break and no per-instance recompile."""
+        for kernel, names in self._graph_kernels:
+            keyed_kwargs = traced_call_kwargs(module, kwargs, names)
+            if keyed_kwargs is None:
+                continue
             tensors: list[torch.Tensor] = []
             if kernel.trace_matcher.miss_reason(args, keyed_kwargs, tensors) is not None:
                 continue

@@ -20,17 +20,21 @@ wrapped numbers, each tier counting only when its category is higher):
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 
 import torch
 
-NUMBER_TYPES = (bool, int, float)
+NUMBER_TYPES = (bool, int, float, complex)
+Number = bool | int | float | complex
 _BOOL, _INT, _FLOAT, _COMPLEX = range(4)
-_WIDEST = {_BOOL: torch.bool, _INT: torch.int64, _FLOAT: torch.float64}
+_WIDEST = {_BOOL: torch.bool, _INT: torch.int64, _FLOAT: torch.float64, _COMPLEX: torch.complex128}
 
 
-def _number_category(value: bool | int | float) -> int:
-    return _BOOL if isinstance(value, bool) else _INT if isinstance(value, int) else _FLOAT
+def _number_category(value: Number) -> int:
+    if isinstance(value, bool):
+        return _BOOL
+    return _INT if isinstance(value, int) else _FLOAT if isinstance(value, float) else _COMPLEX
 
 
 def _dtype_category(dtype: torch.dtype) -> int:
@@ -44,6 +48,13 @@ def _dtype_category(dtype: torch.dtype) -> int:
 def _is_tensor_type(kind: object) -> bool:
     text = str(kind)
     return text in ("Tensor", "Optional[Tensor]", "Tensor?")
+
+
+_STATE = threading.local()  # set while a call is replayed on meta tensors (see TensorSlots._expected)
+
+
+class _Reentered(Exception):
+    """A meta replay reached the override again (a call of numbers alone has no tensor to put on meta)."""
 
 
 class TensorSlots:
@@ -77,18 +88,21 @@ class TensorSlots:
     def call_original(self, original: torch._C._SafeKernelFunction, keyset: torch._C.DispatchKeySet,
                       args: Sequence[object], kwargs: Mapping[str, object]) -> object:
         """The original kernel on the call, its numbers made tensors that promote as wrapped numbers do."""
+        if getattr(_STATE, "replaying", False):
+            raise _Reentered
         args, kwargs = list(args), dict(kwargs)
         slot_values = [args[i] for i in self.positions if i < len(args)]
         slot_values += [v for k, v in kwargs.items() if k in self.names]
         tensors = [v for v in slot_values if isinstance(v, torch.Tensor)]
+        given_args, given_kwargs = list(args), dict(kwargs)
         upcast = False
         expected: object = None
         for where, value in self._numbers(args, kwargs):
             dtype, rounds = _stand_in_dtype(value, tensors)
             if rounds:
                 if not upcast:
-                    expected = self._expected(args, kwargs)
-                dtype, upcast = torch.float32, True
+                    expected = self._expected(given_args, given_kwargs)
+                dtype, upcast = (torch.int64 if _number_category(value) == _INT else torch.float32), True
             stand_in = torch.tensor(value, dtype=dtype)
             if isinstance(where, int):
                 args[where] = stand_in
@@ -97,8 +111,8 @@ class TensorSlots:
         result = original.call_boxed(keyset, *args, **kwargs)
         return _cast_like(result, expected) if upcast else result
 
-    def _numbers(self, args: list[object], kwargs: dict[str, object]) -> list[tuple[int | str, bool | int | float]]:
-        found: list[tuple[int | str, bool | int | float]] = []
+    def _numbers(self, args: list[object], kwargs: dict[str, object]) -> list[tuple[int | str, Number]]:
+        found: list[tuple[int | str, Number]] = []
         for i in self.positions:
             if i < len(args) and type(args[i]) in NUMBER_TYPES:
                 found.append((i, args[i]))  # type: ignore[arg-type]
@@ -108,19 +122,26 @@ class TensorSlots:
         return found
 
     def _expected(self, args: list[object], kwargs: dict[str, object]) -> object:
-        """The op's outputs on meta tensors, numbers as given: their dtypes are what the call must return."""
+        """The op's outputs on meta tensors, numbers as given: their dtypes are what the call must
+        return (None where the op has no meta kernel)."""
         def meta(value: object) -> object:
             return torch.empty_like(value, device="meta") if isinstance(value, torch.Tensor) else value
 
+        _STATE.replaying = True
         try:
             return self.overload(*[meta(a) for a in args], **{k: meta(v) for k, v in kwargs.items()})
-        except (RuntimeError, NotImplementedError, TypeError):
-            return None  # no meta kernel: the outputs keep the dtype they were computed in
+        except _Reentered:
+            return None
+        except (RuntimeError, NotImplementedError, TypeError, ValueError):
+            return None
+        finally:
+            _STATE.replaying = False
 
 
-def _stand_in_dtype(value: bool | int | float, tensors: Sequence[torch.Tensor]) -> tuple[torch.dtype, bool]:
+def _stand_in_dtype(value: Number, tensors: Sequence[torch.Tensor]) -> tuple[torch.dtype, bool]:
     """The dtype of the 0-dim tensor that promotes as the wrapped ``value`` would, and whether
-    that dtype rounds the value (then the op must run on float32 and its outputs be cast back)."""
+    that dtype cannot hold the value as the wrapped number did (then the op runs on a wider
+    stand-in and its outputs are cast to the dtypes the original returns)."""
     category = _number_category(value)
     dims = [t.dtype for t in tensors if t.dim() > 0]
     if dims and max(map(_dtype_category, dims)) >= category:
@@ -128,16 +149,36 @@ def _stand_in_dtype(value: bool | int | float, tensors: Sequence[torch.Tensor]) 
     zeros = [t.dtype for t in tensors if t.dim() == 0]
     zero_category = max(map(_dtype_category, zeros), default=-1)
     if zero_category > category:
+        if category == _FLOAT and zero_category == _COMPLEX:
+            # a float64 would widen complex64 to complex128; the complex tier's real dtype does not
+            return max((t for t in zeros if t.is_complex), key=lambda t: t.itemsize).to_real(), False
         return _WIDEST[category], False
     if zero_category == category:
         dtype = zeros[0]
         for other in zeros[1:]:
             dtype = torch.promote_types(dtype, other)
-        rounds = dtype in (torch.float16, torch.bfloat16) and float(torch.tensor(value, dtype=dtype)) != value
-        return dtype, rounds
+        return dtype, not _holds(dtype, value)
     if category == _FLOAT:
         return torch.get_default_dtype(), False
+    if category == _COMPLEX:
+        if zero_category == _FLOAT:  # eager makes the 0-dim tier's float dtype complex (float16: complex32)
+            real = max((t for t in zeros if t.is_floating_point), key=lambda t: t.itemsize)
+            if real is torch.bfloat16:
+                raise NotImplementedError("a bfloat16 0-dim tensor with a complex number makes 'BComplex32', "
+                                          "which no kernel implements")
+            return {torch.float16: torch.complex32, torch.float64: torch.complex128}.get(real, torch.complex64), False
+        return torch.complex128 if torch.get_default_dtype() is torch.float64 else torch.complex64, False
     return _WIDEST[category], False
+
+
+def _holds(dtype: torch.dtype, value: Number) -> bool:
+    """Whether a 0-dim ``dtype`` tensor holds ``value`` exactly (no rounding, no overflow)."""
+    if dtype in (torch.float16, torch.bfloat16):
+        return float(torch.tensor(value, dtype=dtype)) == value
+    if not dtype.is_floating_point and not dtype.is_complex and dtype is not torch.bool:
+        info = torch.iinfo(dtype)
+        return info.min <= int(value) <= info.max
+    return True
 
 
 def _cast_like(result: object, expected: object) -> object:

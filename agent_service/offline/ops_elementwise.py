@@ -27,13 +27,18 @@ def _gelu(call: dict[str, Any]) -> str:
     return "0.5f * x0 * (1.0f + KF_ERF(x0 * 0.7071067811865476f))"
 
 
+def _keep_nan(expr: str) -> str:
+    """``expr`` for a number, NaN for NaN: fminf/fmaxf return the other operand, eager propagates NaN."""
+    return f"(x0 != x0 ? x0 : {expr})"
+
+
 def _clamp(call: dict[str, Any]) -> str:
     expr = "x0"
     if call.get("min") is not None:
         expr = f"fmaxf({expr}, {cfloat(_num(call['min'], 'clamp min'))})"
     if call.get("max") is not None:
         expr = f"fminf({expr}, {cfloat(_num(call['max'], 'clamp max'))})"
-    return expr
+    return expr if expr == "x0" else _keep_nan(expr)
 
 
 def _pow(call: dict[str, Any]) -> str:
@@ -67,10 +72,10 @@ UNARY: dict[str, tuple[Callable[[dict[str, Any]], str], bool]] = {
     "sin": (lambda c: "sinf(x0)", False),
     "cos": (lambda c: "cosf(x0)", False),
     "hardswish": (lambda c: "x0 * fminf(fmaxf(x0 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f)", False),
-    "hardsigmoid": (lambda c: "fminf(fmaxf(x0 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f)", False),
+    "hardsigmoid": (lambda c: _keep_nan("fminf(fmaxf(x0 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f)"), False),
     "leaky_relu": (lambda c: f"x0 > 0.0f ? x0 : x0 * {cfloat(_num(c['negative_slope'], 'slope'))}", False),
-    "hardtanh": (lambda c: f"fminf(fmaxf(x0, {cfloat(_num(c['min_val'], 'min'))}), "
-                           f"{cfloat(_num(c['max_val'], 'max'))})", False),
+    "hardtanh": (lambda c: _keep_nan(f"fminf(fmaxf(x0, {cfloat(_num(c['min_val'], 'min'))}), "
+                                     f"{cfloat(_num(c['max_val'], 'max'))})"), False),
     "clamp": (_clamp, False),
     "pow": (_pow, False),
     "elu": (_elu, True),
@@ -83,8 +88,9 @@ BINARY: dict[str, Callable[[str, str, float], str]] = {
     "rsub": lambda a, b, alpha: f"{b} - {a}" if alpha == 1.0 else f"{b} - {cfloat(alpha)} * {a}",
     "mul": lambda a, b, alpha: f"{a} * {b}",
     "div": lambda a, b, alpha: f"{a} / {b}",
-    "maximum": lambda a, b, alpha: f"fmaxf({a}, {b})",
-    "minimum": lambda a, b, alpha: f"fminf({a}, {b})",
+    # eager's maximum and minimum propagate NaN; fmaxf/fminf return the other operand (a + b is NaN then)
+    "maximum": lambda a, b, alpha: f"(({a}) != ({a}) || ({b}) != ({b}) ? ({a}) + ({b}) : fmaxf({a}, {b}))",
+    "minimum": lambda a, b, alpha: f"(({a}) != ({a}) || ({b}) != ({b}) ? ({a}) + ({b}) : fminf({a}, {b}))",
 }
 
 # Copies into the card's output layout or dtype (a cast between float dtypes, a contiguous copy).

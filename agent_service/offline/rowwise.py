@@ -64,6 +64,9 @@ ACTIVATIONS = {
     "relu": "(({v}) < 0.0f ? 0.0f : ({v}))",
 }
 
+# The running max of a row, keeping NaN as eager's amax does (fmaxf would return the other operand).
+_MAX_KEEPING_NAN = "s.a = (v != v || v > s.a) ? v : s.a;"
+
 CUDA_ROW_HELPERS = r"""
 struct kf_stat { float a, b, c; };
 __device__ __forceinline__ kf_stat kf_shfl(kf_stat s, int mask) {
@@ -75,8 +78,9 @@ __device__ __forceinline__ kf_stat kf_shfl(kf_stat s, int mask) {
 }
 struct kf_sum_op { __device__ __forceinline__ kf_stat operator()(kf_stat x, kf_stat y) const {
   kf_stat r = {x.a + y.a, x.b + y.b, x.c + y.c}; return r; } };
+/* A max that keeps NaN, as eager's amax does (fmaxf returns the other operand). */
 struct kf_max_op { __device__ __forceinline__ kf_stat operator()(kf_stat x, kf_stat y) const {
-  kf_stat r = {fmaxf(x.a, y.a), 0.0f, 0.0f}; return r; } };
+  kf_stat r = {(y.a != y.a || y.a > x.a) ? y.a : x.a, 0.0f, 0.0f}; return r; } };
 /* Welford/Chan merge of (count, mean, M2). */
 struct kf_welford_op { __device__ __forceinline__ kf_stat operator()(kf_stat x, kf_stat y) const {
   if (y.a == 0.0f) return x;
@@ -502,7 +506,8 @@ def _render_cpu(plan: RowPlan, knobs: Knobs) -> str:
         """``var`` reduced with ``op`` over ``term`` of each element (after the statements ``before``)."""
         if knobs["simd"] and L >= 2 * CPU_LANES:
             return _cpu_lane_reduce(init, var, op, term, before, L, xj)
-        pragma = f"#pragma omp simd reduction({op}:{var})" if knobs["simd"] else ""
+        # OpenMP's max combiner drops NaN; the NaN-keeping select is merged in order instead
+        pragma = f"#pragma omp simd reduction({op}:{var})" if knobs["simd"] and op == "+" else ""
         return (f"    float {var} = {init};\n{pragma}\n    for (int64_t j = 0; j < {L}LL; ++j) {{ const float v = {xj};"
                 f" {before}{_combine(op, var, term)} }}\n")
 
@@ -584,7 +589,10 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
 
 def _combine(op: str, acc: str, value: str) -> str:
     """The C statement folding ``value`` into ``acc`` (``op`` is ``+`` or ``max``)."""
-    return f"{acc} += {value};" if op == "+" else f"{acc} = {value} > {acc} ? {value} : {acc};"
+    # max keeps NaN (as eager's amax does): once acc is NaN no comparison replaces it
+    if op == "+":
+        return f"{acc} += {value};"
+    return f"{acc} = ({value} != {value} || {value} > {acc}) ? {value} : {acc};"
 
 
 def _cpu_lane_reduce(init: str, var: str, op: str, term: str, before: str, length: int, xj: str) -> str:
@@ -603,8 +611,8 @@ def _cpu_lane_reduce(init: str, var: str, op: str, term: str, before: str, lengt
             f"    float {var} = {init};\n"
             f"    for (int64_t j = {whole}LL; j < {length}LL; ++j) {{ const float v = {xj};"
             f" {before}{_combine(op, var, term)} }}\n"
-            f"#pragma omp simd reduction({op}:{var})\n"
-            f"    for (int k = 0; k < {CPU_LANES}; ++k) {_combine(op, var, lane)}\n")
+            + (f"#pragma omp simd reduction({op}:{var})\n" if op == "+" else "")  # max: see _combine
+            + f"    for (int k = 0; k < {CPU_LANES}; ++k) {_combine(op, var, lane)}\n")
 
 
 # ---- cuda --------------------------------------------------------------------------------------
@@ -733,7 +741,7 @@ def _render_cuda(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
     if kind in ("sum", "mean"):
         passes.append(reduce_pass(zero, "s.a += v;", "kf_sum_op", "st_sum = s.a;", first))
     elif kind == "amax":
-        passes.append(reduce_pass("{-INFINITY, 0.0f, 0.0f}", "s.a = fmaxf(s.a, v);", "kf_max_op", "st_m = s.a;", first))
+        passes.append(reduce_pass("{-INFINITY, 0.0f, 0.0f}", _MAX_KEEPING_NAN, "kf_max_op", "st_m = s.a;", first))
     elif kind in ("softmax", "log_softmax"):
         if knobs["stats"] == "online":
             passes.append(reduce_pass(
@@ -741,6 +749,7 @@ def _render_cuda(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
                 "if (v > s.a) { s.b = s.b * KF_EXP(s.a - v) + 1.0f; s.a = v; } else s.b += KF_EXP(v - s.a);",
                 "kf_online_op", "st_m = s.a; st_sum = s.b;", first))
         else:
+            # a NaN makes its row NaN through exp(v - max) whatever the max: fmaxf keeps registers free
             passes.append(reduce_pass("{-INFINITY, 0.0f, 0.0f}", "s.a = fmaxf(s.a, v);", "kf_max_op", "st_m = s.a;",
                                       first))
             passes.append(reduce_pass(zero, "s.a += KF_EXP(v - st_m);", "kf_sum_op", "st_sum = s.a;", later))
@@ -828,7 +837,7 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
 _SPLIT_STATS: dict[str, tuple[str, str, str, str, str]] = {
     "sum": ("{0.0f, 0.0f, 0.0f}", "s.a += v;", "kf_sum_op", "kf_sum_op", "st_sum = s.a;"),
     "mean": ("{0.0f, 0.0f, 0.0f}", "s.a += v;", "kf_sum_op", "kf_sum_op", "st_sum = s.a;"),
-    "amax": ("{-INFINITY, 0.0f, 0.0f}", "s.a = fmaxf(s.a, v);", "kf_max_op", "kf_max_op", "st_m = s.a;"),
+    "amax": ("{-INFINITY, 0.0f, 0.0f}", _MAX_KEEPING_NAN, "kf_max_op", "kf_max_op", "st_m = s.a;"),
     "softmax": ("{-INFINITY, 0.0f, 0.0f}",
                 "if (v > s.a) { s.b = s.b * KF_EXP(s.a - v) + 1.0f; s.a = v; } else s.b += KF_EXP(v - s.a);",
                 "kf_online_op", "kf_online_op", "st_m = s.a; st_sum = s.b;"),
@@ -1068,7 +1077,7 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
 # ---- cuda, short rows tiled through shared memory ---------------------------------------------------
 
 _TILE_STATS = {"sum": ("0.0f", "acc += v;", "acc"), "mean": ("0.0f", "acc += v;", "acc / {n}"),
-               "amax": ("-INFINITY", "acc = fmaxf(acc, v);", "acc")}
+               "amax": ("-INFINITY", "acc = (v != v || v > acc) ? v : acc;", "acc")}
 
 
 def _render_cuda_tile(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:

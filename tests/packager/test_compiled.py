@@ -13,6 +13,7 @@ from tests.packager.conftest import (
     SCALED_RELU,
     SOFTMAX,
     SmallNet,
+    aten_card,
     compiled_kept,
     entry,
     module_card,
@@ -137,3 +138,29 @@ def test_training_graphs_keep_the_ops_own_gradient(net_cast) -> None:
     x.grad = None
     cast.compile(net)(x).pow(2).sum().backward()
     torch.testing.assert_close(x.grad, want)
+
+
+def test_an_applied_cast_leaves_the_tensors_of_a_trace_alone(tmp_path: Path, artifacts) -> None:
+    """Compiling while a cast is applied eagerly: fake tensors reach the overrides of decomposed ops
+    (softmax.int), which hand them to the original without looking at their data or counting them."""
+    x = torch.randn(4, 8)
+    card = aten_card("aten::softmax.int", [x, -1], {}, torch.softmax(x, -1))
+    build_cast(tmp_path / "s.cast", MODEL, [entry(card, SOFTMAX, artifacts["softmax"], eager_us=5000.0)], [])
+    cast = load_cast(tmp_path / "s.cast")
+    torch._dynamo.reset()
+
+    def fn(t: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(t * 2, -1) + 1
+
+    with cast.applied_to():
+        with torch.inference_mode():
+            torch.testing.assert_close(torch.compile(fn)(x), fn(x))
+        x_grad = x.clone().requires_grad_()
+        torch.compile(fn)(x_grad).sum().backward()
+        y = x.clone().requires_grad_()
+        (torch.softmax(y, -1) * torch.arange(8.0)).sum().backward()  # decomposed: autograd records it
+    want = x.clone().requires_grad_()
+    (torch.softmax(want, -1) * torch.arange(8.0)).sum().backward()
+    torch.testing.assert_close(y.grad, want.grad)
+    assert x_grad.grad is not None
+    assert cast.stats()[card.id] == {"calls": 1, "hits": 1, "fallbacks": {}}  # fn(x) eager: one hit
