@@ -224,7 +224,7 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
     """
     plain_name, cast_name = FIELDS["compiled" if mode == "default" else "cuda_graphs"]
     result: dict[str, Any] = {}
-    kwargs = {} if mode == "default" else {"mode": mode}
+    kwargs: dict[str, Any] = {} if mode == "default" else {"mode": mode}
     torch._dynamo.reset()
     try:
         plain = torch.compile(model, **kwargs)

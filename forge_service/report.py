@@ -17,7 +17,7 @@ import subprocess
 import sys
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -280,14 +280,14 @@ def write_cast(store: RunStore, min_speedup: float | None, path: Path,
                       min_speedup=config.min_speedup if min_speedup is None else min_speedup)
 
 
-def _stored_report(store: RunStore) -> dict[str, object]:
+def _stored_report(store: RunStore) -> dict[str, Any]:
     report_json = store.run_row()["report_json"]
     return dict(json.loads(report_json)) if report_json else {}
 
 
 def pruned_ops(store: RunStore) -> dict[str, str]:
     """The ops the run's report left on eager because the model ran slower with them."""
-    return dict(_stored_report(store).get("pruned_ops") or {})  # type: ignore[call-overload]
+    return dict(_stored_report(store).get("pruned_ops") or {})
 
 
 def least_saving_op(manifest: CastManifest, mode: str = "eager", excluded: Collection[str] = ()) -> str | None:
@@ -375,9 +375,10 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
         log.info("eager output parity still broken: eager calls use no kernel")
     e2e = first
     while compiled and (why := compiled_fails(e2e)) and len(compiled_excluded) < MAX_PRUNED_OPS:
-        op = least_saving_op(manifest, "compiled", compiled_excluded)
-        if op is None:
+        worst = least_saving_op(manifest, "compiled", compiled_excluded)
+        if worst is None:
             break
+        op = worst
         compiled_excluded[op] = f"left to inductor: {why}; this op's kernels were estimated to save the least"
         log.info("pruning %s from compiled use: %s", op, compiled_excluded[op])
         manifest = write_cast(store, None, path, excluded, compiled_excluded, compiled)

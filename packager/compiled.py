@@ -20,10 +20,7 @@ import torch
 
 from packager import graph_op
 from packager.aten_dispatch import resolve_overload, result_shape, shape_result
-from packager.guard import layout_miss
 from packager.kernel import KernelSet, LoadedKernel
-from packager.stats import REMOVED
-from packager.variant import decode_call
 
 Decompositions = dict[torch._ops.OpOverload, Callable[..., Any]]
 
@@ -69,18 +66,8 @@ class AtenGraphKernels:
 
     def run_in_graph(self, tensors: list[torch.Tensor], card_id: str) -> list[torch.Tensor]:
         kernel = self._by_id[card_id]
-        if not self.active:
-            kernel.stats.fallback(REMOVED)
-        elif (miss := layout_miss(tensors, kernel.key.tensors)) is not None:
-            kernel.stats.fallback(miss)
-        else:
-            outputs = kernel.try_launch(tensors)
-            if outputs is not None:
-                return outputs
-        args, kwargs = decode_call(kernel.template, tensors)
-        result = self._overloads[kernel.record.op](*args, **kwargs)
-        results = list(result) if isinstance(result, (tuple, list)) else [result]
-        return graph_op.conform(results, kernel.output_layouts, tensors)
+        overload = self._overloads[kernel.record.op]
+        return graph_op.run_or_original(kernel, tensors, self.active, lambda args, kwargs: overload(*args, **kwargs))
 
     def fake_outputs(self, tensors: list[torch.Tensor], card_id: str) -> list[torch.Tensor]:
         kernel = self._by_id[card_id]

@@ -16,10 +16,17 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
+
+from packager.guard import layout_miss
+from packager.stats import REMOVED
+from packager.variant import decode_call
+
+if TYPE_CHECKING:
+    from packager.kernel import LoadedKernel
 
 _REGISTRY: dict[str, GraphKernels] = {}
 _REGISTRY_LOCK = threading.Lock()
@@ -81,6 +88,25 @@ def conform(results: Sequence[torch.Tensor], layouts: Sequence[Layout],
             result = fresh
         conformed.append(result)
     return conformed
+
+
+def run_or_original(kernel: LoadedKernel, tensors: list[torch.Tensor], active: bool,
+                    original: Callable[[list[Any], dict[str, Any]], Any]) -> list[torch.Tensor]:
+    """The compiled graph's call: the kernel where the tensors are still its card's (what tracing
+    could not see is checked here) and the cast is still applied, else ``original(args, kwargs)``
+    on the call rebuilt from the card's template, in the layouts the fake implementation promised."""
+    if not active:
+        kernel.stats.fallback(REMOVED)
+    elif (miss := layout_miss(tensors, kernel.key.tensors)) is not None:
+        kernel.stats.fallback(miss)
+    else:
+        outputs = kernel.try_launch(tensors)
+        if outputs is not None:
+            return outputs
+    args, kwargs = decode_call(kernel.template, tensors)
+    result = original(args, kwargs)
+    results = list(result) if isinstance(result, (tuple, list)) else [result]
+    return conform(results, kernel.output_layouts, tensors)
 
 
 _LIBRARY = torch.library.Library("kforge_cast", "FRAGMENT")

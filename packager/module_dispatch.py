@@ -23,11 +23,10 @@ from typing import Any, NamedTuple
 import torch
 
 from packager import graph_op
-from packager.guard import layout_miss
 from packager.kernel import KernelSet, LoadedKernel
 from packager.module_state import ModuleKeyReader
-from packager.stats import AUTOGRAD, REMOVED
-from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG, decode_call
+from packager.stats import AUTOGRAD
+from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG
 
 _ABSENT = object()
 
@@ -147,22 +146,12 @@ class ModuleOverride:
         return self.original(*args, **kwargs)
 
     def run_in_graph(self, tensors: list[torch.Tensor], card_id: str) -> list[torch.Tensor]:
-        """The compiled graph's call: check what tracing could not, run the kernel or the original."""
-        kernel = self._by_id[card_id]
-        if not self.active:
-            kernel.stats.fallback(REMOVED)
-        elif (miss := layout_miss(tensors, kernel.key.tensors)) is not None:
-            kernel.stats.fallback(miss)
-        else:
-            outputs = kernel.try_launch(tensors)
-            if outputs is not None:
-                return outputs
-        args, kwargs = decode_call(kernel.template, tensors)
-        kwargs.pop(STATE_KWARG, None)
-        kwargs.pop(ATTRIBUTES_KWARG, None)
-        result = self.original(*args, **kwargs)
-        results = list(result) if isinstance(result, (tuple, list)) else [result]
-        return graph_op.conform(results, kernel.output_layouts, tensors)
+        def original(args: list[Any], kwargs: dict[str, Any]) -> Any:
+            kwargs.pop(STATE_KWARG, None)
+            kwargs.pop(ATTRIBUTES_KWARG, None)
+            return self.original(*args, **kwargs)
+
+        return graph_op.run_or_original(self._by_id[card_id], tensors, self.active, original)
 
     def fake_outputs(self, tensors: list[torch.Tensor], card_id: str) -> list[torch.Tensor]:
         device = tensors[0].device if tensors else torch.device(self._by_id[card_id].output_device_type)

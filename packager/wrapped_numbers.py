@@ -175,9 +175,9 @@ def _holds(dtype: torch.dtype, value: Number) -> bool:
     """Whether a 0-dim ``dtype`` tensor holds ``value`` exactly (no rounding, no overflow)."""
     if dtype in (torch.float16, torch.bfloat16):
         return float(torch.tensor(value, dtype=dtype)) == value
-    if not dtype.is_floating_point and not dtype.is_complex and dtype is not torch.bool:
+    if isinstance(value, int) and not dtype.is_floating_point and not dtype.is_complex and dtype is not torch.bool:
         info = torch.iinfo(dtype)
-        return info.min <= int(value) <= info.max
+        return info.min <= value <= info.max
     return True
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from capture_service.cards import OperatorCard, TensorSpec
+from packager import load_cast
 from packager.format import FallbackEntry, KernelEntry, ModelIdentity, build_cast
 from packager.manifest import KEPT, ModeVerdict
 from packager.runtime import host_cpu_arch
@@ -179,3 +180,19 @@ def relu_softmax_cast(tmp_path: Path, artifacts: dict[str, bytes]) -> CastFixtur
     build_cast(path, MODEL, [entry(relu, RELU, artifacts["relu"]), entry(softmax, SOFTMAX, artifacts["softmax"])],
                [FallbackEntry("abc", "aten::addmm.default", "no kernel beat eager")])
     return CastFixture(path, x, relu, softmax)
+
+
+@pytest.fixture
+def net_cast(tmp_path: Path, artifacts: dict[str, bytes]):
+    """A SmallNet and a cast with its ScaledRelu card (both blocks share it, a module card) and its
+    softmax card (an aten card), both kept for compiled use; dynamo starts afresh."""
+    net = SmallNet().eval()
+    x = torch.randn(4, 8)
+    block, head = module_card(net.block1, x), softmax_card(x)
+    path = tmp_path / "net.cast"
+    # Generous measured speedups: the guard's cost, measured at build time, must not decide these tests.
+    build_cast(path, MODEL, [entry(block, SCALED_RELU, artifacts["scaled_relu"], eager_us=5000.0),
+                             entry(head, SOFTMAX, artifacts["softmax"], eager_us=5000.0)], [],
+               verdicts=compiled_kept(block, head))
+    torch._dynamo.reset()
+    return net, x, block, head, load_cast(path)

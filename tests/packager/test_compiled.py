@@ -10,29 +10,13 @@ from packager.format import build_cast
 from tests.packager.conftest import (
     FAILING,
     MODEL,
-    SCALED_RELU,
     SOFTMAX,
     SmallNet,
     aten_card,
     compiled_kept,
     entry,
-    module_card,
     softmax_card,
 )
-
-
-@pytest.fixture
-def net_cast(tmp_path: Path, artifacts):
-    """SmallNet with kernels for its ScaledRelu blocks (a module card) and its softmax head (an aten card)."""
-    net = SmallNet().eval()
-    x = torch.randn(4, 8)
-    block, head = module_card(net.block1, x), softmax_card(x)
-    path = tmp_path / "net.cast"
-    build_cast(path, MODEL, [entry(block, SCALED_RELU, artifacts["scaled_relu"], eager_us=5000.0),
-                             entry(head, SOFTMAX, artifacts["softmax"], eager_us=5000.0)], [],
-               verdicts=compiled_kept(block, head))
-    torch._dynamo.reset()
-    return net, x, block, head, load_cast(path)
 
 
 def test_cast_compile_runs_module_and_aten_kernels_inside_inductor_graphs(net_cast) -> None:

@@ -7,29 +7,11 @@ from packager import load_cast
 from packager.format import build_cast
 from tests.packager.conftest import (
     MODEL,
-    SCALED_RELU,
-    SOFTMAX,
     SmallNet,
     compiled_kept,
     entry,
     module_card,
-    softmax_card,
 )
-
-
-@pytest.fixture
-def net_cast(tmp_path: Path, artifacts):
-    """A SmallNet and a cast with its ScaledRelu card (both blocks share it) and its softmax card."""
-    net = SmallNet().eval()
-    x = torch.randn(4, 8)
-    block = module_card(net.block1, x)
-    head = softmax_card(x)
-    path = tmp_path / "net.cast"
-    # Generous measured speedups: the guard's cost, measured at build time, must not decide these tests.
-    build_cast(path, MODEL, [entry(block, SCALED_RELU, artifacts["scaled_relu"], eager_us=5000.0),
-                             entry(head, SOFTMAX, artifacts["softmax"], eager_us=5000.0)], [],
-               verdicts=compiled_kept(block, head))
-    return net, x, block, head, load_cast(path)
 
 
 def test_matching_module_instances_run_the_kernel_and_match_eager(net_cast) -> None:
