@@ -110,9 +110,7 @@ class AtenOverride:
             self._library = None
 
     def __call__(self, keyset: torch._C.DispatchKeySet, *args: object, **kwargs: object) -> object:
-        first = args[0] if args else None
-        traced = isinstance(first, torch.Tensor) and type(first) not in REAL_TENSOR_TYPES  # fake tensors of a trace
-        if not (traced or inside_kernel() or (self.composite and _wants_grad(args, kwargs))):
+        if not (inside_kernel() or (self.composite and self._decomposes(args, kwargs))):
             found = self._kernels.match(args, kwargs)
             if found is not None:
                 kernel, tensors = found
@@ -121,9 +119,22 @@ class AtenOverride:
                     return self._shape(outputs)
                 # the kernel failed and was counted; eager serves this call
         assert self._original is not None
-        if self._slots.positions and self._slots.holds_number(args, kwargs):
-            return self._slots.call_original(self._original, keyset, args, kwargs)
-        return self._original.call_boxed(keyset, *args, **kwargs)
+        try:
+            return self._original.call_boxed(keyset, *args, **kwargs)
+        except RuntimeError:
+            # A Python number in a tensor slot fails the boxed call before any kernel runs.
+            if not self._slots.holds_number(args, kwargs):
+                raise
+        return self._slots.call_original(self._original, keyset, args, kwargs)
+
+    @staticmethod
+    def _decomposes(args: Sequence[object], kwargs: dict[str, object]) -> bool:
+        """A decomposed op's call that never reaches a kernel: autograd must record it, or its
+        tensors are the fake ones of a trace (only decomposed ops see those here)."""
+        first = args[0] if args else None
+        if isinstance(first, torch.Tensor) and type(first) not in REAL_TENSOR_TYPES:
+            return True
+        return _wants_grad(args, kwargs)
 
     def _shape(self, outputs: list[torch.Tensor]) -> object:
         return shape_result(self._result, outputs)
