@@ -130,8 +130,9 @@ class RunReport(BaseModel):
             )
         e = self.end_to_end
         lines += ["", "## End to end", ""]
-        lines += [f"Eager calls leave `{op}` on eager: {why}." for op, why in self.pruned_ops.items()]
-        lines += [f"Compiled graphs leave `{op}` to inductor: {why}." for op, why in self.pruned_compiled_ops.items()]
+        # Each reason says where the op was left ("left on eager: ...", "left to inductor: ...").
+        lines += [f"Eager calls: `{op}` {why}." for op, why in self.pruned_ops.items()]
+        lines += [f"Compiled graphs: `{op}` {why}." for op, why in self.pruned_compiled_ops.items()]
         lines += [""] if self.pruned_ops or self.pruned_compiled_ops else []
         if not e.measured:
             lines.append(f"Not measured: {e.error}")
@@ -394,7 +395,8 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
         e2e = first
     # The final measurement decides: a mode that still loses there keeps no kernel, measured once more.
     eager_loses = prune_reason(e2e) if is_slower(e2e) or breaks_parity(e2e) else ""
-    still = {mode: why for mode, why in (("eager", eager_loses), ("compiled", compiled_fails(e2e))) if why}
+    compiled_loses = f"left to inductor: {why}" if (why := compiled_fails(e2e)) else ""
+    still = {mode: why for mode, why in (("eager", eager_loses), ("compiled", compiled_loses)) if why}
     if still and e2e.measured:
         for kernel in manifest.kernels:
             for mode, why in still.items():
@@ -413,7 +415,7 @@ def _without_kernels(store: RunStore, config: RunConfig, path: Path, backend: st
                      ) -> tuple[CastManifest, EndToEnd]:
     """A check that could not complete with the kernels (the child crashed or timed out) ships none of them."""
     manifest = write_cast(store, None, path, excluded, compiled_excluded, bool(modes))
-    why = f"the end-to-end check did not complete with the kernels: {failed.error}"
+    why = f"left out: the end-to-end check did not complete with the kernels: {failed.error}"
     for kernel in manifest.kernels:
         excluded.setdefault(kernel.op, why)
         compiled_excluded.setdefault(kernel.op, why)
