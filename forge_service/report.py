@@ -286,11 +286,6 @@ def _stored_report(store: RunStore) -> dict[str, Any]:
     return dict(json.loads(report_json)) if report_json else {}
 
 
-def pruned_ops(store: RunStore) -> dict[str, str]:
-    """The ops the run's report left on eager because the model ran slower with them."""
-    return dict(_stored_report(store).get("pruned_ops") or {})
-
-
 def least_saving_op(manifest: CastManifest, mode: str = "eager", excluded: Collection[str] = ()) -> str | None:
     """Of the ops whose kernels serve ``mode``, the one estimated to save the least over its calls."""
     from packager.format import saving_us

@@ -38,10 +38,6 @@ class AtenGraphKernels:
         self.active = True
         self.token = graph_op.register(self)
 
-    @property
-    def ops(self) -> list[str]:
-        return sorted(self._sets)
-
     def decompositions(self, base: Mapping[torch._ops.OpOverload, Callable[..., Any]]) -> Decompositions:
         """``base`` (inductor's table) with this cast's overloads routed through their cards first."""
         table: Decompositions = dict(base)
@@ -70,9 +66,7 @@ class AtenGraphKernels:
         return graph_op.run_or_original(kernel, tensors, self.active, lambda args, kwargs: overload(*args, **kwargs))
 
     def fake_outputs(self, tensors: list[torch.Tensor], card_id: str) -> list[torch.Tensor]:
-        kernel = self._by_id[card_id]
-        device = tensors[0].device if tensors else torch.device(kernel.output_device_type)
-        return kernel.fake_outputs(device)
+        return self._by_id[card_id].fake_outputs(tensors)
 
 
 class CastBackend:

@@ -124,15 +124,10 @@ def address_miss(tensors: Sequence[torch.Tensor], signatures: Sequence[TensorSig
 
 def layout_miss(tensors: Sequence[torch.Tensor], signatures: Sequence[TensorSignature]) -> str | None:
     """What a compiled graph's tensors may still differ in after a traced match: the strides
-    inductor chose for them, storage offset and alignment."""
-    for tensor, expected in zip(tensors, signatures, strict=True):
-        if tensor.stride() != expected.stride:
-            return STRIDE
-        if tensor.storage_offset() != expected.storage_offset:
-            return STORAGE_OFFSET
-        if (tensor.data_ptr() % 16 == 0) != expected.aligned16:
-            return ALIGNMENT
-    return None
+    inductor chose for them, then :func:`address_miss`."""
+    if any(tensor.stride() != expected.stride for tensor, expected in zip(tensors, signatures, strict=True)):
+        return STRIDE
+    return address_miss(tensors, signatures)
 
 
 REAL_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter, torch.nn.Buffer)

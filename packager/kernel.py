@@ -89,7 +89,9 @@ class LoadedKernel:
         self.stats.hit()
         return outputs
 
-    def fake_outputs(self, device: torch.device) -> list[torch.Tensor]:
+    def fake_outputs(self, tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """The card's outputs on the call's device (fake under tracing): what the graph op promises."""
+        device = tensors[0].device if tensors else torch.device(self.output_device_type)
         return self.launcher.descriptors.allocate_outputs(device)
 
 

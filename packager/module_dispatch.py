@@ -154,5 +154,4 @@ class ModuleOverride:
         return graph_op.run_or_original(self._by_id[card_id], tensors, self.active, original)
 
     def fake_outputs(self, tensors: list[torch.Tensor], card_id: str) -> list[torch.Tensor]:
-        device = tensors[0].device if tensors else torch.device(self._by_id[card_id].output_device_type)
-        return self._by_id[card_id].fake_outputs(device)
+        return self._by_id[card_id].fake_outputs(tensors)

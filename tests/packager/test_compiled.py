@@ -47,14 +47,6 @@ def test_a_compile_call_of_ones_own_takes_the_backend_and_its_mode(net_cast) -> 
         cast.compile(net, backend="eager")
 
 
-def _graph_and_compile_counts(model: torch.nn.Module, calls: list[torch.Tensor]) -> tuple[int, int, int]:
-    explained = torch._dynamo.explain(model)(calls[0])
-    torch._dynamo.reset()
-    counters = torch._dynamo.utils.counters
-    counters.clear()
-    return explained.graph_count, explained.graph_break_count, sum(counters["stats"].values())
-
-
 def test_the_cast_adds_no_graph_break_and_no_recompilation(net_cast) -> None:
     net, x, _, head, cast = net_cast
     calls = [x, x.clone(), torch.randn(6, 8), torch.randn(7, 8), x]  # a new shape recompiles, with or without
