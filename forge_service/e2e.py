@@ -24,8 +24,10 @@ MIN_REPEATS = 5
 MIN_SECONDS = 1.0
 ROUNDS = 3  # eager and .cast alternate, so both see the same machine conditions
 NOISE_FACTOR = 2.0
-# However far torch.compile departs from eager, a .cast moving the output further than this is wrong.
+# A .cast moving the output further than this is wrong, unless torch.compile alone moves it about as far.
 MAX_PARITY_TOLERANCE = 0.25
+# How much further than torch.compile alone a .cast may move a model that rounding makes chaotic.
+COMPILE_NOISE_MARGIN = 1.25
 PARITY_SEED = 0
 
 
@@ -138,9 +140,14 @@ def parity_tolerance(reference: Any, noise_rel_error: float | None) -> float:
 
     A deep low-precision model amplifies rounding: torch.compile, which fuses the same math
     in fp32, departs from eager too. A .cast within ``NOISE_FACTOR`` times that departure
-    is within the model's own rounding noise; below the dtype's tolerance it always is.
+    is within the model's own rounding noise, up to ``MAX_PARITY_TOLERANCE``; below the dtype's
+    tolerance it always is. A model so chaotic that torch.compile departs further than that (a
+    deep bf16 model with random weights) is judged against torch.compile itself: a .cast may
+    depart ``COMPILE_NOISE_MARGIN`` times as far, which still rejects an unrelated output (a
+    random one departs by about 1.4).
     """
-    return max(tolerance(reference), min(MAX_PARITY_TOLERANCE, NOISE_FACTOR * (noise_rel_error or 0.0)))
+    noise = noise_rel_error or 0.0
+    return max(tolerance(reference), min(MAX_PARITY_TOLERANCE, NOISE_FACTOR * noise), COMPILE_NOISE_MARGIN * noise)
 
 
 def parity_verdict(reference: Any, with_cast: Any, compiled_output: Any, noise_rel_error: float | None,

@@ -369,6 +369,8 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
         for kernel in manifest.kernels:
             excluded.setdefault(kernel.op, prune_reason(e2e))
         log.info("eager output parity still broken: eager calls use no kernel")
+    # The last measurement of every mode, and the exclusions it was made with.
+    e2e_state: tuple[dict[str, str], dict[str, str]] = ({}, {})
     e2e = first
     while compiled and (why := compiled_fails(e2e)) and len(compiled_excluded) < MAX_PRUNED_OPS:
         worst = least_saving_op(manifest, "compiled", compiled_excluded)
@@ -379,15 +381,14 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
         log.info("pruning %s from compiled use: %s", op, compiled_excluded[op])
         manifest = write_cast(store, None, path, excluded, compiled_excluded, compiled)
         e2e = measure_end_to_end(config, path, backend, modes, noise_rel_error=noise)
+        e2e_state = (dict(excluded), dict(compiled_excluded))
     if compiled and (why := compiled_fails(e2e)):
         for kernel in manifest.kernels:
             compiled_excluded.setdefault(kernel.op, f"left to inductor: {why}")
         log.info("compiled graphs still worse with the kernels: they use none")
-    if excluded or compiled_excluded:  # the .cast changed since it was first measured
+    if e2e_state != (excluded, compiled_excluded):  # the .cast changed since every mode was last measured
         manifest = write_cast(store, None, path, excluded, compiled_excluded, compiled)
         e2e = measure_end_to_end(config, path, backend, modes, noise_rel_error=noise)
-    else:
-        e2e = first
     # The final measurement decides: a mode that still loses there keeps no kernel, measured once more.
     eager_loses = prune_reason(e2e) if is_slower(e2e) or breaks_parity(e2e) else ""
     compiled_loses = f"left to inductor: {why}" if (why := compiled_fails(e2e)) else ""

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from forge_service.e2e import max_rel_error, parity_tolerance, parity_verdict
@@ -61,10 +62,12 @@ def test_a_kernel_that_changes_the_models_output_breaks_parity(tmp_path: Path) -
     assert not wrong["parity_ok"] and abs(wrong["parity_max_rel_error"] - 0.5) < 1e-3
 
     # Within twice torch.compile's own departure from eager, a departure is the model's rounding noise,
-    # up to a bound no noise lifts: the halved output stays wrong, one scaled by 1/1.1 passes.
-    assert not _measure(halved_cast, "--noise-rel-error", "0.3")["parity_ok"]
+    # up to a bound only a departure of torch.compile's own past it lifts (to 1.25 times that departure):
+    # the halved output stays wrong, one scaled by 1/1.1 passes.
+    halved_noisy = _measure(halved_cast, "--noise-rel-error", "0.3")
+    assert not halved_noisy["parity_ok"] and halved_noisy["parity_tolerance"] == pytest.approx(0.375)
     scaled = _measure(_softmax_cast(tmp_path, SOFTMAX.replace("yr[c] /= s;", "yr[c] /= 1.1f * s;"), "scaled"),
-                      "--noise-rel-error", "0.3")
+                      "--noise-rel-error", "0.15")
     assert scaled["parity_ok"] and scaled["parity_tolerance"] == 0.25
     assert abs(scaled["parity_max_rel_error"] - 1 / 11) < 1e-3
 
@@ -92,13 +95,14 @@ def test_masked_logits_compare_over_their_finite_values() -> None:
     assert max_rel_error(torch.tensor([1.0, 0.0, 2.0, float("nan")]), reference) == float("inf")
 
 
-def test_the_parity_tolerance_is_the_dtypes_or_twice_compiles_departure() -> None:
+def test_the_parity_tolerance_is_the_dtypes_or_follows_compiles_departure() -> None:
     bf16 = torch.ones(2, dtype=torch.bfloat16)
     assert parity_tolerance(torch.ones(2), None) == 1e-3
     assert parity_tolerance(bf16, None) == 2e-2
     assert parity_tolerance(bf16, 0.001) == 2e-2
     assert parity_tolerance(bf16, 0.03) == 0.06
-    assert parity_tolerance(bf16, 0.5) == 0.25
+    assert parity_tolerance(bf16, 0.15) == 0.25
+    assert parity_tolerance(bf16, 0.64) == pytest.approx(0.8)  # torch.compile alone departs past the cap
 
 
 def test_each_deployment_mode_is_measured_with_its_own_parity(tmp_path: Path) -> None:
