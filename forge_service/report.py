@@ -450,7 +450,9 @@ def measure_end_to_end(config: RunConfig, cast_path: Path, backend: str, modes: 
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         return EndToEnd(measured=False, error=" | ".join(tail) or f"exit code {proc.returncode}")
-    return EndToEnd.model_validate_json(proc.stdout.strip().splitlines()[-1])
+    e2e = EndToEnd.model_validate_json(proc.stdout.strip().splitlines()[-1])
+    log.info("measured %s (%d kernels): %s", cast_path.name, e2e.cast_kernels or 0, end_to_end_line(e2e))
+    return e2e
 
 
 def build_report(store: RunStore, config: RunConfig) -> RunReport:
