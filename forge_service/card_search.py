@@ -1,9 +1,9 @@
 """The per-card search: MCTS picks parents, the agent revises them, the sandboxes judge them.
 
-Every tree operation is written to the run store together with the fact that caused it, so a
-resumed card replays its operations into a fresh tree and continues exactly where it stopped:
-finished evaluations are never lost nor repeated; a candidate proposed but not evaluated is
-evaluated; one whose proposal was lost is proposed again.
+Every tree operation is written to the run store together with the fact that caused it
+(``forge_service.tree_log``), so a resumed card replays its operations into a fresh tree and
+continues exactly where it stopped: finished evaluations are never lost nor repeated; a candidate
+proposed but not evaluated is evaluated; one whose proposal was lost is proposed again.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import asyncio
 import json
 import logging
 import uuid
-import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +20,10 @@ from capture_service.cards import OperatorCard
 from forge_service.clients import AgentClient, SandboxPool
 from forge_service.kernel_cache import CachedKernel, KernelCache
 from forge_service.store import CandidateRow, RunStore, best_candidate
+from forge_service.tree_log import add_child_op, ask_op, cancel_op, card_seed, new_card_tree, replay, tell_op
 from kernel_forge.agent.v1 import messages_pb2 as agent_pb2
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.sandbox.v1 import messages_pb2 as sandbox_pb2
-from search_core import SearchConfig, SearchTree
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +52,6 @@ class SearchSettings:
 EmitFn = Callable[..., Awaitable[None]]
 
 
-def card_seed(seed: int, card_id: str) -> int:
-    return (seed * 1_000_003 + zlib.crc32(card_id.encode())) & 0xFFFF_FFFF
-
-
 class CardSearch:
     """Searches one card until its budget is spent, it converges, or nothing more is proposed."""
 
@@ -81,9 +76,7 @@ class CardSearch:
         self.settings = settings
         self.emit = emit
         self.cache = cache
-        self.tree = SearchTree(
-            SearchConfig(seed=card_seed(settings.seed, card.id)), reference_latency_us=card.eager_us or 1.0
-        )
+        self.tree = new_card_tree(settings.seed, card.id, card.eager_us)
         self.node_to_candidate: dict[int, str] = {}
         self._idle_proposals = 0
         self.stop_reason = ""
@@ -95,26 +88,10 @@ class CardSearch:
         Returns the candidates still to finish and the parents an ``ask`` chose that were not
         expanded yet (the process stopped in between), in the order they were chosen.
         """
-        unexpanded: list[int] = []
-        for op, args in self.store.tree_ops(self.card.id):
-            if op == "ask":
-                got = self.tree.ask(args["n"])
-                if got != args["parents"]:
-                    raise RuntimeError(f"card {self.card.id}: replay diverged at ask ({got} != {args['parents']})")
-                unexpanded += got
-            elif op == "add_child":
-                if args["parent"] in unexpanded:
-                    unexpanded.remove(args["parent"])
-                node = self.tree.add_child(args["parent"])
-                if node != args["node"]:
-                    raise RuntimeError(f"card {self.card.id}: replay diverged at add_child")
-                self.node_to_candidate[node] = args["candidate"]
-            elif op == "tell":
-                self.tree.tell(args["node"], args["passed"], args["latency_us"], args["spread_us"])
-            elif op == "cancel":
-                self.tree.cancel(args["node"])
+        replayed = replay(self.card.id, self.tree, self.store.tree_ops(self.card.id))
+        self.node_to_candidate.update(replayed.node_to_candidate)
         unfinished = [c for c in self.store.candidates(self.card.id) if c.state in ("proposing", "proposed")]
-        return unfinished, unexpanded
+        return unfinished, replayed.unexpanded
 
     # -- the loop ------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -135,7 +112,7 @@ class CardSearch:
             free = min(self.settings.parallel - len(in_flight), self.settings.budget - done_count - len(in_flight))
             if free > 0:
                 parents = self.tree.ask(free)
-                self.store.log_tree_op(self.card.id, "ask", {"n": free, "parents": parents})
+                self.store.log_tree_op(self.card.id, *ask_op(free, parents))
                 for parent in parents:
                     in_flight.add(asyncio.create_task(self._expand(parent)))
             if not in_flight:
@@ -163,7 +140,7 @@ class CardSearch:
         candidate_id = uuid.uuid4().hex[:12]
         self.node_to_candidate[node] = candidate_id
         self.store.add_candidate(candidate_id, self.card.id, "", node, "cache",
-                                 ("add_child", {"parent": ROOT, "node": node, "candidate": candidate_id}))
+                                 add_child_op(ROOT, node, candidate_id))
         self.store.set_proposal(candidate_id, hit.source, f"best kernel of run {hit.run_id} (kernel cache)",
                                 hit.knobs, {}, [], self.card.id, tree_op=None)
         await self.emit("log", f"kernel cache hit from run {hit.run_id}", card_id=self.card.id)
@@ -232,7 +209,7 @@ class CardSearch:
         parent_id = self.node_to_candidate.get(parent, "")
         self.store.add_candidate(
             candidate_id, self.card.id, parent_id, node, self.settings.proposer,
-            ("add_child", {"parent": parent, "node": node, "candidate": candidate_id}),
+            add_child_op(parent, node, candidate_id),
         )
         await self._finish(self.store.candidate(candidate_id))
 
@@ -245,7 +222,7 @@ class CardSearch:
             description = proposal.description if proposal.has_proposal else proposal.no_proposal_reason
             self.store.set_proposal(row.id, source, description, json.loads(proposal.knobs_json or "{}"), cost,
                                     list(proposal.exchanges), self.card.id,
-                                    tree_op=None if source else ("cancel", {"node": row.node_id}))
+                                    tree_op=None if source else cancel_op(row.node_id))
             if source is None:
                 self._idle_proposals += 1
                 self.tree.cancel(row.node_id)
@@ -268,8 +245,7 @@ class CardSearch:
         passed = result.status == PASSED
         latency = result.latency_us if passed and result.HasField("latency_us") else None
         spread = result.latency_spread_us if passed and result.HasField("latency_spread_us") else None
-        self.store.put_result(result, self.card.id, ("tell", {
-            "node": row.node_id, "passed": passed, "latency_us": latency, "spread_us": spread}))
+        self.store.put_result(result, self.card.id, tell_op(row.node_id, passed, latency, spread))
         self.tree.tell(row.node_id, passed, latency, spread)
         status = types_pb2.CandidateStatus.Name(result.status)
         summary = f"{status}" + (f" {latency:.2f} µs (x{result.speedup:.2f})" if latency else "")

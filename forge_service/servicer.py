@@ -13,6 +13,7 @@ from google.protobuf import json_format
 from forge_service.config import RunConfig
 from forge_service.runs import CAST_FILE, RunManager
 from forge_service.store import RunStore, audit_class, best_candidate
+from forge_service.tree_log import TreeLogError, candidate_nodes
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from kernel_forge.forge.v1 import service_pb2_grpc as forge_grpc
@@ -126,12 +127,21 @@ class ForgeServicer(forge_grpc.ForgeServiceServicer):
             raise NotFound(f"run {request.run_id} has no card {request.card_id!r}")
         results = store.results(request.card_id)
         candidates = store.candidates(request.card_id)
+        seed = RunConfig.model_validate_json(store.run_row()["config_json"]).seed
+        try:
+            views = candidate_nodes(store, request.card_id, seed)
+        except TreeLogError as exc:
+            raise FailedPrecondition(f"run {request.run_id}: {exc}") from exc
         depth: dict[str, int] = {}
         tree = forge_pb2.CardTree(card_id=request.card_id)
         for cand in candidates:
             depth[cand.id] = depth.get(cand.parent_id, 0) + 1 if cand.parent_id else 1
             node = forge_pb2.TreeNode(candidate_id=cand.id, parent_id=cand.parent_id, depth=depth[cand.id],
                                       description=cand.description)
+            if (view := views.get(cand.id)) is not None:
+                node.visits = view.visits
+                if view.value is not None:
+                    node.value = view.value
             result = results.get(cand.id)
             if result is not None:
                 node.status = result.status

@@ -1,12 +1,11 @@
-"""search_core: the MCTS revision tree (Rust core, PyO3 bindings, crash-safe persistence)."""
+"""search_core: the MCTS revision tree (Rust core, PyO3 bindings, exact snapshots)."""
 
 from search_core._native import __version__
 from search_core.config import SearchConfig
 from search_core.errors import (
-    CorruptLogError,
     InvalidArgumentError,
+    InvalidSnapshotError,
     InvalidStateError,
-    PersistenceError,
     SearchError,
     UnknownNodeError,
 )
@@ -14,12 +13,11 @@ from search_core.node import NodeStatus, NodeView
 from search_core.tree import SearchTree
 
 __all__ = [
-    "CorruptLogError",
     "InvalidArgumentError",
+    "InvalidSnapshotError",
     "InvalidStateError",
     "NodeStatus",
     "NodeView",
-    "PersistenceError",
     "SearchConfig",
     "SearchError",
     "SearchTree",

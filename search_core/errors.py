@@ -19,9 +19,5 @@ class InvalidStateError(SearchError):
     """The operation does not fit the node's state (telling a node twice, revising a failed node)."""
 
 
-class PersistenceError(SearchError, OSError):
-    """Reading or writing the search log or a snapshot failed."""
-
-
-class CorruptLogError(PersistenceError):
-    """The log or a snapshot does not describe a valid tree."""
+class InvalidSnapshotError(SearchError, ValueError):
+    """Snapshot bytes that do not describe a valid tree."""

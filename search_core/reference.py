@@ -2,9 +2,8 @@
 
 It exists to check the Rust core (property tests drive both with the same operations and
 require identical choices, node for node and bit for bit) and as the baseline of the speed
-benchmark. It has no persistence, but it reads and writes the native snapshot format, so a tree
-can move between the two. Keep every arithmetic expression in the order of ``tree.rs``: the two
-must round identically.
+benchmark. It reads and writes the native snapshot format, so a tree can move between the two.
+Keep every arithmetic expression in the order of ``tree.rs``: the two must round identically.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import math
 from typing import Any
 
 from search_core.config import SearchConfig
-from search_core.errors import CorruptLogError, InvalidArgumentError, InvalidStateError, UnknownNodeError
+from search_core.errors import InvalidArgumentError, InvalidSnapshotError, InvalidStateError, UnknownNodeError
 from search_core.node import NodeStatus, NodeView
 
 _MASK64 = (1 << 64) - 1
@@ -47,7 +46,7 @@ class SplitMix64:
 
 
 class ReferenceTree:
-    """The search tree in plain Python; the API of :class:`search_core.SearchTree` without logs.
+    """The search tree in plain Python; the API of :class:`search_core.SearchTree`.
 
     Nodes are stored as parallel lists (one per field), the layout of the snapshot format.
     """
@@ -365,7 +364,7 @@ class ReferenceTree:
             for name in cls._COLUMNS:
                 setattr(tree, name, list(columns[name]))
         except (KeyError, TypeError, ValueError) as error:
-            raise CorruptLogError(f"invalid snapshot: {error}") from error
+            raise InvalidSnapshotError(f"invalid snapshot: {error}") from error
         size = len(tree.parent)
         tree.depth = [0] * size
         tree.expansions = [0] * size
@@ -373,7 +372,7 @@ class ReferenceTree:
         for node_id in range(1, size):
             parent = tree.parent[node_id]
             if parent is None or not 0 <= parent < node_id:
-                raise CorruptLogError(f"invalid snapshot: node {node_id} has an invalid parent")
+                raise InvalidSnapshotError(f"invalid snapshot: node {node_id} has an invalid parent")
             tree.depth[node_id] = tree.depth[parent] + 1
             tree.child_ids[parent].append(node_id)
             if tree.status[node_id] != "cancelled":

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from search_core import _native
 from search_core.config import SearchConfig
 from search_core.errors import InvalidArgumentError
 from search_core.node import NodeStatus, NodeView
-
-DEFAULT_SNAPSHOT_EVERY = 1000
-"""Log records between two snapshots: bounds the replay work of reopening a log."""
 
 
 class SearchTree:
@@ -25,20 +19,14 @@ class SearchTree:
             ...  # propose and evaluate a revision of ``parent``
             tree.tell(child, passed=True, latency_us=12.5)
 
-    With ``log_path`` every operation is appended to a log (results fsync'd) and a snapshot is
-    written every ``snapshot_every`` records; :meth:`open` rebuilds the identical tree after a
-    crash. Methods may be called from several threads; the native tree runs its calls one at a
+    The tree keeps no files: a caller that must survive a crash logs each operation with the
+    fact that caused it and replays the log into a new tree (``forge_service.tree_log``), which
+    reproduces the tree exactly. :meth:`snapshot` / :meth:`restore` give its exact serialised
+    form. Methods may be called from several threads; the native tree runs its calls one at a
     time.
     """
 
-    def __init__(
-        self,
-        config: SearchConfig,
-        reference_latency_us: float,
-        log_path: str | os.PathLike[str] | None = None,
-        *,
-        snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
-    ) -> None:
+    def __init__(self, config: SearchConfig, reference_latency_us: float) -> None:
         native = _native.NativeTree(
             config.seed,
             config.exploration,
@@ -49,31 +37,14 @@ class SearchTree:
             config.widen_alpha_end,
             config.widen_anneal_evaluations,
             reference_latency_us,
-            _path(log_path),
-            snapshot_every,
         )
         self._adopt(native)
 
     @classmethod
-    def restore(
-        cls,
-        data: bytes,
-        log_path: str | os.PathLike[str] | None = None,
-        *,
-        snapshot_every: int = DEFAULT_SNAPSHOT_EVERY,
-    ) -> SearchTree:
-        """Rebuilds a tree from :meth:`snapshot` bytes; with ``log_path`` it continues in a new log."""
-        return cls._wrap(_native.NativeTree.restore(data, _path(log_path), snapshot_every))
-
-    @classmethod
-    def open(cls, log_path: str | os.PathLike[str], *, snapshot_every: int = DEFAULT_SNAPSHOT_EVERY) -> SearchTree:
-        """Reopens a search from its log (latest snapshot plus the records after it) and keeps logging."""
-        return cls._wrap(_native.NativeTree.open(Path(log_path), snapshot_every))
-
-    @classmethod
-    def _wrap(cls, native: _native.NativeTree) -> SearchTree:
+    def restore(cls, data: bytes) -> SearchTree:
+        """Rebuilds a tree from :meth:`snapshot` bytes (raises :class:`InvalidSnapshotError`)."""
         tree = cls.__new__(cls)
-        tree._adopt(native)
+        tree._adopt(_native.NativeTree.restore(data))
         return tree
 
     def _adopt(self, native: _native.NativeTree) -> None:
@@ -83,10 +54,6 @@ class SearchTree:
     @property
     def reference_latency_us(self) -> float:
         return self._native.reference_latency_us
-
-    @property
-    def log_path(self) -> Path | None:
-        return _path(self._native.log_path)
 
     def ask(self, n: int) -> list[int]:
         """``n`` parents to revise (a node may repeat); each holds a virtual loss until its child
@@ -110,10 +77,6 @@ class SearchTree:
     def cancel(self, child_id: int) -> None:
         """A pending candidate's evaluation was lost: it becomes failed-not-evaluated."""
         self._native.cancel(child_id)
-
-    def checkpoint(self) -> None:
-        """Writes a snapshot next to the log now (no-op without a log)."""
-        self._native.checkpoint()
 
     def best(self) -> int | None:
         """The passed candidate with the lowest latency, if any (the root is never returned)."""
@@ -158,7 +121,3 @@ class SearchTree:
 
     def __len__(self) -> int:
         return len(self._native)
-
-
-def _path(path: str | os.PathLike[str] | None) -> Path | None:
-    return None if path is None else Path(path)

@@ -129,7 +129,10 @@ class TreeNode:
     latency_us: float | None
     speedup: float | None
     visits: int
-    value: float
+    """Evaluations in this candidate's subtree, itself included, failures counted."""
+    value: float | None
+    """The search's value of the subtree: mean ``ln(eager / latency)`` of its passed evaluations
+    (0 is eager speed, positive is faster); None while none passed."""
     description: str
 
 
@@ -159,7 +162,7 @@ class CardTree:
                 TreeNode(
                     candidate_id=n.candidate_id, parent_id=n.parent_id, depth=n.depth, status=status_name(n.status),
                     latency_us=_optional(n, "latency_us"), speedup=_optional(n, "speedup"), visits=n.visits,
-                    value=n.value, description=n.description,
+                    value=_optional(n, "value"), description=n.description,
                 )
                 for n in tree.nodes
             ),

@@ -83,18 +83,20 @@ def time_breakdown(cards: Sequence[CardSummary], top: int = 8) -> pd.DataFrame:
 
 
 def candidates_frame(tree: CardTree) -> pd.DataFrame:
-    """The candidates of a card, in the order they were proposed."""
+    """The candidates of a card, in the order they were proposed, with the search's visits and
+    value of each one's subtree."""
     best = set(tree.best_lineage())
     return pd.DataFrame(
         [
             {
                 "candidate": n.candidate_id, "parent": n.parent_id or "eager", "depth": n.depth, "status": n.status,
-                "latency µs": n.latency_us, "speedup": n.speedup, "best lineage": n.candidate_id in best,
-                "description": n.description,
+                "latency µs": n.latency_us, "speedup": n.speedup, "visits": n.visits, "value": n.value,
+                "best lineage": n.candidate_id in best, "description": n.description,
             }
             for n in tree.nodes
         ],
-        columns=["candidate", "parent", "depth", "status", "latency µs", "speedup", "best lineage", "description"],
+        columns=["candidate", "parent", "depth", "status", "latency µs", "speedup", "visits", "value", "best lineage",
+                 "description"],
     )
 
 

@@ -1,4 +1,5 @@
-"""A card's revision tree as Graphviz DOT: nodes coloured by status, labelled by speedup.
+"""A card's revision tree as Graphviz DOT: nodes coloured by status, labelled by speedup and by
+the search's statistics of their subtree (visits, value).
 
 The browser renders DOT (``st.graphviz_chart``), so no Graphviz binary is needed. The root is
 eager PyTorch; the best candidate and its ancestors are drawn with heavy blue outlines and edges.
@@ -30,9 +31,15 @@ def _quote(text: str) -> str:
 
 
 def node_label(node: TreeNode) -> str:
-    """Short id, then the speedup when it passed, else the status."""
+    """Short id, then the speedup when it passed, else the status, then visits and value."""
     verdict = f"×{node.speedup:.2f}" if node.status == "PASSED" and node.speedup is not None else node.status.lower()
-    return f"{short_id(node.candidate_id)}\n{verdict}"
+    return f"{short_id(node.candidate_id)}\n{verdict}\n{search_stats(node)}"
+
+
+def search_stats(node: TreeNode) -> str:
+    """``n=3 v=+0.41``: the subtree's visits and value (``v=—`` while nothing in it passed)."""
+    value = f"{node.value:+.2f}" if node.value is not None else "—"
+    return f"n={node.visits} v={value}"
 
 
 def short_id(candidate_id: str) -> str:

@@ -1,10 +1,10 @@
 import threading
-from pathlib import Path
 
 import pytest
 
 from search_core import (
     InvalidArgumentError,
+    InvalidSnapshotError,
     InvalidStateError,
     SearchConfig,
     SearchTree,
@@ -118,8 +118,17 @@ def test_bad_arguments_are_named() -> None:
         tree.node(42)
     with pytest.raises(UnknownNodeError):
         tree.children(-1)
-    with pytest.raises(InvalidArgumentError, match="snapshot_every"):
-        SearchTree(SearchConfig(), 10.0, snapshot_every=0)
+
+
+def test_a_damaged_snapshot_is_refused_with_its_reason() -> None:
+    tree = SearchTree(SearchConfig(), 10.0)
+    tree.tell(tree.add_child(0), True, 5.0)
+    with pytest.raises(InvalidSnapshotError, match="invalid snapshot"):
+        SearchTree.restore(b"{broken")
+    bad = tree.snapshot().replace(b'"parent":[null,0]', b'"parent":[null,1]')
+    assert bad != tree.snapshot()
+    with pytest.raises(InvalidSnapshotError, match="node 1"):
+        SearchTree.restore(bad)
 
 
 @pytest.mark.parametrize(
@@ -148,11 +157,9 @@ def test_threads_share_one_tree_safely() -> None:
     assert len(tree) == 1 + 4 * 300 and tree.node(0).visits == 1 + 4 * 300 and tree.node(0).in_flight == 0
 
 
-def test_threads_share_one_logged_tree_while_results_are_synced(tmp_path: Path) -> None:
-    # Logged results and large asks run without the GIL, so here calls really overlap and must
-    # wait for one another.
-    log = tmp_path / "search.log"
-    tree = SearchTree(SearchConfig(), 100.0, log, snapshot_every=50)
+def test_threads_share_one_tree_while_large_asks_run_without_the_gil() -> None:
+    # Large asks run without the GIL, so here calls really overlap and must wait for one another.
+    tree = SearchTree(SearchConfig(), 100.0)
     errors: list[BaseException] = []
 
     def worker(offset: int) -> None:
@@ -173,4 +180,4 @@ def test_threads_share_one_logged_tree_while_results_are_synced(tmp_path: Path) 
         thread.join()
     assert errors == []
     assert len(tree) == 1 + 4 * 40 and tree.node(0).in_flight == 0
-    assert SearchTree.open(log).snapshot() == tree.snapshot()
+    assert SearchTree.restore(tree.snapshot()).snapshot() == tree.snapshot()

@@ -28,9 +28,9 @@ def card(card_id: str = "c1", **fields: Any) -> CardSummary:
 
 
 def node(candidate_id: str, parent_id: str = "", status: str = "PASSED", speedup: float | None = 1.5,
-         description: str = "") -> TreeNode:
+         description: str = "", visits: int = 1, value: float | None = 0.0) -> TreeNode:
     return TreeNode(candidate_id=candidate_id, parent_id=parent_id, depth=1, status=status,
-                    latency_us=10.0 / speedup if speedup else None, speedup=speedup, visits=1, value=0.0,
+                    latency_us=10.0 / speedup if speedup else None, speedup=speedup, visits=visits, value=value,
                     description=description)
 
 

@@ -14,6 +14,7 @@ from forge_service.config import RunConfig
 from forge_service.report import CardReport, EndToEnd, RunReport
 from forge_service.runs import CAST_FILE
 from forge_service.store import CardRow, RunStore
+from forge_service.tree_log import add_child_op, tell_op
 from kernel_forge.common.v1 import types_pb2
 from packager.format import FallbackEntry, KernelEntry, ModelIdentity, build_cast
 from packager.variant import encode_call, variant_key
@@ -89,13 +90,17 @@ def seed_llm_run(runs_dir: Path, model_spec: str) -> dict[str, str]:
                  rel_l2_error=0.0, max_scaled_error=0.0, compile_s=0.9, total_s=2.1, remeasured=True,
                  source_sha256=hashlib.sha256(BEST_SOURCE.encode()).hexdigest(), **timing)),
     ]
+    nodes = {"": 0}
     for node_id, (cid, parent, source, description, result) in enumerate(plan, 1):
-        store.add_candidate(cid, card_id, parent, node_id, LLM_PROPOSER, ("add_child", {"node": node_id}))
+        nodes[cid] = node_id
+        store.add_candidate(cid, card_id, parent, node_id, LLM_PROPOSER, add_child_op(nodes[parent], node_id, cid))
         cost = types_pb2.Cost(prompt_tokens=1200, completion_tokens=300, usd=0.0125, llm_calls=1)
         exchange = types_pb2.LlmExchange(model=LLM_PROPOSER, prompt=PROMPT, response=ANSWER, cost=cost, latency_s=3.5)
         store.set_proposal(cid, source, description, {"unroll": node_id}, {"usd": cost.usd, "llm_calls": 1},
                            [exchange], card_id, None)
-        store.put_result(result, card_id, ("tell", {"node": node_id}))
+        passed = result.status == types_pb2.PASSED
+        store.put_result(result, card_id, tell_op(node_id, passed, result.latency_us if passed else None,
+                                                  result.latency_spread_us if passed else None))
     build_cast(store.run_dir / CAST_FILE, ModelIdentity(model_spec, Path(model_spec).stem, LLM_RUN_ID),
                [relu_kernel(card, EAGER_US, BEST_US)], [FallbackEntry(*CONV_FALLBACK)])
     report = RunReport(

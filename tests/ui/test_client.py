@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import socket
 from pathlib import Path
 
@@ -35,6 +36,11 @@ def test_runs_cards_tree_and_candidates_come_back_as_plain_data(client: ForgeCli
     assert card.speedup == 2.0 and card.evaluations == 3
     tree = client.card_tree(LLM_RUN_ID, card.card_id)
     assert tree.best_lineage() == ["c3c3c3c3c3c3", "a1a1a1a1a1a1"]
+    nodes = {n.candidate_id: n for n in tree.nodes}
+    # the forge replays the card's tree: visits and value cover each candidate's subtree
+    assert [nodes[c].visits for c in ("a1a1a1a1a1a1", "b2b2b2b2b2b2", "c3c3c3c3c3c3")] == [3, 1, 1]
+    assert nodes["a1a1a1a1a1a1"].value == pytest.approx((math.log(500 / 400) + math.log(500 / 250)) / 2)
+    assert nodes["c3c3c3c3c3c3"].value == pytest.approx(math.log(2.0)) and nodes["b2b2b2b2b2b2"].value is None
     broken = client.candidate(LLM_RUN_ID, "b2b2b2b2b2b2")
     assert broken.status == "COMPILE_ERROR" and broken.log_tail == COMPILE_LOG
     assert broken.exchanges[0].response == ANSWER

@@ -75,6 +75,10 @@ def test_card_page_draws_the_revision_tree_with_the_best_lineage() -> None:
         assert candidate in dot
     frame = at.dataframe[0].value.set_index("candidate")
     assert frame.loc["c3c3c3c3c3c3", "best lineage"] and not frame.loc["b2b2b2b2b2b2", "best lineage"]
+    # each candidate's subtree as the search sees it: a1 holds three evaluations, two of them passed
+    assert "n=3 v=+0.46" in dot and "n=1 v=—" in dot
+    assert frame["visits"].to_dict() == {"a1a1a1a1a1a1": 3, "b2b2b2b2b2b2": 1, "c3c3c3c3c3c3": 1}
+    assert frame.loc["c3c3c3c3c3c3", "value"] == pytest.approx(0.6931, abs=1e-4)
     assert at.selectbox(key="card:card").value == frame.index[0] or at.selectbox(key="card:card").value
     assert not at.error
 
@@ -182,7 +186,14 @@ def test_card_and_candidate_pages_of_the_optimized_run(optimized_run_id: str, fo
     at = open_page("card", run=optimized_run_id, card=card.card_id)
     dot = at.get("graphviz_chart")[0].proto.spec
     assert all(n.candidate_id[:8] in dot for n in tree.nodes)
-    assert len(at.dataframe[0].value) == len(tree.nodes)
+    frame = at.dataframe[0].value.set_index("candidate")
+    assert len(frame) == len(tree.nodes)
+    evaluated = [n for n in tree.nodes if n.status != "PENDING"]
+    assert evaluated and all(n.visits >= 1 for n in evaluated)
+    assert sum(n.visits for n in tree.nodes if not n.parent_id) == card.evaluations
+    assert any(n.value for n in tree.nodes)
+    for n in tree.nodes:
+        assert frame.loc[n.candidate_id, "visits"] == n.visits and f"n={n.visits} v=" in dot
 
     child = next((n for n in tree.nodes if n.parent_id), tree.nodes[0])
     at = open_page("candidate", run=optimized_run_id, card=card.card_id, candidate=child.candidate_id)

@@ -60,6 +60,15 @@ def test_candidates_frame_marks_the_best_lineage_and_eager_parents() -> None:
     assert frame.loc["k1", "parent"] == "eager" and frame.loc["k2", "parent"] == "k1"
 
 
+def test_candidates_frame_shows_the_visits_and_value_of_each_subtree() -> None:
+    tree = factories.tree()
+    tree = type(tree)(tree.card_id, (factories.node("k1", visits=3, value=0.25),
+                                     factories.node("k2", "k1", "COMPILE_ERROR", None, visits=1, value=None)), "k1")
+    frame = candidates_frame(tree).set_index("candidate")
+    assert frame.loc["k1", "visits"] == 3 and frame.loc["k1", "value"] == 0.25
+    assert frame.loc["k2", "visits"] == 1 and pd.isna(frame.loc["k2", "value"])
+
+
 def test_geomean_counts_searched_cards_without_a_win_as_one() -> None:
     cards = [factories.card("a", speedup=4.0), factories.card("b", speedup=0.5),
              factories.card("c", evaluations=0, speedup=9.0)]

@@ -41,4 +41,10 @@ def test_descriptions_with_quotes_cannot_break_the_graph() -> None:
 
 
 def test_label_shows_status_when_not_passed() -> None:
-    assert node_label(factories.node("abcdefghijkl", status="TIMEOUT", speedup=None)) == "abcdefgh\ntimeout"
+    label = node_label(factories.node("abcdefghijkl", status="TIMEOUT", speedup=None, value=None))
+    assert label == "abcdefgh\ntimeout\nn=1 v=—"
+
+
+def test_label_shows_the_visits_and_value_of_the_subtree() -> None:
+    label = node_label(factories.node("abcdefghijkl", speedup=2.0, visits=3, value=0.4581))
+    assert label == "abcdefgh\n×2.00\nn=3 v=+0.46"

@@ -9,6 +9,10 @@ from ui.tables import candidates_frame
 from ui.tree_graph import STATUS_FILL, card_tree_dot
 from ui.views.formatting import SPEEDUP_COLUMN, US_COLUMN, speedup_text, us_text
 
+VISITS_COLUMN = st.column_config.NumberColumn(help="Evaluations in this candidate's subtree, failures counted")
+VALUE_COLUMN = st.column_config.NumberColumn(
+    format="%+.3f", help="Mean ln(eager / latency) of the subtree's passed evaluations: 0 is eager speed")
+
 
 def render_card_header(card: CardSummary) -> None:
     st.caption(f"`{card.op}` · {card.kind} card · {card.call_count} calls · status {card.status}"
@@ -31,7 +35,8 @@ def render_tree(tree: CardTree) -> None:
         f'<span style="background:{fill};padding:0 0.4em;border:1px solid #ced4da">{status.lower()}</span>'
         for status, fill in STATUS_FILL.items()
     )
-    st.html(f'<div style="font-size:0.8em">{legend} · <b style="color:#1f4fd1">best lineage</b></div>')
+    st.html(f'<div style="font-size:0.8em">{legend} · <b style="color:#1f4fd1">best lineage</b>'
+            " · n: evaluations in the subtree · v: its mean ln(eager / latency)</div>")
 
 
 def render_candidates(tree: CardTree) -> None:
@@ -39,4 +44,5 @@ def render_candidates(tree: CardTree) -> None:
     if not tree.nodes:
         return
     st.dataframe(candidates_frame(tree), hide_index=True,
-                 column_config={"latency µs": US_COLUMN, "speedup": SPEEDUP_COLUMN})
+                 column_config={"latency µs": US_COLUMN, "speedup": SPEEDUP_COLUMN, "visits": VISITS_COLUMN,
+                                "value": VALUE_COLUMN})

@@ -7,8 +7,7 @@ use pyo3::PyErr;
 import_exception!(search_core.errors, InvalidArgumentError);
 import_exception!(search_core.errors, UnknownNodeError);
 import_exception!(search_core.errors, InvalidStateError);
-import_exception!(search_core.errors, PersistenceError);
-import_exception!(search_core.errors, CorruptLogError);
+import_exception!(search_core.errors, InvalidSnapshotError);
 
 pub fn to_py(error: SearchError) -> PyErr {
     let message = error.to_string();
@@ -16,7 +15,6 @@ pub fn to_py(error: SearchError) -> PyErr {
         SearchError::InvalidArgument(_) => InvalidArgumentError::new_err(message),
         SearchError::UnknownNode(_) => UnknownNodeError::new_err(message),
         SearchError::InvalidState(_) => InvalidStateError::new_err(message),
-        SearchError::Io { .. } => PersistenceError::new_err(message),
-        SearchError::Corrupt { .. } => CorruptLogError::new_err(message),
+        SearchError::InvalidSnapshot(_) => InvalidSnapshotError::new_err(message),
     }
 }

@@ -3,14 +3,14 @@
 //!
 //! A `NativeTree` may be shared by threads: a mutex runs its calls one at a time. Calls that
 //! take microseconds keep the GIL (handing it over and taking it back costs more than that
-//! whenever another thread waits for it); work that can take long (file I/O, many picks) runs
-//! without it, and so does a call that has to wait for the mutex, so the holder can finish.
+//! whenever another thread waits for it); work that can take long (many picks, a snapshot of a
+//! large tree) runs without it, and so does a call that has to wait for the mutex, so the holder
+//! can finish.
 mod error;
 
-use std::path::PathBuf;
 use std::sync::{Mutex, TryLockError};
 
-use kf_mcts::{DurableTree, NodeId, NodeStatus, SearchConfig};
+use kf_mcts::{NodeId, NodeStatus, SearchConfig, Tree};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -37,14 +37,14 @@ type ConfigTuple = (u64, f64, f64, f64, f64, f64, Option<f64>, u64);
 
 #[pyclass(module = "search_core._native")]
 struct NativeTree {
-    inner: Mutex<DurableTree>,
+    inner: Mutex<Tree>,
 }
 
 /// Picks per `ask` from which selection runs without the GIL.
 const ASK_WITHOUT_GIL: usize = 64;
 
 impl NativeTree {
-    fn wrap(tree: DurableTree) -> Self {
+    fn wrap(tree: Tree) -> Self {
         Self {
             inner: Mutex::new(tree),
         }
@@ -56,7 +56,7 @@ impl NativeTree {
         &self,
         py: Python<'_>,
         long: bool,
-        work: impl FnOnce(&mut DurableTree) -> T + Send,
+        work: impl FnOnce(&mut Tree) -> T + Send,
     ) -> PyResult<T> {
         if !long {
             match self.inner.try_lock() {
@@ -76,7 +76,7 @@ impl NativeTree {
 /// A call panicked (a bug) while it held the tree, which may be half-updated: refuse to go on.
 fn poisoned() -> PyErr {
     InvalidStateError::new_err(
-        "an earlier call failed inside the search core; reopen the tree from its log or snapshot",
+        "an earlier call failed inside the search core; rebuild the tree from its snapshot or log",
     )
 }
 
@@ -89,7 +89,6 @@ impl NativeTree {
     #[new]
     #[allow(clippy::too_many_arguments)]
     fn new(
-        py: Python<'_>,
         seed: u64,
         exploration: f64,
         widen_k: f64,
@@ -99,8 +98,6 @@ impl NativeTree {
         widen_alpha_end: Option<f64>,
         widen_anneal_evaluations: u64,
         reference_latency_us: f64,
-        log_path: Option<PathBuf>,
-        snapshot_every: u64,
     ) -> PyResult<Self> {
         let config = SearchConfig {
             seed,
@@ -112,33 +109,14 @@ impl NativeTree {
             widen_alpha_end,
             widen_anneal_evaluations,
         };
-        py.allow_threads(|| {
-            DurableTree::create(
-                config,
-                reference_latency_us,
-                log_path.as_deref(),
-                snapshot_every,
-            )
-        })
-        .map(Self::wrap)
-        .map_err(to_py)
-    }
-
-    #[staticmethod]
-    fn restore(
-        py: Python<'_>,
-        data: &[u8],
-        log_path: Option<PathBuf>,
-        snapshot_every: u64,
-    ) -> PyResult<Self> {
-        py.allow_threads(|| DurableTree::restore(data, log_path.as_deref(), snapshot_every))
+        Tree::new(config, reference_latency_us)
             .map(Self::wrap)
             .map_err(to_py)
     }
 
     #[staticmethod]
-    fn open(py: Python<'_>, log_path: PathBuf, snapshot_every: u64) -> PyResult<Self> {
-        py.allow_threads(|| DurableTree::open(&log_path, snapshot_every))
+    fn restore(py: Python<'_>, data: &[u8]) -> PyResult<Self> {
+        py.allow_threads(|| Tree::restore(data))
             .map(Self::wrap)
             .map_err(to_py)
     }
@@ -146,7 +124,7 @@ impl NativeTree {
     /// (seed, exploration, widen_k, widen_alpha, virtual_loss, max_weight, widen_alpha_end,
     /// widen_anneal_evaluations)
     fn config(&self, py: Python<'_>) -> PyResult<ConfigTuple> {
-        let c = self.with_tree(py, false, |t| t.tree().config().clone())?;
+        let c = self.with_tree(py, false, |t| t.config().clone())?;
         Ok((
             c.seed,
             c.exploration,
@@ -161,17 +139,11 @@ impl NativeTree {
 
     #[getter]
     fn reference_latency_us(&self, py: Python<'_>) -> PyResult<f64> {
-        self.with_tree(py, false, |t| t.tree().reference_latency_us())
-    }
-
-    #[getter]
-    fn log_path(&self, py: Python<'_>) -> PyResult<Option<PathBuf>> {
-        self.with_tree(py, false, |t| t.log_path().map(PathBuf::from))
+        self.with_tree(py, false, |t| t.reference_latency_us())
     }
 
     fn ask(&self, py: Python<'_>, n: usize) -> PyResult<Vec<NodeId>> {
-        self.with_tree(py, n >= ASK_WITHOUT_GIL, |t| t.ask(n))?
-            .map_err(to_py)
+        self.with_tree(py, n >= ASK_WITHOUT_GIL, |t| t.ask(n))
     }
 
     fn release(&self, py: Python<'_>, parent: i64) -> PyResult<()> {
@@ -195,31 +167,24 @@ impl NativeTree {
         spread_us: Option<f64>,
     ) -> PyResult<()> {
         let node = node_id(node)?;
-        // A logged result is fsync'd: long enough to let other threads run.
-        let logged = self.with_tree(py, false, |t| t.is_logged())?;
-        self.with_tree(py, logged, |t| t.tell(node, passed, latency_us, spread_us))?
+        self.with_tree(py, false, |t| t.tell(node, passed, latency_us, spread_us))?
             .map_err(to_py)
     }
 
     fn cancel(&self, py: Python<'_>, node: i64) -> PyResult<()> {
         let node = node_id(node)?;
-        let logged = self.with_tree(py, false, |t| t.is_logged())?;
-        self.with_tree(py, logged, |t| t.cancel(node))?
+        self.with_tree(py, false, |t| t.cancel(node))?
             .map_err(to_py)
     }
 
-    fn checkpoint(&self, py: Python<'_>) -> PyResult<()> {
-        self.with_tree(py, true, |t| t.checkpoint())?.map_err(to_py)
-    }
-
     fn best(&self, py: Python<'_>) -> PyResult<Option<NodeId>> {
-        self.with_tree(py, false, |t| t.tree().best())
+        self.with_tree(py, false, |t| t.best())
     }
 
     fn node(&self, py: Python<'_>, id: i64) -> PyResult<NodeTuple> {
         let id = node_id(id)?;
         let v = self
-            .with_tree(py, false, |t| t.tree().node(id))?
+            .with_tree(py, false, |t| t.node(id))?
             .map_err(to_py)?;
         let status = match v.status {
             NodeStatus::Root => "root",
@@ -245,35 +210,35 @@ impl NativeTree {
 
     fn ancestors(&self, py: Python<'_>, id: i64) -> PyResult<Vec<NodeId>> {
         let id = node_id(id)?;
-        self.with_tree(py, false, |t| t.tree().ancestors(id))?
+        self.with_tree(py, false, |t| t.ancestors(id))?
             .map_err(to_py)
     }
 
     fn best_descendant(&self, py: Python<'_>, id: i64) -> PyResult<Option<NodeId>> {
         let id = node_id(id)?;
-        self.with_tree(py, false, |t| t.tree().best_descendant(id))?
+        self.with_tree(py, false, |t| t.best_descendant(id))?
             .map_err(to_py)
     }
 
     fn failed_siblings(&self, py: Python<'_>, id: i64) -> PyResult<Vec<NodeId>> {
         let id = node_id(id)?;
-        self.with_tree(py, false, |t| t.tree().failed_siblings(id))?
+        self.with_tree(py, false, |t| t.failed_siblings(id))?
             .map_err(to_py)
     }
 
     fn children(&self, py: Python<'_>, id: i64) -> PyResult<Vec<NodeId>> {
         let id = node_id(id)?;
-        self.with_tree(py, false, |t| t.tree().children(id))?
+        self.with_tree(py, false, |t| t.children(id))?
             .map_err(to_py)
     }
 
     fn snapshot<'py>(&self, py: Python<'py>) -> PyResult<&'py PyBytes> {
-        let data = self.with_tree(py, true, |t| t.tree().snapshot())?;
+        let data = self.with_tree(py, true, |t| t.snapshot())?;
         Ok(PyBytes::new(py, &data))
     }
 
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
-        self.with_tree(py, false, |t| t.tree().len())
+        self.with_tree(py, false, |t| t.len())
     }
 }
 

@@ -11,7 +11,7 @@ use crate::{SearchConfig, SearchError, SplitMix64, Tree};
 const FORMAT: u32 = 1;
 
 #[derive(Serialize, Deserialize)]
-pub(crate) struct TreeSnapshot {
+struct TreeSnapshot {
     format: u32,
     config: SearchConfig,
     reference_latency_us: f64,
@@ -67,9 +67,8 @@ impl From<&Tree> for TreeSnapshot {
 
 impl TreeSnapshot {
     /// Rebuilds the tree, checking the structure so a damaged snapshot fails here, not later.
-    pub(crate) fn into_tree(self) -> Result<Tree, SearchError> {
-        let bad =
-            |reason: String| SearchError::corrupt(None, format!("invalid snapshot: {reason}"));
+    fn into_tree(self) -> Result<Tree, SearchError> {
+        let bad = SearchError::InvalidSnapshot;
         if self.format != FORMAT {
             return Err(bad(format!(
                 "format {} is not the supported {FORMAT}",
@@ -158,7 +157,7 @@ impl Tree {
     /// Rebuilds a tree from [`Tree::snapshot`] bytes.
     pub fn restore(data: &[u8]) -> Result<Self, SearchError> {
         let snapshot: TreeSnapshot = serde_json::from_slice(data)
-            .map_err(|e| SearchError::corrupt(None, format!("invalid snapshot: {e}")))?;
+            .map_err(|e| SearchError::InvalidSnapshot(e.to_string()))?;
         snapshot.into_tree()
     }
 }

@@ -1,12 +1,10 @@
-use std::io::Write;
-
-use kf_mcts::{DurableTree, NodeStatus, SearchConfig, SearchError, Tree};
+use kf_mcts::{NodeStatus, SearchConfig, SearchError, Tree};
 
 /// A seeded mix of asks, expansions, results and cancellations.
-fn drive(tree: &mut DurableTree, seed: u64, operations: usize) {
+fn drive(tree: &mut Tree, seed: u64, operations: usize) {
     let mut rng = kf_mcts::SplitMix64::new(seed);
     for _ in 0..operations {
-        for parent in tree.ask(2).expect("ask") {
+        for parent in tree.ask(2) {
             let child = tree.add_child(parent).expect("add_child");
             match rng.below(10) {
                 0 => tree.tell(child, false, None, None).expect("tell failed"),
@@ -22,13 +20,6 @@ fn drive(tree: &mut DurableTree, seed: u64, operations: usize) {
             }
         }
     }
-}
-
-fn temp_log(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("kf-mcts-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir.join("search.log")
 }
 
 #[test]
@@ -82,43 +73,31 @@ fn bad_results_are_rejected_without_changing_the_tree() {
 
 #[test]
 fn snapshots_round_trip_exactly() {
-    let mut tree = DurableTree::create(
+    let mut tree = Tree::new(
         SearchConfig {
             seed: 9,
             ..SearchConfig::default()
         },
         80.0,
-        None,
-        1000,
     )
     .expect("tree");
     drive(&mut tree, 1, 300);
-    let data = tree.tree().snapshot();
-    let restored = Tree::restore(&data).expect("restore");
-    assert_eq!(&restored, tree.tree());
+    let data = tree.snapshot();
+    let mut restored = Tree::restore(&data).expect("restore");
+    assert_eq!(restored, tree);
     assert_eq!(restored.snapshot(), data);
-    assert!(Tree::restore(b"{}").is_err());
+    // the restored tree rebuilds its selection terms and keeps choosing the same
+    drive(&mut restored, 2, 100);
+    drive(&mut tree, 2, 100);
+    assert_eq!(restored, tree);
+    assert!(matches!(
+        Tree::restore(b"{}"),
+        Err(SearchError::InvalidSnapshot(_))
+    ));
 }
 
 #[test]
-fn a_reopened_log_is_the_same_tree_even_after_a_torn_write() {
-    let log = temp_log("reopen");
-    let mut tree =
-        DurableTree::create(SearchConfig::default(), 100.0, Some(&log), 17).expect("tree");
-    drive(&mut tree, 2, 200);
-    let mut file = std::fs::OpenOptions::new()
-        .append(true)
-        .open(&log)
-        .expect("log");
-    file.write_all(b"{\"op\":\"ask\",\"n\"")
-        .expect("torn write");
-    let reopened = DurableTree::open(&log, 17).expect("open");
-    assert_eq!(reopened.tree(), tree.tree());
-    assert!(DurableTree::create(SearchConfig::default(), 100.0, Some(&log), 17).is_err());
-}
-
-#[test]
-fn an_annealed_search_reopens_identically_and_old_configs_still_load() {
+fn an_annealed_search_restores_identically_and_old_configs_still_load() {
     let annealed = SearchConfig {
         seed: 4,
         widen_alpha: 0.7,
@@ -126,12 +105,11 @@ fn an_annealed_search_reopens_identically_and_old_configs_still_load() {
         widen_anneal_evaluations: 50,
         ..SearchConfig::default()
     };
-    let log = temp_log("annealed");
-    let mut tree = DurableTree::create(annealed.clone(), 100.0, Some(&log), 13).expect("tree");
+    let mut tree = Tree::new(annealed.clone(), 100.0).expect("tree");
     drive(&mut tree, 3, 150);
-    let reopened = DurableTree::open(&log, 13).expect("open");
-    assert_eq!(reopened.tree(), tree.tree());
-    assert_eq!(reopened.tree().config(), &annealed);
+    let restored = Tree::restore(&tree.snapshot()).expect("restore");
+    assert_eq!(restored, tree);
+    assert_eq!(restored.config(), &annealed);
 
     // A config without the annealing fields (as written before they existed) means a fixed α.
     let plain = Tree::new(SearchConfig::default(), 100.0).expect("tree");
