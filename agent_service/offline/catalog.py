@@ -1,6 +1,13 @@
-"""Which template family a card belongs to: the one place that maps op names to plans."""
+"""Which template family a card belongs to: the one table from aten op names to family plan builders.
+
+Module cards go to :func:`agent_service.offline.modules.module_plan`, which lists module classes.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 from agent_service.offline import ops_elementwise, ops_rowwise
 from agent_service.offline.call import UnsupportedCard, bind_aten_call, split_op_name
@@ -9,6 +16,36 @@ from agent_service.offline.plan import KernelPlan
 from capture_service.cards import OperatorCard
 
 MAX_DIMS = 8
+
+#: A family's plan for an aten card: (card, op base name, bound call) -> plan, or UnsupportedCard.
+PlanBuilder = Callable[[OperatorCard, str, dict[str, Any]], KernelPlan]
+
+#: aten op base name (``aten::<base>.<overload>``) -> the builder of its family's plan. The
+#: elementwise formulas are keyed by op in ops_elementwise (UNARY, BINARY); every other op is
+#: named here.
+ATEN_OPS: dict[str, PlanBuilder] = {
+    **dict.fromkeys(ops_elementwise.UNARY, ops_elementwise.unary_plan),
+    **dict.fromkeys(ops_elementwise.BINARY, ops_elementwise.binary_plan),
+    **dict.fromkeys(("clone", "contiguous", "_to_copy", "to"), ops_elementwise.copy_plan),
+    **dict.fromkeys(("batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training",
+                     "_batch_norm_no_update"), ops_elementwise.batch_norm_plan),
+    "sum": partial(ops_rowwise.reduction_plan, kind="sum"),
+    "mean": partial(ops_rowwise.reduction_plan, kind="mean"),
+    "amax": partial(ops_rowwise.reduction_plan, kind="amax"),
+    "_softmax": partial(ops_rowwise.softmax_plan, kind="softmax"),
+    "softmax": partial(ops_rowwise.softmax_plan, kind="softmax"),
+    "_log_softmax": partial(ops_rowwise.softmax_plan, kind="log_softmax"),
+    "log_softmax": partial(ops_rowwise.softmax_plan, kind="log_softmax"),
+    "layer_norm": ops_rowwise.layer_norm_plan,
+    "native_layer_norm": ops_rowwise.layer_norm_plan,
+    "rms_norm": ops_rowwise.rms_norm_plan,
+    "_fused_rms_norm": ops_rowwise.rms_norm_plan,
+    "group_norm": ops_rowwise.group_norm_plan,
+    "native_group_norm": ops_rowwise.group_norm_plan,
+    **dict.fromkeys(("adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool3d",
+                     "_adaptive_avg_pool3d"), ops_rowwise.adaptive_avg_pool_plan),
+    "max_pool2d": ops_rowwise.max_pool_plan,
+}
 
 
 def _check_card(card: OperatorCard, backend: str) -> None:
@@ -36,15 +73,8 @@ def plan_for_card(card: OperatorCard, backend: str) -> KernelPlan:
     _check_card(card, backend)
     if card.kind == "module":
         return module_plan(card)
-    base, overload = split_op_name(card.op)
-    if base in ops_elementwise.UNARY:
-        return ops_elementwise.unary_plan(card, base, bind_aten_call(card))
-    if base in ops_elementwise.BINARY:
-        return ops_elementwise.binary_plan(card, base, bind_aten_call(card))
-    if base in ops_elementwise.COPIES:
-        return ops_elementwise.copy_plan(card, (base, overload), bind_aten_call(card))
-    if base in ops_elementwise.BATCH_NORM_OPS:
-        return ops_elementwise.batch_norm_plan(card, base, bind_aten_call(card))
-    if base in ops_rowwise.ROWWISE_OPS:
-        return ops_rowwise.rowwise_plan(card, base, bind_aten_call(card))
-    raise UnsupportedCard(f"no offline template covers {card.op}")
+    base = split_op_name(card.op)[0]
+    build = ATEN_OPS.get(base)
+    if build is None:
+        raise UnsupportedCard(f"no offline template covers {card.op}")
+    return build(card, base, bind_aten_call(card))

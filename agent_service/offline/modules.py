@@ -18,7 +18,7 @@ from agent_service.offline.layout import is_contiguous, row_layout, storage_orde
 from agent_service.offline.ops_elementwise import UNARY
 from agent_service.offline.ops_rowwise import FLOAT32_EPS
 from agent_service.offline.plan import KernelPlan
-from agent_service.offline.rowwise import RowPlan
+from agent_service.offline.rowwise.plan import RowPlan
 from capture_service.cards import OperatorCard
 
 # Classes are named by class name where it is distinctive, by qualified name where it is not.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agent_service.offline.call import TensorArg, UnsupportedCard
+from agent_service.offline.call import TensorArg, UnsupportedCard, split_op_name
 from agent_service.offline.cxx import cfloat
 from agent_service.offline.elementwise import ChannelStats, ElementwisePlan, Operand
 from capture_service.cards import OperatorCard
@@ -93,12 +93,6 @@ BINARY: dict[str, Callable[[str, str, float], str]] = {
     "minimum": lambda a, b, alpha: f"(({a}) != ({a}) || ({b}) != ({b}) ? ({a}) + ({b}) : fminf({a}, {b}))",
 }
 
-# Copies into the card's output layout or dtype (a cast between float dtypes, a contiguous copy).
-COPIES = {"clone", "contiguous", "_to_copy", "to"}
-
-BATCH_NORM_OPS = {"batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training", "_batch_norm_no_update"}
-
-
 def _self_tensor(call: dict[str, Any], name: str = "self") -> TensorArg:
     value = call.get(name)
     if not isinstance(value, TensorArg):
@@ -123,9 +117,10 @@ def unary_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Elementwi
     )
 
 
-def copy_plan(card: OperatorCard, op: tuple[str, str], call: dict[str, Any]) -> ElementwisePlan:
+def copy_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ElementwisePlan:
+    """A copy into the card's output layout or dtype (a cast between float dtypes, a contiguous copy)."""
     _check_single_output(card)
-    base, overload = op
+    overload = split_op_name(card.op)[1]
     if base == "to" and overload != "dtype":
         raise UnsupportedCard(f"aten::to.{overload} may change device; only to.dtype is templated")
     if call.get("device") is not None:

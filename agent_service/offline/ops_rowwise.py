@@ -1,4 +1,7 @@
-"""Aten cards the row engine covers: reductions, softmax, layer/RMS/group norm, global pooling."""
+"""Aten cards the row engine covers: reductions, softmax, layer/RMS/group norm, global and max pooling.
+
+One builder per family; :mod:`agent_service.offline.catalog` says which ops each builder takes.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +11,8 @@ from agent_service.offline.call import TensorArg, UnsupportedCard
 from agent_service.offline.group_norm_nhwc import ChannelsLastGroupNormPlan, is_channels_last
 from agent_service.offline.layout import dense_row_layout, is_contiguous, row_layout, storage_rows
 from agent_service.offline.pooling import AdaptivePoolPlan
-from agent_service.offline.rowwise import RowPlan
+from agent_service.offline.rowwise.plan import RowPlan
 from capture_service.cards import OperatorCard
-
-REDUCTIONS = {"sum": "sum", "mean": "mean", "amax": "amax"}
-SOFTMAX = {"_softmax": "softmax", "softmax": "softmax", "_log_softmax": "log_softmax", "log_softmax": "log_softmax"}
-LAYER_NORM = {"layer_norm", "native_layer_norm"}
-RMS_NORM = {"rms_norm", "_fused_rms_norm"}
-GROUP_NORM = {"group_norm", "native_group_norm"}
-GLOBAL_POOL = {"adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool3d",
-               "_adaptive_avg_pool3d"}
-MAX_POOL = {"max_pool2d"}
-ROWWISE_OPS = {*REDUCTIONS, *SOFTMAX, *LAYER_NORM, *RMS_NORM, *GROUP_NORM, *GLOBAL_POOL, *MAX_POOL}
 
 FLOAT32_EPS = 1.1920928955078125e-07  # what aten's rms_norm uses when eps is None
 
@@ -111,77 +104,100 @@ def _output_inner(card: OperatorCard, x: TensorArg, dims: list[int], rows: int, 
     return inner
 
 
-def rowwise_plan(card: OperatorCard, base: str, call: dict[str, Any]
-                 ) -> RowPlan | AdaptivePoolPlan | ChannelsLastGroupNormPlan:
-    common: dict[str, Any] = {"inputs": tuple(card.inputs), "outputs": tuple(card.outputs)}
-    if base in MAX_POOL:
-        return _max_pool(card, call)
-    if base in REDUCTIONS:
-        x = _tensor(call, "self")
-        dims = _dims(call.get("dim"), len(x.spec.shape))
-        outer, length, inner = dense_row_layout(x.spec, dims, kept_any_order=True)
-        if len(card.outputs) != 1:
-            raise UnsupportedCard(f"{card.op} returns {len(card.outputs)} tensors")
-        return RowPlan(family="reduction", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}",
-                       kind=REDUCTIONS[base], x=x.index, rows=outer * inner, length=length, inner=inner,
-                       row_outputs={"value": 0}, row_order=storage_rows(x.spec, dims, card.outputs[0]), **common)
-    if base in SOFTMAX:
-        x = _tensor(call, "self")
-        dims = [int(call["dim"])]
-        outer, length, inner = dense_row_layout(x.spec, dims)
-        return RowPlan(family="softmax", summary=f"{card.op} over dim {call['dim']} of {x.spec.shape} {x.spec.dtype}",
-                       kind=SOFTMAX[base], x=x.index, rows=outer * inner, length=length, inner=inner, y=0,
-                       y_inner=_output_inner(card, x, dims, outer * inner, length), **common)
-    if base in GLOBAL_POOL:
-        x = _tensor(call, "self")
-        size = call.get("output_size")
-        if not isinstance(size, list) or not all(isinstance(s, int) for s in size):
-            raise UnsupportedCard(f"adaptive average pooling output size {size!r} is not a list of ints")
-        if any(s != 1 for s in size):
-            return _adaptive_pool(card, x, size)
-        spatial = list(range(len(x.spec.shape) - len(size), len(x.spec.shape)))
-        outer, length, inner = dense_row_layout(x.spec, spatial)
-        return RowPlan(family="global_avg_pool", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}", kind="mean",
-                       x=x.index, rows=outer * inner, length=length, inner=inner, row_outputs={"value": 0}, **common)
-    if base in LAYER_NORM or base in RMS_NORM:
-        x = _tensor(call, "input")
-        norm_dims = len(call["normalized_shape"])
-        ndim = len(x.spec.shape)
-        dims = list(range(ndim - norm_dims, ndim))
-        outer, length, inner = dense_row_layout(x.spec, dims)
-        y_inner = _output_inner(card, x, dims, outer * inner, length)
-        if base in LAYER_NORM:
-            return RowPlan(family="layer_norm", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}",
-                           kind="layer_norm", x=x.index, rows=outer * inner, length=length, inner=inner, y=0,
-                           y_inner=y_inner,
-                           row_outputs=_extra_outputs(card, ["mean", "rstd"]),
-                           weight=_optional_tensor(call, "weight"), bias=_optional_tensor(call, "bias"),
-                           eps=float(call["eps"]), **common)
-        eps = call.get("eps")
-        return RowPlan(family="rms_norm", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}", kind="rms_norm",
-                       x=x.index, rows=outer * inner, length=length, inner=inner, y=0, y_inner=y_inner,
-                       row_outputs=_extra_outputs(card, ["rstd"]),
-                       weight=_optional_tensor(call, "weight"), eps=FLOAT32_EPS if eps is None else float(eps),
-                       **common)
-    if base in GROUP_NORM:
-        x = _tensor(call, "input")
-        groups = int(call["num_groups"] if base == "group_norm" else call["group"])
-        if len(x.spec.shape) < 2:
-            raise UnsupportedCard("group norm input has no channel dim")
-        n, channels = x.spec.shape[0], x.spec.shape[1]
-        if channels % groups:
-            raise UnsupportedCard(f"{channels} channels do not split into {groups} groups")
-        hw = x.spec.numel // max(n * channels, 1)
-        if not is_contiguous(x.spec) and is_channels_last(x.spec):  # groups are blocks of adjacent channels
-            return ChannelsLastGroupNormPlan(
-                summary=f"{card.op} of channels-last {x.spec.shape} {x.spec.dtype}, {groups} groups",
-                inputs=tuple(card.inputs), outputs=tuple(card.outputs), x=x.index,
-                weight=_optional_tensor(call, "weight"), bias=_optional_tensor(call, "bias"), eps=float(call["eps"]),
-                groups=groups, row_outputs=_extra_outputs(card, ["mean", "rstd"]))
-        row_layout(x.spec, list(range(1, len(x.spec.shape))))
-        return RowPlan(family="group_norm", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}, {groups} groups",
-                       kind="group_norm", x=x.index, rows=n * groups, length=(channels // groups) * hw, y=0,
-                       row_outputs=_extra_outputs(card, ["mean", "rstd"]),
-                       weight=_optional_tensor(call, "weight"), bias=_optional_tensor(call, "bias"),
-                       eps=float(call["eps"]), groups=groups, channels=channels, spatial=hw, **common)
-    raise UnsupportedCard(f"no row template for {card.op}")
+def max_pool_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> AdaptivePoolPlan:
+    """max_pool2d: family ``max_pool``."""
+    return _max_pool(card, call)
+
+
+def reduction_plan(card: OperatorCard, base: str, call: dict[str, Any], *, kind: str) -> RowPlan:
+    """sum, mean, amax over adjacent dims: family ``reduction``, row kind ``kind``."""
+    x = _tensor(call, "self")
+    dims = _dims(call.get("dim"), len(x.spec.shape))
+    outer, length, inner = dense_row_layout(x.spec, dims, kept_any_order=True)
+    if len(card.outputs) != 1:
+        raise UnsupportedCard(f"{card.op} returns {len(card.outputs)} tensors")
+    return RowPlan(family="reduction", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}",
+                   kind=kind, x=x.index, rows=outer * inner, length=length, inner=inner,
+                   row_outputs={"value": 0}, row_order=storage_rows(x.spec, dims, card.outputs[0]),
+                   inputs=tuple(card.inputs), outputs=tuple(card.outputs))
+
+
+def softmax_plan(card: OperatorCard, base: str, call: dict[str, Any], *, kind: str) -> RowPlan:
+    """softmax or log-softmax (``kind``) over one dim: family ``softmax``."""
+    x = _tensor(call, "self")
+    dims = [int(call["dim"])]
+    outer, length, inner = dense_row_layout(x.spec, dims)
+    return RowPlan(family="softmax", summary=f"{card.op} over dim {call['dim']} of {x.spec.shape} {x.spec.dtype}",
+                   kind=kind, x=x.index, rows=outer * inner, length=length, inner=inner, y=0,
+                   y_inner=_output_inner(card, x, dims, outer * inner, length),
+                   inputs=tuple(card.inputs), outputs=tuple(card.outputs))
+
+
+def adaptive_avg_pool_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan | AdaptivePoolPlan:
+    """Adaptive average pooling: to 1 a row mean (family ``global_avg_pool``), else ``adaptive_avg_pool``."""
+    x = _tensor(call, "self")
+    size = call.get("output_size")
+    if not isinstance(size, list) or not all(isinstance(s, int) for s in size):
+        raise UnsupportedCard(f"adaptive average pooling output size {size!r} is not a list of ints")
+    if any(s != 1 for s in size):
+        return _adaptive_pool(card, x, size)
+    spatial = list(range(len(x.spec.shape) - len(size), len(x.spec.shape)))
+    outer, length, inner = dense_row_layout(x.spec, spatial)
+    return RowPlan(family="global_avg_pool", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}", kind="mean",
+                   x=x.index, rows=outer * inner, length=length, inner=inner, row_outputs={"value": 0},
+                   inputs=tuple(card.inputs), outputs=tuple(card.outputs))
+
+
+def _normalised_rows(card: OperatorCard, call: dict[str, Any]) -> tuple[TensorArg, dict[str, Any]]:
+    """Input ``input`` and the RowPlan fields of rows over its last ``len(normalized_shape)`` dims."""
+    x = _tensor(call, "input")
+    norm_dims = len(call["normalized_shape"])
+    ndim = len(x.spec.shape)
+    dims = list(range(ndim - norm_dims, ndim))
+    outer, length, inner = dense_row_layout(x.spec, dims)
+    y_inner = _output_inner(card, x, dims, outer * inner, length)
+    return x, {"x": x.index, "rows": outer * inner, "length": length, "inner": inner, "y": 0, "y_inner": y_inner,
+               "inputs": tuple(card.inputs), "outputs": tuple(card.outputs)}
+
+
+def layer_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan:
+    """layer_norm, native_layer_norm (mean and rstd written when the card has them): family ``layer_norm``."""
+    x, rows = _normalised_rows(card, call)
+    return RowPlan(family="layer_norm", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}", kind="layer_norm",
+                   row_outputs=_extra_outputs(card, ["mean", "rstd"]),
+                   weight=_optional_tensor(call, "weight"), bias=_optional_tensor(call, "bias"),
+                   eps=float(call["eps"]), **rows)
+
+
+def rms_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan:
+    """rms_norm, _fused_rms_norm (eps None: float32's epsilon, as aten): family ``rms_norm``."""
+    x, rows = _normalised_rows(card, call)
+    eps = call.get("eps")
+    return RowPlan(family="rms_norm", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}", kind="rms_norm",
+                   row_outputs=_extra_outputs(card, ["rstd"]), weight=_optional_tensor(call, "weight"),
+                   eps=FLOAT32_EPS if eps is None else float(eps), **rows)
+
+
+def group_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan | ChannelsLastGroupNormPlan:
+    """group_norm, native_group_norm: family ``group_norm`` (channels-last inputs: group_norm_nhwc)."""
+    x = _tensor(call, "input")
+    groups = int(call["num_groups"] if base == "group_norm" else call["group"])
+    if len(x.spec.shape) < 2:
+        raise UnsupportedCard("group norm input has no channel dim")
+    n, channels = x.spec.shape[0], x.spec.shape[1]
+    if channels % groups:
+        raise UnsupportedCard(f"{channels} channels do not split into {groups} groups")
+    hw = x.spec.numel // max(n * channels, 1)
+    if not is_contiguous(x.spec) and is_channels_last(x.spec):  # groups are blocks of adjacent channels
+        return ChannelsLastGroupNormPlan(
+            summary=f"{card.op} of channels-last {x.spec.shape} {x.spec.dtype}, {groups} groups",
+            inputs=tuple(card.inputs), outputs=tuple(card.outputs), x=x.index,
+            weight=_optional_tensor(call, "weight"), bias=_optional_tensor(call, "bias"), eps=float(call["eps"]),
+            groups=groups, row_outputs=_extra_outputs(card, ["mean", "rstd"]))
+    row_layout(x.spec, list(range(1, len(x.spec.shape))))
+    return RowPlan(family="group_norm", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}, {groups} groups",
+                   kind="group_norm", x=x.index, rows=n * groups, length=(channels // groups) * hw, y=0,
+                   row_outputs=_extra_outputs(card, ["mean", "rstd"]),
+                   weight=_optional_tensor(call, "weight"), bias=_optional_tensor(call, "bias"),
+                   eps=float(call["eps"]), groups=groups, channels=channels, spatial=hw,
+                   inputs=tuple(card.inputs), outputs=tuple(card.outputs))

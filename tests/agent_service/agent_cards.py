@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -10,12 +11,14 @@ from typing import Any
 
 import torch
 
+from agent_service.offline.cxx import CUDA_PRELUDE
 from capture_service.cards import OperatorCard, TensorSpec
 from packager.abi import KernelLibrary
 from packager.variant import decode_call, module_attributes, module_variant_key, tensor_signature, variant_key
 
 REPO = Path(__file__).resolve().parents[2]
 INCLUDE = REPO / "gpu_sandbox_service" / "include"
+NVCC = shutil.which("nvcc")
 
 
 def spec(t: torch.Tensor) -> TensorSpec:
@@ -79,6 +82,29 @@ def compile_cuda(source: str, workdir: Path) -> Path:
                            "-o", str(lib), str(src)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return lib
+
+
+def cuda_bundle(sources: dict[str, str]) -> str:
+    """One translation unit holding every kernel, each in its own namespace (one nvcc start for all)."""
+    parts = [CUDA_PRELUDE]
+    for name, source in sources.items():
+        assert source.startswith(CUDA_PRELUDE)
+        body = source[len(CUDA_PRELUDE):].replace('extern "C" int kf_launch', "int kf_launch").replace(
+            'extern "C" int64_t kf_workspace_bytes', "int64_t kf_workspace_bytes")
+        includes = [line for line in body.splitlines() if line.startswith("#include")]
+        parts += includes  # headers at file scope, not inside the kernel's namespace
+        body = "\n".join(line for line in body.splitlines() if not line.startswith("#include"))
+        parts.append("#undef KF_EXP\n#undef KF_TANH\n#undef KF_ERF\n#undef KF_LOG\n"
+                     f"namespace {name} {{\n{body}\n}}\n")
+    return "\n".join(parts)
+
+
+def nvcc_object(source: str, path: Path) -> tuple[int, str]:
+    """Compile a cuda source (or :func:`cuda_bundle`) for sm_90 into an object file: (status, stderr)."""
+    path.write_text(source)
+    proc = subprocess.run([str(NVCC), "-arch=sm_90", "-O3", "-c", "-Xcompiler", "-fPIC", "-I", str(INCLUDE),
+                           "-o", str(path.with_suffix(".o")), str(path)], capture_output=True, text=True)
+    return proc.returncode, proc.stderr
 
 
 def run_kernel(lib: Path, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]) -> int:

@@ -8,7 +8,6 @@ shared-memory tree), so every code path the search can reach is compiled at leas
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -20,15 +19,13 @@ from diffusers.models.normalization import RMSNorm as DiffusersRMSNorm
 
 from agent_service.models import DeviceDescription
 from agent_service.offline.catalog import plan_for_card
-from agent_service.offline.cxx import CUDA_PRELUDE
 from capture_service.cards import OperatorCard
-from tests.agent_service.agent_cards import INCLUDE, aten_card, module_card
+from tests.agent_service.agent_cards import INCLUDE, NVCC, aten_card, cuda_bundle, module_card, nvcc_object
 from tests.agent_service.agent_modules import GeluAndMul, GroupNormSiLU, Qwen3_5MoeRMSNormGated, SiluAndMul
 
 aten = torch.ops.aten
 bf16, f16 = torch.bfloat16, torch.float16
 H200 = DeviceDescription(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132, l2_bytes=60 << 20)
-NVCC = shutil.which("nvcc")
 
 
 def _on_cuda(card: OperatorCard) -> OperatorCard:
@@ -141,28 +138,6 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
     return cards
 
 
-def _bundle(sources: dict[str, str]) -> str:
-    """One translation unit holding every kernel, each in its own namespace (one nvcc start for all)."""
-    parts = [CUDA_PRELUDE]
-    for name, source in sources.items():
-        assert source.startswith(CUDA_PRELUDE)
-        body = source[len(CUDA_PRELUDE):].replace('extern "C" int kf_launch', "int kf_launch").replace(
-            'extern "C" int64_t kf_workspace_bytes', "int64_t kf_workspace_bytes")
-        includes = [line for line in body.splitlines() if line.startswith("#include")]
-        parts += includes  # headers at file scope, not inside the kernel's namespace
-        body = "\n".join(line for line in body.splitlines() if not line.startswith("#include"))
-        parts.append("#undef KF_EXP\n#undef KF_TANH\n#undef KF_ERF\n#undef KF_LOG\n"
-                     f"namespace {name} {{\n{body}\n}}\n")
-    return "\n".join(parts)
-
-
-def _nvcc(source: str, path: Path) -> tuple[int, str]:
-    path.write_text(source)
-    proc = subprocess.run([str(NVCC), "-arch=sm_90", "-O3", "-c", "-Xcompiler", "-fPIC", "-I", str(INCLUDE),
-                           "-o", str(path.with_suffix(".o")), str(path)], capture_output=True, text=True)
-    return proc.returncode, proc.stderr
-
-
 def test_few_long_rows_are_split_across_blocks_and_many_rows_are_not() -> None:
     def space(*shape: int) -> Any:
         card, _ = aten_card(aten._softmax.default, [r(*shape), -1, False])
@@ -232,7 +207,7 @@ def test_short_rows_reduced_to_one_value_are_tiled() -> None:
 def test_one_kernel_compiles_alone_as_the_sandbox_builds_it(tmp_path: Path) -> None:
     _, card, _ = _cards()[0]
     plan = plan_for_card(card, "cuda")
-    rc, err = _nvcc(plan.render("cuda", plan.knob_space("cuda", H200).default(), H200), tmp_path / "alone.cu")
+    rc, err = nvcc_object(plan.render("cuda", plan.knob_space("cuda", H200).default(), H200), tmp_path / "alone.cu")
     assert rc == 0 and "warning" not in err, err
 
 
@@ -281,7 +256,8 @@ def test_every_cuda_variant_compiles_for_sm90(tmp_path: Path) -> None:
     names = list(sources)
     halves = [{n: sources[n] for n in names[::2]}, {n: sources[n] for n in names[1::2]}]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda ih: _nvcc(_bundle(ih[1]), tmp_path / f"bundle{ih[0]}.cu"), enumerate(halves)))
+        results = list(pool.map(lambda ih: nvcc_object(cuda_bundle(ih[1]), tmp_path / f"bundle{ih[0]}.cu"),
+                                enumerate(halves)))
     for rc, err in results:
         assert rc == 0, err[-4000:]
         assert "warning" not in err, err[-4000:]
