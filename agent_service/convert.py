@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import ValidationError
-
 from agent_service.models import (
     Backend,
     Cost,
@@ -18,9 +16,10 @@ from agent_service.models import (
     ProposalRequest,
     Revision,
 )
-from capture_service.cards import OperatorCard
 from kernel_forge.agent.v1 import messages_pb2 as agent_pb2
 from kernel_forge.common.v1 import types_pb2
+from kforge_domain.backends import BACKENDS
+from servicekit.convert import card_from_json
 from servicekit.errors import InvalidArgument
 
 
@@ -50,15 +49,9 @@ def _revision(msg: agent_pb2.Revision) -> Revision:
 
 def request_from_message(msg: agent_pb2.ProposeRequest) -> ProposalRequest:
     """A validated domain request; any malformed field raises InvalidArgument naming it."""
-    if not msg.card_json:
-        raise InvalidArgument("card_json is empty")
-    try:
-        card = OperatorCard.from_json(msg.card_json)
-    except ValidationError as exc:
-        raise InvalidArgument(f"card_json is not a valid operator card: {exc.errors()[0]['msg']} "
-                              f"at {'.'.join(str(p) for p in exc.errors()[0]['loc'])}") from exc
+    card = card_from_json(msg.card_json)
     backend_name = msg.backend or msg.device.backend or "cpu"
-    if backend_name not in ("cpu", "cuda"):
+    if backend_name not in BACKENDS:
         raise InvalidArgument(f"backend must be 'cpu' or 'cuda', got {backend_name!r}")
     backend: Backend = "cuda" if backend_name == "cuda" else "cpu"
     d = msg.device

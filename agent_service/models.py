@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from capture_service.cards import OperatorCard
+from kforge_domain.card import OperatorCard
 
 Backend = Literal["cpu", "cuda"]
 Knobs = dict[str, Any]

@@ -37,8 +37,8 @@ from safetensors.torch import load_file  # noqa: E402
 
 from agent_service.models import DeviceDescription, ProposalRequest  # noqa: E402
 from agent_service.offline.proposer import propose_offline  # noqa: E402
-from capture_service.cards import BLOBS_DIR, CardSet, OperatorCard, TensorSpec  # noqa: E402
 from gpu_sandbox_service.compiler import SOURCE_SUFFIX, Toolchain, detect_toolchain  # noqa: E402
+from kforge_domain.card import BLOBS_DIR, CardSet, OperatorCard, TensorSpec  # noqa: E402
 from packager.abi import KernelLibrary  # noqa: E402
 
 EXAMPLES = ("small_cnn", "small_transformer", "resnet50", "gemma_decoder", "qwen2_decoder", "diffusion_block",

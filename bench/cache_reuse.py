@@ -26,7 +26,7 @@ from typing import Any
 
 from agent_service.models import ProposalRequest
 from agent_service.offline.proposer import propose_offline
-from capture_service.cards import CardSet
+from kforge_domain.card import CardSet
 from tests.agent_service.scripted_llm import Scripted, ScriptedLlmServer
 
 ROOT = Path(__file__).resolve().parent.parent

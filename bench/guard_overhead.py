@@ -73,9 +73,9 @@ def _spec(t: torch.Tensor) -> dict[str, object]:
 
 def _card(key: VariantKey, args: list[object], kwargs: dict[str, object], result: torch.Tensor,
           kind: str = "aten") -> dict[str, object]:
-    template, tensors = encode_call(args, kwargs)
+    _, tensors = encode_call(args, kwargs)
     return {"id": key.id, "kind": kind, "op": key.op, "device": "cpu", "key": key.to_json(),
-            "inputs": [_spec(t) for t in tensors], "outputs": [_spec(result)], "template": template}
+            "inputs": [_spec(t) for t in tensors], "outputs": [_spec(result)]}
 
 
 def _entry(card: dict[str, object], source: str, work: Path) -> KernelEntry:

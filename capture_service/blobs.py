@@ -2,14 +2,13 @@
 
 Reference samples are safetensors files (inputs blob keys ``input.0..N``, outputs blob keys
 ``output.0..M``); module programs are ``torch.export`` archives (``.pt2``). A blob's name is
-the sha256 of its bytes, so equal samples are stored once and any reader can verify them.
+the sha256 of its bytes (the rule is :mod:`kforge_domain.blobs`'s), so equal samples are stored
+once and any reader can verify them.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,25 +16,28 @@ import torch
 from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
-from capture_service.cards import BLOBS_DIR
 from capture_service.errors import CaptureNotFound, InvalidCaptureOptions
-
-SAFETENSORS_SUFFIX = ".safetensors"
-PROGRAM_SUFFIX = ".pt2"
-SUFFIXES = (SAFETENSORS_SUFFIX, PROGRAM_SUFFIX)
-_SHA256 = re.compile(r"[0-9a-f]{64}")
+from kforge_domain.blobs import (
+    BLOB_SUFFIXES,
+    BLOBS_DIR,
+    SAFETENSORS_SUFFIX,
+    blob_digest,
+    blob_file_name,
+    is_blob_digest,
+    sample_key,
+)
 
 
 def check_digest(sha256: str) -> str:
     """``sha256`` if it is 64 lowercase hex digits (it becomes a file name), else an error."""
-    if not _SHA256.fullmatch(sha256):
+    if not is_blob_digest(sha256):
         raise InvalidCaptureOptions(f"blob digest must be 64 lowercase hex digits, got {sha256!r}")
     return sha256
 
 
 def tensors_bytes(prefix: str, tensors: Sequence[torch.Tensor]) -> bytes:
     """The safetensors encoding of ``tensors`` under keys ``prefix.0 ... prefix.N``."""
-    payload = {f"{prefix}.{i}": t.detach().to("cpu", copy=True).contiguous() for i, t in enumerate(tensors)}
+    payload = {sample_key(prefix, i): t.detach().to("cpu", copy=True).contiguous() for i, t in enumerate(tensors)}
     return save_safetensors(payload)
 
 
@@ -47,8 +49,8 @@ class BlobStore:
 
     def put(self, data: bytes, suffix: str) -> str:
         """Store ``data`` (idempotent) and return its sha256."""
-        digest = hashlib.sha256(data).hexdigest()
-        path = self.root / f"{digest}{suffix}"
+        digest = blob_digest(data)
+        path = self.root / blob_file_name(digest, suffix)
         if not path.exists():
             self.root.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{digest}.{os.getpid()}.tmp")
@@ -62,8 +64,8 @@ class BlobStore:
     def path(self, sha256: str) -> Path:
         """The file holding blob ``sha256``."""
         check_digest(sha256)
-        for suffix in SUFFIXES:
-            candidate = self.root / f"{sha256}{suffix}"
+        for suffix in BLOB_SUFFIXES:
+            candidate = self.root / blob_file_name(sha256, suffix)
             if candidate.is_file():
                 return candidate
         raise CaptureNotFound(f"no blob {sha256} in {self.root.parent}")

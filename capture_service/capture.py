@@ -17,12 +17,12 @@ import threading
 from pathlib import Path
 
 import capture_service
-from capture_service.cards import CardSet
 from capture_service.errors import CaptureCancelled, CaptureCrashed, error_class
 from capture_service.options import DEFAULT_BUDGET_BYTES, DEFAULT_SAMPLES, CaptureOptions
 from capture_service.progress import CaptureProgress, ProgressFn, ignore_progress
 from capture_service.spec import LoadedModel, load_model_spec
 from capture_service.worker import request_json
+from kforge_domain.card import CardSet
 
 LOG_FILE = "capture.log"
 LOG_TAIL_CHARS = 2000

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from capture_service.capture import capture_model
-from capture_service.cards import CardSet
 from capture_service.options import DEFAULT_BUDGET_BYTES, DEFAULT_SAMPLES, DEVICES, GRAD_MODES
 from capture_service.progress import CaptureProgress
+from kforge_domain.card import CardSet
 from servicekit.errors import KforgeError
 
 MIB = 1024 * 1024

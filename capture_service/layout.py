@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from capture_service.cards import TensorSpec
+from kforge_domain.card import TensorSpec
 from packager.variant import TensorSignature, tensor_signature
 
 

@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 import torch
 
-from capture_service.cards import TensorSpec
 from capture_service.layout import nbytes
+from kforge_domain.card import TensorSpec
 from packager.variant import VariantKey
 
 

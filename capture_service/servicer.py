@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 import grpc
 
 from capture_service.capture import capture_model
-from capture_service.cards import CardSet
 from capture_service.errors import CaptureError, InvalidModelSpec
 from capture_service.options import DEFAULT_BUDGET_BYTES, DEFAULT_SAMPLES, CaptureOptions
 from capture_service.progress import CaptureProgress
@@ -18,6 +17,8 @@ from capture_service.workspace import CaptureWorkspace
 from kernel_forge.capture.v1 import messages_pb2 as capture_pb2
 from kernel_forge.capture.v1 import service_pb2_grpc as capture_grpc
 from kernel_forge.common.v1 import types_pb2
+from kforge_domain.card import CardSet
+from servicekit.convert import card_to_proto
 
 CHUNK_BYTES = 1 << 20
 _FINISHED = object()
@@ -36,13 +37,7 @@ def options_from_request(request: capture_pb2.StartCaptureRequest) -> CaptureOpt
 
 def card_message(card_set: CardSet) -> capture_pb2.ListCardsResponse:
     return capture_pb2.ListCardsResponse(
-        cards=[
-            types_pb2.OperatorCard(
-                id=c.id, kind=c.kind, op=c.op, time_share=c.time_share, eager_us=c.eager_us or 0.0,
-                call_count=c.call_count, optimisable=c.optimisable, card_json=c.to_json(),
-            )
-            for c in card_set.cards
-        ],
+        cards=[card_to_proto(c) for c in card_set.cards],
         total_eager_us=card_set.total_eager_us,
     )
 

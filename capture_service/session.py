@@ -16,8 +16,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
-from capture_service.blobs import PROGRAM_SUFFIX, BlobStore
-from capture_service.cards import CardSet, OperatorCard, Sample
+from capture_service.blobs import BlobStore
 from capture_service.errors import DeviceUnavailable, ForwardError, SampleBudgetExceeded
 from capture_service.layout import to_spec
 from capture_service.modules import ModuleRecorder, ModuleVariant, export_program
@@ -27,6 +26,8 @@ from capture_service.recorder import OperatorRecorder
 from capture_service.records import SamplePolicy, VariantRecord
 from capture_service.spec import LoadedModel, describe_exception
 from capture_service.timing import DEFAULT_TIMING, TimingPolicy, median_call_us
+from kforge_domain.blobs import INPUT_PREFIX, OUTPUT_PREFIX, PROGRAM_SUFFIX
+from kforge_domain.card import CardSet, OperatorCard, Sample
 from packager.variant import ATTRIBUTES_KWARG, decode_value
 
 
@@ -151,8 +152,8 @@ def _write_samples(
                     missing.append(record)
                 continue
             used += sample.nbytes
-            inputs_blob = store.put_tensors("input", sample.inputs)
-            outputs_blob = store.put_tensors("output", sample.outputs)
+            inputs_blob = store.put_tensors(INPUT_PREFIX, sample.inputs)
+            outputs_blob = store.put_tensors(OUTPUT_PREFIX, sample.outputs)
             written.setdefault(id(record), []).append(Sample(inputs_blob=inputs_blob, outputs_blob=outputs_blob))
     return written, missing
 
@@ -176,7 +177,6 @@ def _card(record: VariantRecord, samples: list[Sample], device: str) -> Operator
         key=record.key.to_json(),
         inputs=[to_spec(t) for t in record.key.tensors],
         outputs=record.outputs,
-        template=json.loads(record.key.template),
         mutated_inputs=record.mutated_inputs,
         call_count=record.call_count,
         eager_us=record.eager_us,

@@ -11,8 +11,8 @@ import uuid
 from pathlib import Path
 
 from capture_service.blobs import BlobStore
-from capture_service.cards import CARDS_FILE, CardSet
 from capture_service.errors import CaptureNotFound, InvalidCaptureOptions
+from kforge_domain.card import CARDS_FILE, CardSet
 from servicekit.errors import FailedPrecondition
 
 _CAPTURE_ID = re.compile(r"[0-9a-f]{32}")

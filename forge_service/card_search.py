@@ -16,7 +16,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from capture_service.cards import OperatorCard
 from forge_service.clients import AgentClient, SandboxPool
 from forge_service.kernel_cache import CachedKernel, KernelCache
 from forge_service.store import CandidateRow, RunStore, best_candidate
@@ -24,6 +23,7 @@ from forge_service.tree_log import add_child_op, ask_op, cancel_op, card_seed, n
 from kernel_forge.agent.v1 import messages_pb2 as agent_pb2
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.sandbox.v1 import messages_pb2 as sandbox_pb2
+from kforge_domain.card import OperatorCard
 
 log = logging.getLogger(__name__)
 

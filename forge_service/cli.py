@@ -23,11 +23,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from forge_service.config import BACKENDS, GRAD_MODES, RunConfig
+from forge_service.config import GRAD_MODES, RunConfig
 from forge_service.report import EndToEnd, end_to_end_line
-from forge_service.server import DEFAULT_RUNS_DIR
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from kernel_forge.forge.v1 import service_pb2_grpc as forge_grpc
+from kforge_domain.backends import BACKEND_CHOICES
+from kforge_domain.paths import DEFAULT_RUNS_DIR
 from servicekit.cli_options import (
     add_metrics_arguments,
     add_security_arguments,
@@ -252,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     opt = sub.add_parser("optimize", help="capture a model, search kernels for its cards, write a .cast")
     opt.add_argument("model_spec", metavar="MODEL_SPEC",
                      help="a .py file defining get_model() and get_inputs(), or package.module:factory")
-    opt.add_argument("--backend", choices=BACKENDS, default="auto")
+    opt.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
     opt.add_argument("--budget", type=int, default=8, help="candidate evaluations per card")
     opt.add_argument("--max-cards", type=int, default=5, help="search the K cards carrying the most eager time")
     opt.add_argument("--out", type=Path, help="write the .cast here")

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import grpc
 
-from capture_service.cards import OperatorCard
 from kernel_forge.agent.v1 import messages_pb2 as agent_pb2
 from kernel_forge.agent.v1 import service_pb2_grpc as agent_grpc
 from kernel_forge.capture.v1 import messages_pb2 as capture_pb2
@@ -22,7 +21,9 @@ from kernel_forge.capture.v1 import service_pb2_grpc as capture_grpc
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.sandbox.v1 import messages_pb2 as sandbox_pb2
 from kernel_forge.sandbox.v1 import service_pb2_grpc as sandbox_grpc
+from kforge_domain.card import OperatorCard
 from servicekit.client import channel
+from servicekit.convert import card_from_proto
 from servicekit.errors import FailedPrecondition, Unavailable
 from servicekit.security import Security
 
@@ -59,7 +60,7 @@ class CaptureClient:
 
     async def cards(self, capture_id: str) -> tuple[list[OperatorCard], float]:
         response = await self._stub.ListCards(capture_pb2.ListCardsRequest(capture_id=capture_id))
-        return [OperatorCard.from_json(c.card_json) for c in response.cards], response.total_eager_us
+        return [card_from_proto(c) for c in response.cards], response.total_eager_us
 
     async def fetch_blob(self, capture_id: str, sha256: str, dest: Path) -> None:
         """Copy one blob, checking its hash, into ``dest`` (atomically)."""

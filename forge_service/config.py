@@ -5,9 +5,9 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
+from kforge_domain.backends import BACKEND_CHOICES
 from servicekit.errors import InvalidArgument
 
-BACKENDS = ("cpu", "cuda", "auto")
 GRAD_MODES = ("inference", "no_grad", "grad")
 
 
@@ -39,8 +39,8 @@ class RunConfig(BaseModel):
     @field_validator("backend")
     @classmethod
     def _backend(cls, v: str) -> str:
-        if v not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}")
+        if v not in BACKEND_CHOICES:
+            raise ValueError(f"backend must be one of {', '.join(BACKEND_CHOICES)}")
         return v
 
     @field_validator("grad_mode")

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from capture_service.cards import OperatorCard
 from forge_service.config import RunConfig
 from forge_service.store import RunStore, audit_class, best_candidate, package_inputs
+from kforge_domain.card import OperatorCard
 
 if TYPE_CHECKING:
     from packager.manifest import CastManifest

@@ -20,8 +20,6 @@ from typing import Any
 
 import grpc
 
-from capture_service.blobs import PROGRAM_SUFFIX, SAFETENSORS_SUFFIX
-from capture_service.cards import BLOBS_DIR, CardSet, OperatorCard
 from forge_service.card_search import BUDGET_SPENT, NO_PROPOSAL, CardSearch, SearchSettings
 from forge_service.clients import AgentClient, CaptureClient, SandboxClient, SandboxPool
 from forge_service.config import RunConfig
@@ -30,6 +28,8 @@ from forge_service.scheduler import NOT_IN_TOP, plan_cards
 from forge_service.store import DB_FILE, CardRow, RunStore, best_candidate
 from kernel_forge.capture.v1 import messages_pb2 as capture_pb2
 from kernel_forge.common.v1 import types_pb2
+from kforge_domain.blobs import BLOBS_DIR, PROGRAM_SUFFIX, SAFETENSORS_SUFFIX, blob_file_name
+from kforge_domain.card import CardSet, OperatorCard
 from servicekit.errors import FailedPrecondition, KforgeError, NotFound
 from servicekit.security import Security
 
@@ -346,9 +346,10 @@ def grant_spare_budget(store: RunStore, config: RunConfig) -> CardRow | None:
 
 def _card_blobs(card: OperatorCard) -> dict[str, str]:
     """The card's blobs (sha256 -> file name in a capture directory's blobs folder)."""
-    names = {sha: f"{sha}{SAFETENSORS_SUFFIX}" for s in card.samples for sha in (s.inputs_blob, s.outputs_blob)}
+    names = {sha: blob_file_name(sha, SAFETENSORS_SUFFIX)
+             for s in card.samples for sha in (s.inputs_blob, s.outputs_blob)}
     if card.module_program_blob:
-        names[card.module_program_blob] = f"{card.module_program_blob}{PROGRAM_SUFFIX}"
+        names[card.module_program_blob] = blob_file_name(card.module_program_blob, PROGRAM_SUFFIX)
     return names
 
 

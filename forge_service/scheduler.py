@@ -10,13 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from capture_service.cards import OperatorCard, TensorSpec
 from forge_service.config import RunConfig
+from kforge_domain.card import OperatorCard
+from kforge_domain.floor import memory_floor_us
 
-DTYPE_BYTES = {
-    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
-    "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16,
-}
 MIN_HEADROOM = 0.05
 NOT_IN_TOP = "outside the {k} cards with the most eager time"
 
@@ -32,18 +29,6 @@ class CardPlan:
     score: float
 
 
-def tensor_bytes(spec: TensorSpec) -> int:
-    return spec.numel * DTYPE_BYTES.get(spec.dtype, 4)
-
-
-def floor_us(card: OperatorCard, copy_bandwidth_gbps: float) -> float | None:
-    """Time to read every input and write every output once at the measured copy bandwidth."""
-    if copy_bandwidth_gbps <= 0:
-        return None
-    moved = sum(tensor_bytes(s) for s in [*card.inputs, *card.outputs])
-    return moved / (copy_bandwidth_gbps * 1e3)
-
-
 def _matches(card: OperatorCard, targets: Sequence[str]) -> bool:
     return any(t in (card.id, card.op) or card.op.endswith(t) for t in targets)
 
@@ -52,7 +37,7 @@ def plan_cards(cards: Sequence[OperatorCard], config: RunConfig, copy_bandwidth_
     """Rank every card and select the ones the run will search, each with its evaluation budget."""
     scored: list[tuple[float, OperatorCard, str, float | None]] = []
     for card in cards:
-        floor = floor_us(card, copy_bandwidth_gbps)
+        floor = memory_floor_us(card.inputs, card.outputs, copy_bandwidth_gbps)
         reason = ""
         if not card.optimisable:
             reason = card.reason or "not optimisable"

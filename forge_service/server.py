@@ -9,11 +9,11 @@ from pathlib import Path
 from forge_service.runs import RunManager, ServiceAddresses
 from forge_service.servicer import ForgeServicer
 from kernel_forge.forge.v1 import service_pb2_grpc as forge_grpc
+from kforge_domain.paths import DEFAULT_RUNS_DIR
 from servicekit.cli_options import add_security_arguments, security_from_args
 from servicekit.security import Security
 from servicekit.server import BoundServer, ServiceBinding, create_server
 
-DEFAULT_RUNS_DIR = Path("kforge-runs")
 SERVICE_NAME = "kernel_forge.forge.v1.ForgeService"
 
 

@@ -17,6 +17,8 @@ from forge_service.tree_log import TreeLogError, candidate_nodes
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from kernel_forge.forge.v1 import service_pb2_grpc as forge_grpc
+from kforge_domain.card import OperatorCard
+from servicekit.convert import card_to_proto
 from servicekit.errors import FailedPrecondition, NotFound
 
 CHUNK_BYTES = 1 << 20
@@ -46,13 +48,8 @@ def run_message(manager: RunManager, run_id: str) -> forge_pb2.Run:
 def run_cards(store: RunStore) -> list[forge_pb2.RunCard]:
     out = []
     for row in store.cards():
-        card = json.loads(row.card_json)
         msg = forge_pb2.RunCard(
-            card=types_pb2.OperatorCard(
-                id=row.id, kind=card["kind"], op=card["op"], time_share=card.get("time_share", 0.0),
-                eager_us=card.get("eager_us") or 0.0, call_count=card.get("call_count", 0),
-                optimisable=card.get("optimisable", True), card_json=row.card_json,
-            ),
+            card=card_to_proto(OperatorCard.from_json(row.card_json)),
             status=row.status, reason=row.reason, evaluations=store.evaluation_count(row.id),
             cost=store.total_cost(row.id), audit_class="fallback",
         )

@@ -369,7 +369,7 @@ def audit_class(result: types_pb2.CandidateResult | None) -> str:
 
 def package_inputs(run_dir: Path) -> tuple[Any, list[Any], list[Any]]:
     """What ``packager build`` needs from a finished run: model identity, kernels, fallbacks."""
-    from capture_service.cards import OperatorCard
+    from kforge_domain.card import OperatorCard
     from packager.format import FallbackEntry, KernelEntry, ModelIdentity
 
     store = RunStore(run_dir)

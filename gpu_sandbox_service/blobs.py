@@ -1,26 +1,25 @@
 """Content-addressed blob store: reference tensors and module programs, named by sha256.
 
-A capture directory's ``blobs/`` folder (``<sha256>.safetensors``) is a valid store as is, so the
-CLI and the server read the same layout.
+Uploads are stored as ``<sha256>``; a capture directory's ``blobs/`` folder (``<sha256>.safetensors``,
+``<sha256>.pt2``) is a valid store as is, so the CLI and the server read the same layout. The
+naming rule is :mod:`kforge_domain.blobs`'s.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import re
 import tempfile
 from collections.abc import AsyncIterable
 from pathlib import Path
 
+from kforge_domain.blobs import blob_digest, blob_file_name, is_blob_digest
 from servicekit.errors import InvalidArgument, NotFound
-
-_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def check_sha256(sha256: str) -> str:
     """Return ``sha256`` if it is 64 lowercase hex digits, else raise :class:`InvalidArgument`."""
-    if not _SHA256.fullmatch(sha256):
+    if not is_blob_digest(sha256):
         raise InvalidArgument(f"not a sha256 digest: {sha256[:80]!r}")
     return sha256
 
@@ -35,7 +34,7 @@ class BlobStore:
 
     def _find(self, sha256: str) -> Path | None:
         check_sha256(sha256)
-        plain = self.root / sha256
+        plain = self.root / blob_file_name(sha256)
         if plain.is_file():
             return plain
         return next((p for p in self.root.glob(f"{sha256}.*") if p.is_file()), None)
@@ -56,11 +55,11 @@ class BlobStore:
 
     def put_bytes(self, data: bytes) -> str:
         """Store ``data`` and return its sha256."""
-        sha256 = hashlib.sha256(data).hexdigest()
+        sha256 = blob_digest(data)
         if not self.has(sha256):
             with self._writer(sha256) as (handle, finish):
                 handle.write(data)
-                finish(hashlib.sha256(data).hexdigest())
+                finish(blob_digest(data))
         return sha256
 
     async def put_stream(self, sha256: str, chunks: AsyncIterable[bytes]) -> int:
@@ -114,6 +113,6 @@ class _AtomicWriter:
         self.handle.close()
         if self.done:
             self.tmp.chmod(0o644)
-            self.tmp.replace(self.root / self.sha256)
+            self.tmp.replace(self.root / blob_file_name(self.sha256))
         else:
             self.tmp.unlink(missing_ok=True)

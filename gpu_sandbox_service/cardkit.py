@@ -11,9 +11,10 @@ from collections.abc import Mapping, Sequence
 import torch
 from safetensors.torch import save
 
-from capture_service.cards import OperatorCard, Sample, TensorSpec
 from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.harness.reference import flatten_tensors, resolve_aten
+from kforge_domain.blobs import INPUT_PREFIX, OUTPUT_PREFIX, sample_key
+from kforge_domain.card import OperatorCard, Sample, TensorSpec
 from packager.variant import decode_call, dtype_name, encode_call, variant_key
 
 
@@ -36,14 +37,14 @@ def card_from_call(op: str, args: Sequence[object], kwargs: Mapping[str, object]
 
         call_args, call_kwargs = decode_call(template, [t.clone() for t in current])
         produced = flatten_tensors(overload(*call_args, **call_kwargs))
-        inputs_blob = store.put_bytes(save({f"input.{k}": t.detach().cpu().contiguous()
+        inputs_blob = store.put_bytes(save({sample_key(INPUT_PREFIX, k): t.detach().cpu().contiguous()
                                             for k, t in enumerate(current)}))
-        outputs_blob = store.put_bytes(save({f"output.{k}": t.detach().cpu().contiguous()
+        outputs_blob = store.put_bytes(save({sample_key(OUTPUT_PREFIX, k): t.detach().cpu().contiguous()
                                              for k, t in enumerate(produced)}))
         card_samples.append(Sample(inputs_blob=inputs_blob, outputs_blob=outputs_blob))
     key = variant_key(op, args, kwargs)
     device = tensors[0].device.type if tensors else "cpu"
     return OperatorCard(
         id=key.id, kind="aten", op=op, device=device, key=key.to_json(), inputs=[tensor_spec(t) for t in tensors],
-        outputs=[tensor_spec(t) for t in outputs], template=template, call_count=1, samples=card_samples,
+        outputs=[tensor_spec(t) for t in outputs], call_count=1, samples=card_samples,
     )

@@ -10,10 +10,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from capture_service.cards import BLOBS_DIR, CardSet
 from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.evaluator import Evaluator
 from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest, EvaluationResult
+from kforge_domain.card import BLOBS_DIR, CardSet
 from servicekit.errors import InvalidArgument, KforgeError, NotFound
 
 DEFAULT_WORK_DIR = Path.home() / ".cache" / "kforge" / "sandbox"

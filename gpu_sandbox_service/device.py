@@ -10,8 +10,9 @@ import subprocess
 import sys
 
 from gpu_sandbox_service.compiler import detect_toolchain
-from gpu_sandbox_service.models import BACKENDS, DeviceInfo
+from gpu_sandbox_service.models import DeviceInfo
 from gpu_sandbox_service.pycommand import python_module_command
+from kforge_domain.backends import BACKENDS
 from servicekit.errors import FailedPrecondition, InvalidArgument
 
 

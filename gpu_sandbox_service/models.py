@@ -10,9 +10,7 @@ import enum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from capture_service.cards import OperatorCard
-
-BACKENDS = ("cpu", "cuda")
+from kforge_domain.card import OperatorCard
 
 
 class CandidateStatus(str, enum.Enum):

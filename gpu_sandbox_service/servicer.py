@@ -8,23 +8,20 @@ from collections.abc import AsyncIterable, AsyncIterator
 import grpc
 from pydantic import ValidationError
 
-from capture_service.cards import OperatorCard
 from gpu_sandbox_service.blobs import BlobStore, check_sha256
 from gpu_sandbox_service.evaluator import Evaluator
 from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest, EvaluationResult
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.sandbox.v1 import messages_pb2, service_pb2_grpc
 from servicekit.auth import client_identity
+from servicekit.convert import card_from_json
 from servicekit.errors import InvalidArgument
 from servicekit.limits import ClientLimiter
 
 
 def request_from_message(message: messages_pb2.EvaluateRequest) -> EvaluationRequest:
     """The domain request of an ``EvaluateRequest``; zero options mean the defaults."""
-    try:
-        card = OperatorCard.from_json(message.card_json)
-    except ValidationError as exc:
-        raise InvalidArgument(f"card_json is not a valid operator card: {exc.errors()[:3]}") from exc
+    card = card_from_json(message.card_json)
     given = message.options
     defaults = EvaluationOptions()
     try:

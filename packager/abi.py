@@ -14,12 +14,12 @@ from pathlib import Path
 
 import torch
 
+from kforge_domain.dtypes import ABI_DTYPE_CODES
+
 MAX_DIMS = 8
 
-DTYPE_CODES: dict[torch.dtype, int] = {
-    torch.float32: 0, torch.float16: 1, torch.bfloat16: 2, torch.float64: 3, torch.int32: 4,
-    torch.int64: 5, torch.bool: 6, torch.uint8: 7, torch.int8: 8,
-}
+#: ``kf_dtype`` codes by torch dtype (the table itself is :data:`kforge_domain.dtypes.ABI_DTYPE_CODES`).
+DTYPE_CODES: dict[torch.dtype, int] = {getattr(torch, name): code for name, code in ABI_DTYPE_CODES.items()}
 
 
 class KfTensor(ctypes.Structure):

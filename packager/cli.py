@@ -16,11 +16,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from kforge_domain.paths import DEFAULT_RUNS_DIR
 from packager.archive import read_archive
 from packager.errors import CastError
 from packager.manifest import MANIFEST_FILE, CastManifest
-
-DEFAULT_RUNS_DIR = Path("kforge-runs")
 
 
 class CliError(Exception):

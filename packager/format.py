@@ -60,7 +60,7 @@ class KernelEntry:
     card_id: str
     kind: str  # "aten" | "module"
     op: str
-    card_json: str  # capture_service.cards.OperatorCard JSON
+    card_json: str  # kforge_domain.card.OperatorCard JSON
     backend: str  # "cpu" | "cuda"
     arch: str  # "cpu-x86_64" | "sm_90" ...
     audit_class: str  # "custom" | "backend_wrapper"
@@ -103,7 +103,7 @@ def _parse_card(entry: KernelEntry, where: str) -> dict[str, Any]:
         raise CastBuildError(f"{where}: card_json is not valid JSON: {exc}") from exc
     if not isinstance(card, dict):
         raise CastBuildError(f"{where}: card_json is not a JSON object")
-    for name in ("id", "kind", "op", "key", "inputs", "outputs", "template"):
+    for name in ("id", "kind", "op", "key", "inputs", "outputs"):
         if name not in card:
             raise CastBuildError(f"{where}: the card has no {name!r}")
     if (card["id"], card["kind"], card["op"]) != (entry.card_id, entry.kind, entry.op):

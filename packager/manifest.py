@@ -21,7 +21,6 @@ from packager.errors import CastCorruptError, CastVersionError
 
 MANIFEST_FILE = "manifest.json"
 KERNEL_KINDS = ("aten", "module")
-BACKENDS = ("cpu", "cuda")
 AUDIT_CLASSES = ("custom", "backend_wrapper")
 FALLBACK_CLASS = "fallback"
 # A kernel's verdict in one deployment mode, from measuring the whole model in that mode.
@@ -181,7 +180,7 @@ def _kernel_record(reader: _Reader) -> KernelRecord:
         raise CastCorruptError(f"{where}: arch {record.arch!r} does not fit backend {record.backend!r}")
     if record.card.get("id") != record.card_id:
         raise CastCorruptError(f"{where}: the card's id does not match card_id {record.card_id!r}")
-    for name in ("key", "outputs", "template"):
+    for name in ("key", "outputs"):
         if name not in record.card:
             raise CastCorruptError(f"{where}: the card has no {name!r}")
     return record

@@ -12,8 +12,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from forge_service.config import BACKENDS
-from forge_service.server import DEFAULT_RUNS_DIR
+from kforge_domain.backends import BACKEND_CHOICES
+from kforge_domain.paths import DEFAULT_RUNS_DIR
 from servicekit.cli_options import add_security_arguments, security_from_args
 from servicekit.errors import ConfigurationError
 from servicekit.security import Security, scrubbed_environ
@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port the dashboard listens on")
     p.add_argument("--host", default="127.0.0.1", help="interface the dashboard listens on")
     p.add_argument("--runs-dir", type=Path, default=DEFAULT_RUNS_DIR, help="run directories of the local forge")
-    p.add_argument("--backend", choices=BACKENDS, default="auto", help="backend of the local sandbox")
+    p.add_argument("--backend", choices=BACKEND_CHOICES, default="auto", help="backend of the local sandbox")
     add_security_arguments(p)
     p.set_defaults(func=cmd_ui)
 

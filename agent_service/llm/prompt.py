@@ -14,7 +14,7 @@ from string import Template
 from typing import Any
 
 from agent_service.models import ProposalRequest, Revision
-from capture_service.cards import OperatorCard, TensorSpec
+from kforge_domain.card import OperatorCard, TensorSpec
 from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"

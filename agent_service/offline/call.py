@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from capture_service.cards import OperatorCard, TensorSpec
+from kforge_domain.card import OperatorCard, TensorSpec
 from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG
 
 

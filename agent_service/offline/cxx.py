@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from capture_service.cards import TensorSpec
+from kforge_domain.card import TensorSpec
+from kforge_domain.dtypes import ABI_DTYPE_CODES, DTYPE_BYTES
 
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
-KF_DTYPE_CODES = {"float32": 0, "float16": 1, "bfloat16": 2, "float64": 3, "int32": 4, "int64": 5, "bool": 6,
-                  "uint8": 7, "int8": 8}
-ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+#: Element sizes of the dtypes templates compute in (a ``KeyError`` for any other).
+ELEMENT_BYTES = {dtype: DTYPE_BYTES[dtype] for dtype in FLOAT_DTYPES}
 
 # Status codes kf_launch returns; the sandbox reports them verbatim.
 STATUS_WRONG_COUNT = 1
@@ -222,11 +222,11 @@ def guard(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], aligned: 
             lines.append(
                 f"  {{ static const int64_t shape[] = {shape}, stride[] = {stride};"
                 f" if (kf_check(&{side}[{i}], {len(spec.shape)}, shape, stride,"
-                f" {KF_DTYPE_CODES.get(spec.dtype, -1)})) return {STATUS_WRONG_LAYOUT}; }}"
+                f" {ABI_DTYPE_CODES.get(spec.dtype, -1)})) return {STATUS_WRONG_LAYOUT}; }}"
             )
     if workspace is not None:
         ws = f"outputs[{len(outputs)}]"
-        lines.append(f"  if ({ws}.ndim != 1 || {ws}.dtype != {KF_DTYPE_CODES['uint8']} || {ws}.shape[0] < "
+        lines.append(f"  if ({ws}.ndim != 1 || {ws}.dtype != {ABI_DTYPE_CODES['uint8']} || {ws}.shape[0] < "
                      f"{workspace.bytes_c}) return {STATUS_WRONG_LAYOUT};")
         aligned = [*aligned, f"{ws}.data"]
     for pointer in aligned:

@@ -23,7 +23,7 @@ from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.knobs import Knobs, KnobSpace
 from agent_service.offline.layout import is_contiguous
 from agent_service.offline.plan import cpu_thread_choices
-from capture_service.cards import TensorSpec
+from kforge_domain.card import TensorSpec
 
 #: Shared memory the contiguous-output tile may take (bytes): under the 48 KiB of static shared memory.
 TILE_BYTES = 40 * 1024

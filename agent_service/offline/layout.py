@@ -6,7 +6,7 @@ import math
 from collections.abc import Sequence
 
 from agent_service.offline.call import UnsupportedCard
-from capture_service.cards import TensorSpec
+from kforge_domain.card import TensorSpec
 
 
 def is_contiguous(spec: TensorSpec) -> bool:

@@ -19,7 +19,7 @@ from agent_service.offline.ops_elementwise import UNARY
 from agent_service.offline.ops_rowwise import FLOAT32_EPS
 from agent_service.offline.plan import KernelPlan
 from agent_service.offline.rowwise.plan import RowPlan
-from capture_service.cards import OperatorCard
+from kforge_domain.card import OperatorCard
 
 # Classes are named by class name where it is distinctive, by qualified name where it is not.
 # RMSNorm classes by formula: y = x * rsqrt(mean(x²) + eps), then the weight as each class applies it.

@@ -12,7 +12,7 @@ from typing import Any
 from agent_service.offline.call import TensorArg, UnsupportedCard, split_op_name
 from agent_service.offline.cxx import cfloat
 from agent_service.offline.elementwise import ChannelStats, ElementwisePlan, Operand
-from capture_service.cards import OperatorCard
+from kforge_domain.card import OperatorCard
 
 
 def _num(value: Any, what: str) -> float:

@@ -12,7 +12,7 @@ from agent_service.offline.group_norm_nhwc import ChannelsLastGroupNormPlan, is_
 from agent_service.offline.layout import dense_row_layout, is_contiguous, row_layout, storage_rows
 from agent_service.offline.pooling import AdaptivePoolPlan
 from agent_service.offline.rowwise.plan import RowPlan
-from capture_service.cards import OperatorCard
+from kforge_domain.card import OperatorCard
 
 FLOAT32_EPS = 1.1920928955078125e-07  # what aten's rms_norm uses when eps is None
 

@@ -17,7 +17,7 @@ from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.knobs import Knobs, KnobSpace
 from agent_service.offline.layout import is_contiguous
 from agent_service.offline.plan import cpu_thread_choices, cuda_grid_limit
-from capture_service.cards import TensorSpec
+from kforge_domain.card import TensorSpec
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,9 @@ from torch import nn  # noqa: E402
 
 from agent_service.models import DeviceDescription, ParentCandidate, ProposalRequest  # noqa: E402
 from agent_service.offline.proposer import propose_offline  # noqa: E402
-from capture_service.cards import OperatorCard, TensorSpec  # noqa: E402
-from forge_service.scheduler import floor_us  # noqa: E402
 from gpu_sandbox_service.device_probe import cuda_facts  # noqa: E402
+from kforge_domain.card import OperatorCard, TensorSpec  # noqa: E402
+from kforge_domain.floor import memory_floor_us  # noqa: E402
 from packager.abi import KernelLibrary  # noqa: E402
 from packager.variant import decode_call, module_variant_key, tensor_signature, variant_key  # noqa: E402
 
@@ -108,7 +108,7 @@ def aten_case(
     outs = _outputs(op(*args, **kwargs))
     data = key.to_json()
     card = OperatorCard(id=key.id, kind="aten", op=name, device="cuda", key=data, inputs=[_spec(t) for t in tensors],
-                        outputs=[_spec(o) for o in outs], template=data["template"])
+                        outputs=[_spec(o) for o in outs])
 
     def call(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         a, k = decode_call(card.template, inputs)
@@ -124,7 +124,7 @@ def module_case(module: nn.Module, args: list[torch.Tensor], attributes: dict[st
     outs = _outputs(module(*args))
     card = OperatorCard(id=key.id, kind="module", op=key.op, device="cuda", key=data,
                         inputs=[_spec(t) for t in [*args, *state]], outputs=[_spec(o) for o in outs],
-                        template=data["template"], module_attributes=attributes)
+                        module_attributes=attributes)
 
     def call(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
         return _outputs(module(*inputs[: len(args)]))
@@ -364,7 +364,7 @@ def _bench_case(name: str, card: OperatorCard, bundle: Any, device: DeviceDescri
             best["speedup_vs_compile"] = best["compile_us"] / best["kernel_us"]
         except Exception as exc:  # the kernel's numbers stand without the baseline
             best["compile_error"] = repr(exc)[-500:]
-    floor = floor_us(card, copy_bandwidth_gbps)
+    floor = memory_floor_us(card.inputs, card.outputs, copy_bandwidth_gbps)
     if best is not None and floor is not None:
         best.update(floor_us=floor, pct_of_floor=100 * floor / best["kernel_us"])
     family = variants[0]["knobs"].get("family") if variants else None

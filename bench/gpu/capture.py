@@ -26,8 +26,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from capture_service.capture import capture_model  # noqa: E402
-from capture_service.cards import CardSet, OperatorCard  # noqa: E402
 from capture_service.errors import CaptureError  # noqa: E402
+from kforge_domain.card import CardSet, OperatorCard  # noqa: E402
 
 MODELS = {
     "resnet50 (b32, bf16, 224)": "examples/resnet50.py",

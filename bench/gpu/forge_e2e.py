@@ -115,7 +115,7 @@ def guard_costs(cast: Path) -> dict:
 def coverage(run_dir: Path) -> dict:
     """The run's captured cards: top ones by share and the share the offline proposer covers."""
     try:
-        from capture_service.cards import CardSet
+        from kforge_domain.card import CardSet
 
         return card_table(CardSet.load(run_dir / "capture"), offline_covers())
     except Exception as exc:

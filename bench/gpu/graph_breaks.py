@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(ROOT))
 
-from capture_service.cards import OperatorCard  # noqa: E402
 from capture_service.spec import load_model_spec  # noqa: E402
+from kforge_domain.card import OperatorCard  # noqa: E402
 from packager import load_cast  # noqa: E402
 from packager.format import KernelEntry, ModelIdentity, build_cast  # noqa: E402
 from packager.manifest import KEPT, ModeVerdict  # noqa: E402
@@ -49,13 +49,12 @@ def module_cards(model: torch.nn.Module, args: tuple, kwargs: dict, class_name: 
         hook.remove()
     for module, x in calls:
         key = module_variant_key(module, [x], {})
-        template, tensors = encode_call([x], {STATE_KWARG: module_state(module)})
+        _, tensors = encode_call([x], {STATE_KWARG: module_state(module)})
         with torch.inference_mode():
             out = module(x)
         seen.setdefault(key.id, OperatorCard.model_validate({
             "id": key.id, "kind": "module", "op": qualified_class_name(module), "device": x.device.type,
-            "key": key.to_json(), "inputs": [_spec(t) for t in tensors], "outputs": [_spec(out)],
-            "template": template}))
+            "key": key.to_json(), "inputs": [_spec(t) for t in tensors], "outputs": [_spec(out)]}))
     return list(seen.values())
 
 

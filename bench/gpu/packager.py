@@ -111,9 +111,9 @@ def _spec(t: torch.Tensor) -> dict[str, object]:
 
 def _card(op: str, args: list[object], result: torch.Tensor) -> dict[str, object]:
     key = variant_key(op, args, {})
-    template, tensors = encode_call(args, {})
+    _, tensors = encode_call(args, {})
     return {"id": key.id, "kind": "aten", "op": op, "device": "cuda", "key": key.to_json(),
-            "inputs": [_spec(t) for t in tensors], "outputs": [_spec(result)], "template": template}
+            "inputs": [_spec(t) for t in tensors], "outputs": [_spec(result)]}
 
 
 def _device_us(fn: Callable[[], object], repeats: int = 200) -> float:

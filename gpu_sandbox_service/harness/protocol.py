@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from capture_service.cards import OperatorCard
 from gpu_sandbox_service.models import CandidateStatus
+from kforge_domain.card import OperatorCard
 
 REQUEST_FILE = "request.json"
 

@@ -9,7 +9,7 @@ from typing import cast
 
 import torch
 
-from capture_service.cards import OperatorCard
+from kforge_domain.card import OperatorCard
 from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG, decode_call
 
 

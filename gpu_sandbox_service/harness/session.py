@@ -18,7 +18,6 @@ from gpu_sandbox_service.harness.tensors import (
     allocate,
     assign,
     draw_like,
-    nbytes_of,
     poison,
     poison_workspace,
     storage_bytes,
@@ -26,6 +25,8 @@ from gpu_sandbox_service.harness.tensors import (
 )
 from gpu_sandbox_service.harness.timing import Summary, Timer
 from gpu_sandbox_service.models import CandidateStatus
+from kforge_domain.blobs import INPUT_PREFIX, sample_key
+from kforge_domain.floor import memory_floor_us
 from packager.abi import AbiError, KernelLibrary, allocate_workspace
 from packager.variant import decode_call
 
@@ -87,7 +88,7 @@ class Session:
         for path in self.request.sample_inputs:
             tensors = load_file(path)
             try:
-                sets.append([tensors[f"input.{i}"] for i in range(n_inputs)])
+                sets.append([tensors[sample_key(INPUT_PREFIX, i)] for i in range(n_inputs)])
             except KeyError as exc:
                 raise CardError(f"sample blob {Path(path).name} lacks {exc.args[0]}") from exc
         like = sets[0] if sets else [None] * n_inputs
@@ -229,13 +230,8 @@ class Session:
         return torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext()
 
     def floor_us(self) -> float | None:
-        """The card's memory-bandwidth floor: bytes in and out over the measured copy bandwidth."""
-        if self.request.copy_bandwidth_gbps <= 0:
-            return None
-        buffers = self.buffers()
-        moved = sum(nbytes_of(t) for t in buffers.inputs) + sum(
-            nbytes_of(t) for j, t in enumerate(buffers.outputs) if j not in buffers.aliased_outputs)
-        return moved / (self.request.copy_bandwidth_gbps * 1e3)
+        """The card's memory-bandwidth floor; an output eager writes into an input is counted once."""
+        return memory_floor_us(self.card.inputs, self.card.outputs, self.request.copy_bandwidth_gbps, self.aliases)
 
 
 def run_session(request: HarnessRequest) -> HarnessReport:

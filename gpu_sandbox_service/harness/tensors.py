@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from capture_service.cards import TensorSpec
+from kforge_domain.card import TensorSpec
 from packager.variant import dtype_from_name
 
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)

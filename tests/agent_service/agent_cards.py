@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from agent_service.offline.cxx import CUDA_PRELUDE
-from capture_service.cards import OperatorCard, TensorSpec
+from kforge_domain.card import OperatorCard, TensorSpec
 from packager.abi import KernelLibrary
 from packager.variant import decode_call, module_attributes, module_variant_key, tensor_signature, variant_key
 
@@ -43,8 +43,7 @@ def aten_card(
         outs = _outputs(op(*args, **kwargs))
     data = key.to_json()
     card = OperatorCard(id=key.id, kind="aten", op=name, device=tensors[0].device.type, key=data,
-                        inputs=[spec(t) for t in tensors], outputs=[spec(o) for o in outs],
-                        template=data["template"])
+                        inputs=[spec(t) for t in tensors], outputs=[spec(o) for o in outs])
     return card, outs
 
 
@@ -59,7 +58,7 @@ def module_card(module: torch.nn.Module, args: Sequence[torch.Tensor],
         outs = _outputs(module(*args))
     card = OperatorCard(id=key.id, kind="module", op=key.op, device=args[0].device.type, key=data,
                         inputs=[spec(t) for t in [*args, *state]], outputs=[spec(o) for o in outs],
-                        template=data["template"], module_attributes=attributes)
+                        module_attributes=attributes)
     return card, outs
 
 

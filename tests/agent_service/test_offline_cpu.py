@@ -13,7 +13,7 @@ from diffusers.models.normalization import RMSNorm as DiffusersRMSNorm
 
 from agent_service.models import DeviceDescription, ParentCandidate, ProposalRequest
 from agent_service.offline.proposer import propose_offline
-from capture_service.cards import OperatorCard
+from kforge_domain.card import OperatorCard
 from tests.agent_service.agent_cards import aten_card, compile_cpu, fresh_like, module_card, reference, run_kernel
 from tests.agent_service.agent_modules import (
     GeluAndMul,

@@ -19,7 +19,7 @@ from diffusers.models.normalization import RMSNorm as DiffusersRMSNorm
 
 from agent_service.models import DeviceDescription
 from agent_service.offline.catalog import plan_for_card
-from capture_service.cards import OperatorCard
+from kforge_domain.card import OperatorCard
 from tests.agent_service.agent_cards import INCLUDE, NVCC, aten_card, cuda_bundle, module_card, nvcc_object
 from tests.agent_service.agent_modules import GeluAndMul, GroupNormSiLU, Qwen3_5MoeRMSNormGated, SiluAndMul
 

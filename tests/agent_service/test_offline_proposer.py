@@ -90,7 +90,8 @@ def test_other_proposers_knob_sets_neither_block_nor_steer_the_templates() -> No
 
 def test_malformed_template_is_refused_with_the_cause() -> None:
     card, _ = aten_card(aten._softmax.default, [torch.randn(4, 8), -1, False])
-    broken = card.model_copy(update={"template": {"args": [{"tensor": 0}, "last", False], "kwargs": {}}})
+    template = {"args": [{"tensor": 0}, "last", False], "kwargs": {}}
+    broken = card.model_copy(update={"key": {**card.key, "template": template}})
     proposal = propose_offline(_request(broken))
     assert not proposal.has_proposal and "malformed" in proposal.no_proposal_reason
 

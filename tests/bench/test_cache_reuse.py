@@ -7,7 +7,7 @@ import pytest
 
 from bench.cache_reuse import MODEL, TemplateEndpoint
 from capture_service.capture import capture_model
-from capture_service.cards import CardSet
+from kforge_domain.card import CardSet
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ import threading
 import pytest
 
 from capture_service.capture import LOG_FILE, capture_model
-from capture_service.cards import CardSet
 from capture_service.errors import CaptureCancelled, CaptureCrashed, InvalidCaptureOptions, InvalidModelSpec
+from kforge_domain.card import CardSet
 
 
 def test_capture_in_a_child_process_returns_the_written_cards(tiny_spec, tmp_path) -> None:

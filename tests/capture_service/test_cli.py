@@ -1,8 +1,8 @@
 import argparse
 import json
 
-from capture_service.cards import OperatorCard
 from capture_service.cli import main, register
+from kforge_domain.card import OperatorCard
 
 
 def test_json_output_lists_every_card_field(tiny_spec, tmp_path, capsys) -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from capture_service.cards import OperatorCard
 from capture_service.server import start
 from kernel_forge.capture.v1 import messages_pb2 as capture_pb2
 from kernel_forge.capture.v1 import service_pb2_grpc as capture_grpc
+from kforge_domain.card import OperatorCard
 from servicekit.client import insecure_channel
 
 BIG_INPUT_MODEL = """

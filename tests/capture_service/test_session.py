@@ -4,7 +4,6 @@ import pytest
 import torch
 
 from capture_service.blobs import BlobStore
-from capture_service.cards import CardSet
 from capture_service.errors import DeviceUnavailable, ForwardError, InvalidCaptureOptions, SampleBudgetExceeded
 from capture_service.modules import MUTATES_STATE
 from capture_service.options import CaptureOptions
@@ -12,6 +11,7 @@ from capture_service.recorder import MUTATES
 from capture_service.session import capture_loaded
 from capture_service.spec import LoadedModel, load_model_spec
 from capture_service.timing import TimingPolicy
+from kforge_domain.card import CardSet
 
 FAST = TimingPolicy(warmup=1, min_reps=3, max_reps=5, budget_s=0.005)
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from capture_service.cards import CardSet, OperatorCard
 from capture_service.options import CaptureOptions
 from capture_service.session import capture_loaded
 from capture_service.spec import load_model_spec
 from capture_service.timing import TimingPolicy
+from kforge_domain.card import CardSet, OperatorCard
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 QUICK = TimingPolicy(warmup=1, min_reps=3, max_reps=3, budget_s=0.0)

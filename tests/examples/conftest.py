@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from capture_service.cards import CardSet
+from kforge_domain.card import CardSet
 from tests.examples.capture_helpers import capture_example
 
 

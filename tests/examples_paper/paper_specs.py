@@ -11,12 +11,12 @@ from types import ModuleType
 import pytest
 import torch
 
-from capture_service.cards import CardSet
 from capture_service.options import CaptureOptions
 from capture_service.session import capture_loaded
 from capture_service.spec import load_model_spec
 from capture_service.timing import TimingPolicy
 from examples.paper.settings import DEVICE_ENV, SIZE_ENV, VARIANT_ENV
+from kforge_domain.card import CardSet
 
 SPEC_DIR = Path(__file__).resolve().parents[2] / "examples" / "paper"
 

@@ -1,13 +1,14 @@
 from forge_service.config import RunConfig
-from forge_service.scheduler import floor_us, plan_cards
+from forge_service.scheduler import plan_cards
+from kforge_domain.floor import memory_floor_us
 from tests.forge_service.conftest import make_card
 
 
 def test_floor_counts_every_input_and_output_once() -> None:
     card = make_card(shape=(1000,))
     # 4000 bytes in + 4000 bytes out at 8 GB/s = 1 µs
-    assert floor_us(card, 8.0) == 1.0
-    assert floor_us(card, 0.0) is None
+    assert memory_floor_us(card.inputs, card.outputs, 8.0) == 1.0
+    assert memory_floor_us(card.inputs, card.outputs, 0.0) is None
 
 
 def test_selection_follows_time_share_and_headroom_and_skips_vendor_ops() -> None:

@@ -12,12 +12,12 @@ import grpc
 import pytest
 import torch
 
-from capture_service.cards import OperatorCard
 from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.cardkit import card_from_call
 from gpu_sandbox_service.models import Limits
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.sandbox.v1 import service_pb2_grpc
+from kforge_domain.card import OperatorCard
 
 CORPUS = Path(__file__).parent / "corpus"
 # Small enough to keep each evaluation about the cost of starting the harness.

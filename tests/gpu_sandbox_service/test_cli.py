@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from capture_service.cards import BLOBS_DIR, CardSet
 from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.cli import main
+from kforge_domain.card import BLOBS_DIR, CardSet
 from tests.gpu_sandbox_service.conftest import load_corpus, softmax_card
 
 

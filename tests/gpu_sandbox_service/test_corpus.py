@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from capture_service.cards import OperatorCard
 from gpu_sandbox_service.blobs import BlobStore
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.sandbox.v1 import messages_pb2
+from kforge_domain.card import OperatorCard
 from tests.gpu_sandbox_service.conftest import CorpusEntry, SandboxClient, load_corpus, softmax_card
 
 CPU_CORPUS = load_corpus("cpu")

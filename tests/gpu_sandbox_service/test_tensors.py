@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import torch
 
-from capture_service.cards import TensorSpec
 from gpu_sandbox_service.harness.tensors import allocate, assign, draw_like, poison, storage_bytes
+from kforge_domain.card import TensorSpec
 
 
 def test_allocation_follows_the_exact_layout() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from capture_service.cards import OperatorCard, TensorSpec
+from kforge_domain.card import OperatorCard, TensorSpec
 from packager import load_cast
 from packager.format import FallbackEntry, KernelEntry, ModelIdentity, build_cast
 from packager.manifest import KEPT, ModeVerdict
@@ -119,19 +119,18 @@ def _spec(t: torch.Tensor) -> TensorSpec:
 
 def aten_card(op: str, args: list[object], kwargs: dict[str, object], result: torch.Tensor) -> OperatorCard:
     key = variant_key(op, args, kwargs)
-    template, tensors = encode_call(args, kwargs)
+    _, tensors = encode_call(args, kwargs)
     return OperatorCard(id=key.id, kind="aten", op=op, device=tensors[0].device.type, key=key.to_json(),
-                        inputs=[_spec(t) for t in tensors], outputs=[_spec(result)], template=template)
+                        inputs=[_spec(t) for t in tensors], outputs=[_spec(result)])
 
 
 def module_card(module: torch.nn.Module, x: torch.Tensor) -> OperatorCard:
     key = module_variant_key(module, [x], {})
-    template, tensors = encode_call([x], {STATE_KWARG: module_state(module)})
+    _, tensors = encode_call([x], {STATE_KWARG: module_state(module)})
     with torch.no_grad():
         result = module(x)
     return OperatorCard(id=key.id, kind="module", op=qualified_class_name(module), device="cpu",
-                        key=key.to_json(), inputs=[_spec(t) for t in tensors], outputs=[_spec(result)],
-                        template=template)
+                        key=key.to_json(), inputs=[_spec(t) for t in tensors], outputs=[_spec(result)])
 
 
 def relu_card(x: torch.Tensor) -> OperatorCard:

@@ -47,7 +47,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from agent_service.models import DeviceDescription, ProposalRequest
 from agent_service.offline import ops_elementwise
 from agent_service.offline.proposer import propose_offline
-from capture_service.cards import OperatorCard
+from kforge_domain.card import OperatorCard
 from packager import load_cast
 from packager.format import build_cast
 from packager.runtime import Cast

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import torch
 
-from capture_service.cards import OperatorCard, TensorSpec
 from forge_service.config import RunConfig
 from forge_service.report import CardReport, EndToEnd, RunReport
 from forge_service.runs import CAST_FILE
 from forge_service.store import CardRow, RunStore
 from forge_service.tree_log import add_child_op, tell_op
 from kernel_forge.common.v1 import types_pb2
+from kforge_domain.card import OperatorCard, TensorSpec
 from packager.format import FallbackEntry, KernelEntry, ModelIdentity, build_cast
-from packager.variant import encode_call, variant_key
+from packager.variant import variant_key
 
 LLM_RUN_ID = "20260101-000000-11111a"
 FAILED_RUN_ID = "20260101-000000-22222b"
@@ -44,11 +44,10 @@ def relu_card(time_share: float, eager_us: float) -> OperatorCard:
     """A real aten card of relu on 4096 floats, keyed by the packager's own variant key."""
     x = torch.randn(4096)
     key = variant_key("aten::relu.default", (x,), {})
-    template, _ = encode_call((x,), {})
     spec = TensorSpec(shape=[4096], stride=[1], dtype="float32")
     return OperatorCard(
         id=key.id, kind="aten", op="aten::relu.default", device="cpu", key=key.to_json(), inputs=[spec],
-        outputs=[spec], template=template, call_count=3, eager_us=eager_us, time_share=time_share,
+        outputs=[spec], call_count=3, eager_us=eager_us, time_share=time_share,
     )
 
 

@@ -7,11 +7,10 @@ from collections.abc import Sequence
 import streamlit as st
 
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
+from kforge_domain.backends import BACKEND_CHOICES
 from ui.models import RunSummary
 from ui.tables import runs_frame
 from ui.views.formatting import SPEEDUP_COLUMN, USD_COLUMN, status_icon
-
-BACKENDS = ("cpu", "cuda", "auto")
 
 
 def render_runs_table(runs: Sequence[RunSummary]) -> None:
@@ -52,7 +51,7 @@ def start_run_form() -> forge_pb2.RunConfig | None:
             help="a .py file defining get_model() and get_inputs(), on the forge service's host",
         )
         left, mid, right = st.columns(3)
-        backend = left.selectbox("Backend", BACKENDS, key="new_run_backend")
+        backend = left.selectbox("Backend", BACKEND_CHOICES, key="new_run_backend")
         proposer = mid.text_input("Proposer", key="new_run_proposer", value="offline",
                                   help='"offline" or a litellm model string')
         api_base = right.text_input("API base", key="new_run_api_base",
