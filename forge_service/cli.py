@@ -20,10 +20,10 @@ from typing import Any
 import grpc
 from google.protobuf import json_format
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from forge_service.config import GRAD_MODES, RunConfig
+from forge_service.progress import CARD_EVENTS, PHASE_EVENTS, ProgressView
 from forge_service.report import EndToEnd, end_to_end_line
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from kernel_forge.forge.v1 import service_pb2_grpc as forge_grpc
@@ -93,18 +93,24 @@ def add_connection_arguments(parser: argparse.ArgumentParser, services: bool = F
 
 
 # -- following a run ---------------------------------------------------------------------------
-async def follow(stub: forge_grpc.ForgeServiceStub, run_id: str, quiet: bool) -> forge_pb2.Run:
-    """Show the run's events and progress until it stops; returns its final state."""
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, disable=quiet, transient=True) as progress:
-        task = progress.add_task("evaluations", total=None)
+async def follow(stub: forge_grpc.ForgeServiceStub, run_id: str, verbose: bool) -> forge_pb2.Run:
+    """Show the run's progress on stderr until it stops (every event too with ``-v``); returns its final state.
+
+    Progress goes to stderr whatever the output format, so ``--json`` keeps stdout for the outcome.
+    """
+    view = ProgressView(sys.stderr, sys.stderr.isatty())
+    try:
         async for event in stub.WatchRun(forge_pb2.WatchRunRequest(run_id=run_id)):
-            if not quiet:
-                card = f"[dim]{event.card_id}[/] " if event.card_id else ""
-                progress.console.log(f"{card}{event.message}", markup=True, highlight=False)
-            if event.kind in ("candidate", "card_started", "run_done"):
-                run = await stub.GetRun(forge_pb2.GetRunRequest(run_id=run_id))
-                progress.update(task, total=run.evaluations_budget or None, completed=run.evaluations_done)
+            run = await stub.GetRun(forge_pb2.GetRunRequest(run_id=run_id))
+            if verbose or event.kind in PHASE_EVENTS:
+                view.phase(run, event.timestamp, f"{event.card_id} {event.message}" if event.card_id else event.message)
+            if event.kind in CARD_EVENTS and event.card_id:
+                cards = (await stub.ListCards(forge_pb2.ListRunCardsRequest(run_id=run_id))).cards
+                card = next((c for c in cards if c.card.id == event.card_id), None)
+                if card is not None:
+                    view.card(run, card, event.timestamp, started=event.kind == "card_started")
+    finally:
+        view.close()
     return await stub.GetRun(forge_pb2.GetRunRequest(run_id=run_id))
 
 
@@ -190,14 +196,14 @@ async def cmd_optimize(args: argparse.Namespace) -> int:
     async with forge_stub(args) as stub:
         run = await stub.StartRun(forge_pb2.StartRunRequest(config=config.to_proto()))
         console.print(f"run {run.run_id} in {run.run_dir or args.runs_dir}")
-        run = await follow(stub, run.run_id, quiet=args.json)
+        run = await follow(stub, run.run_id, verbose=args.verbose)
         return await finish(stub, run, args)
 
 
 async def cmd_resume(args: argparse.Namespace) -> int:
     async with forge_stub(args) as stub:
         run = await stub.ResumeRun(forge_pb2.ResumeRunRequest(run_id=args.run_id))
-        run = await follow(stub, run.run_id, quiet=args.json)
+        run = await follow(stub, run.run_id, verbose=args.verbose)
         return await finish(stub, run, args)
 
 

@@ -51,7 +51,7 @@ def run_cards(store: RunStore) -> list[forge_pb2.RunCard]:
         msg = forge_pb2.RunCard(
             card=card_to_proto(OperatorCard.from_json(row.card_json)),
             status=row.status, reason=row.reason, evaluations=store.evaluation_count(row.id),
-            cost=store.total_cost(row.id), audit_class="fallback",
+            cost=store.total_cost(row.id), audit_class="fallback", budget=row.budget,
         )
         if row.floor_us is not None:
             msg.floor_us = row.floor_us

@@ -23,7 +23,7 @@ from gpu_sandbox_service.harness.tensors import (
     storage_bytes,
     storage_range,
 )
-from gpu_sandbox_service.harness.timing import Summary, Timer
+from gpu_sandbox_service.harness.timing import Summary, Timer, escaped_work
 from gpu_sandbox_service.models import CandidateStatus
 from kforge_domain.blobs import INPUT_PREFIX, sample_key
 from kforge_domain.floor import memory_floor_us
@@ -183,10 +183,13 @@ class Session:
         if broken:
             raise CandidateFailure(CandidateStatus.WRONG_RESULT, f"invariant violated on {what}: {broken}")
 
-    def time(self, library: KernelLibrary) -> tuple[Summary, Summary]:
+    def time(self, library: KernelLibrary) -> tuple[Summary, Summary, str | None]:
         """Candidate and eager, interleaved, inputs rotated among separate buffers, outputs
         poisoned before each candidate call and checked after the last. Each set has its own
-        workspace, allocated here and poisoned with the outputs, outside the timed window."""
+        workspace, allocated here and poisoned with the outputs, outside the timed window.
+
+        On cuda both then run a back-to-back series against the host clock; the third value says
+        what device work the candidate's timed median missed (None: nothing)."""
         n_sets = min(TIMING_SETS, len(self.input_sets))
         sets = [self.buffers(library.workspace_bytes) for _ in range(n_sets)]
         for buffers, values in zip(sets, self.input_sets, strict=False):
@@ -216,14 +219,19 @@ class Session:
                     candidate_us.append(self.timer.time_us(lambda s=s: candidate(sets[s])))  # type: ignore[misc]
                 else:
                     eager_us.append(self.timer.time_us(eager[s]))
+        candidate_summary, eager_summary = Summary.of(candidate_us), Summary.of(eager_us)
+        escaped = None
         if self.stream is not None:
+            candidate_series = self.timer.series(lambda k: candidate(sets[k % n_sets]))
+            eager_series = self.timer.series(lambda k: eager[k % n_sets]())
+            escaped = escaped_work(candidate_summary.median_us, candidate_series, eager_series)
             torch.cuda.synchronize()
         if failures:
             raise CandidateFailure(CandidateStatus.RUNTIME_ERROR, f"kf_launch returned {failures[0]} while timed")
         if not self.aliases:
             for s, buffers in enumerate(sets):
                 self.check_outputs(buffers, self.references[s], f"timed input set {s}")
-        return Summary.of(candidate_us), Summary.of(eager_us)
+        return candidate_summary, eager_summary, escaped
 
     def on_harness_stream(self) -> contextlib.AbstractContextManager[object]:
         """Device work of the harness itself goes on the candidate's stream, ordered with it."""
@@ -242,7 +250,7 @@ def run_session(request: HarnessRequest) -> HarnessReport:
     except AbiError as exc:
         raise CandidateFailure(CandidateStatus.RUNTIME_ERROR, str(exc)) from exc
     session.verify(library)
-    candidate, eager = session.time(library)
+    candidate, eager, escaped = session.time(library)
     floor = session.floor_us()
     report = HarnessReport(
         status=CandidateStatus.PASSED, checked_sets=len(session.input_sets),
@@ -251,7 +259,10 @@ def run_session(request: HarnessRequest) -> HarnessReport:
         eager_latency_us=eager.median_us, eager_spread_us=eager.spread_us, floor_us=floor,
         workspace_bytes=library.workspace_bytes,
     )
-    if floor is not None and candidate.median_us < request.floor_slack * floor:
+    if escaped is not None:
+        report.status = CandidateStatus.REJECTED
+        report.error_message = f"suspect timing: {escaped}"
+    elif floor is not None and candidate.median_us < request.floor_slack * floor:
         report.status = CandidateStatus.REJECTED
         report.error_message = (f"suspect timing: {candidate.median_us:.3g} us is under the memory-bandwidth floor "
                                 f"of {floor:.3g} us")

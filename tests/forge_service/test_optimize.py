@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -117,6 +118,27 @@ def test_an_unknown_model_fails_with_a_clear_message(tmp_path: Path) -> None:
     proc = kforge("optimize", str(tmp_path / "missing.py"), "--backend", "cpu", "--runs-dir", str(tmp_path))
     assert proc.returncode != 0
     assert "missing.py" in proc.stdout + proc.stderr
+
+
+def test_progress_shows_on_stderr_while_json_keeps_stdout(tmp_path: Path) -> None:
+    proc = kforge("optimize", str(MODEL), "--backend", "cpu", "--budget", "2", "--max-cards", "1", "--json",
+                  "--no-compile-baseline", "--runs-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)  # stdout holds the outcome and nothing else
+    (card,) = [c for c in out["cards"] if c["status"] == "done"]
+    lines = proc.stderr.splitlines()
+    assert "\r" not in proc.stderr, "not a terminal: plain lines"
+    assert any(line.endswith("captured 5 cards") and line.startswith("[0:") for line in lines), lines
+    updates = [line for line in lines if line.startswith(f"{card['card']['op']} ({card['card']['id']}): ")]
+    assert ": 0/2 evaluations, no passing kernel yet | run 0/2 evaluations, " in updates[0], updates
+    assert updates[0].endswith(" elapsed, estimate after the first evaluation"), updates
+    last = updates[-1]
+    assert re.search(r": 2/2 evaluations, best [0-9.]+ µs, [0-9.]+x \| run 2/2 evaluations, \d+:\d\d elapsed, "
+                     r"about 0:00 of search left$", last), last
+    assert f"best {card['best_latency_us']:.3g} µs, {card['speedup']:.2f}x" in last
+    middle = [line for line in updates if ": 1/2 evaluations" in line]
+    assert middle and re.search(r"run 1/2 evaluations, \d+:\d\d elapsed, about \d+:\d\d of search left$",
+                                middle[0]), updates
 
 
 def test_a_time_limit_stops_the_search_and_still_packages_and_measures(tmp_path: Path) -> None:

@@ -146,7 +146,7 @@ class ResumeRunRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class RunCard(_message.Message):
-    __slots__ = ("card", "status", "reason", "best_latency_us", "eager_latency_us", "speedup", "floor_us", "best_candidate_id", "audit_class", "evaluations", "cost")
+    __slots__ = ("card", "status", "reason", "best_latency_us", "eager_latency_us", "speedup", "floor_us", "best_candidate_id", "audit_class", "evaluations", "cost", "budget")
     CARD_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
@@ -158,6 +158,7 @@ class RunCard(_message.Message):
     AUDIT_CLASS_FIELD_NUMBER: _ClassVar[int]
     EVALUATIONS_FIELD_NUMBER: _ClassVar[int]
     COST_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
     card: _types_pb2.OperatorCard
     status: str
     reason: str
@@ -169,7 +170,8 @@ class RunCard(_message.Message):
     audit_class: str
     evaluations: int
     cost: _types_pb2.Cost
-    def __init__(self, card: _Optional[_Union[_types_pb2.OperatorCard, _Mapping]] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., best_latency_us: _Optional[float] = ..., eager_latency_us: _Optional[float] = ..., speedup: _Optional[float] = ..., floor_us: _Optional[float] = ..., best_candidate_id: _Optional[str] = ..., audit_class: _Optional[str] = ..., evaluations: _Optional[int] = ..., cost: _Optional[_Union[_types_pb2.Cost, _Mapping]] = ...) -> None: ...
+    budget: int
+    def __init__(self, card: _Optional[_Union[_types_pb2.OperatorCard, _Mapping]] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., best_latency_us: _Optional[float] = ..., eager_latency_us: _Optional[float] = ..., speedup: _Optional[float] = ..., floor_us: _Optional[float] = ..., best_candidate_id: _Optional[str] = ..., audit_class: _Optional[str] = ..., evaluations: _Optional[int] = ..., cost: _Optional[_Union[_types_pb2.Cost, _Mapping]] = ..., budget: _Optional[int] = ...) -> None: ...
 
 class ListRunCardsRequest(_message.Message):
     __slots__ = ("run_id",)

@@ -1,9 +1,5 @@
 // expect: WRONG_RESULT — does its work on a private stream after a long delay, so the harness's
 // stream is idle (and an event-only timer on it would read ~0) while the result is still unwritten.
-__global__ void spin(long long cycles) {
-  long long start = clock64();
-  while (clock64() - start < cycles) {}
-}
 KF_ENTRY {
   static cudaStream_t side = nullptr;
   if (!side) cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
