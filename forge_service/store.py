@@ -370,7 +370,9 @@ def audit_class(result: types_pb2.CandidateResult | None) -> str:
 def package_inputs(run_dir: Path) -> tuple[Any, list[Any], list[Any]]:
     """What ``packager build`` needs from a finished run: model identity, kernels, fallbacks."""
     from kforge_domain.card import OperatorCard
+    from kforge_domain.verdict import RunFigures
     from packager.format import FallbackEntry, KernelEntry, ModelIdentity
+    from servicekit.convert import verdict_from_proto
 
     store = RunStore(run_dir)
     try:
@@ -388,17 +390,13 @@ def package_inputs(run_dir: Path) -> tuple[Any, list[Any], list[Any]]:
                 fallbacks.append(FallbackEntry(card_id=row.id, op=card.op, reason=reason, calls=card.call_count))
                 continue
             cand, result = best
-            kernels.append(KernelEntry(
-                card_id=row.id, kind=card.kind, op=card.op, card_json=row.card_json,
+            verdict = verdict_from_proto(result)
+            if not isinstance(verdict, RunFigures):  # best_candidate picks only runs that passed
+                raise AssertionError(f"the best candidate {cand.id} of card {row.id} never ran")
+            kernels.append(KernelEntry.from_run(
+                verdict, card_id=row.id, kind=card.kind, op=card.op, card_json=row.card_json,
                 backend="cuda" if result.arch.startswith("sm_") else "cpu", arch=result.arch,
                 audit_class=result.audit_class or "custom", source=cand.source or "", artifact=artifact,
-                eager_latency_us=result.eager_latency_us,
-                eager_spread_us=result.eager_spread_us if result.HasField("eager_spread_us") else None,
-                latency_us=result.latency_us,
-                latency_spread_us=result.latency_spread_us if result.HasField("latency_spread_us") else None,
-                speedup=result.speedup,
-                rel_l2_error=result.rel_l2_error if result.HasField("rel_l2_error") else None,
-                max_scaled_error=result.max_scaled_error if result.HasField("max_scaled_error") else None,
                 source_sha256=result.source_sha256, compiler_flags=result.compiler_flags,
                 toolchain=result.toolchain, candidate_id=cand.id,
             ))

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import sys
+from dataclasses import asdict, fields
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -14,6 +15,7 @@ from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.evaluator import Evaluator
 from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest, EvaluationResult
 from kforge_domain.card import BLOBS_DIR, CardSet
+from kforge_domain.verdict import RunFigures
 from servicekit.errors import InvalidArgument, KforgeError, NotFound
 
 DEFAULT_WORK_DIR = Path.home() / ".cache" / "kforge" / "sandbox"
@@ -64,20 +66,23 @@ async def evaluate_file(args: argparse.Namespace) -> EvaluationResult:
 
 def result_json(result: EvaluationResult) -> str:
     """The result's fields, status by name, the artifact by size only."""
-    fields = result.model_dump(mode="json", exclude={"artifact"})
-    fields["artifact_bytes"] = len(result.artifact)
-    return json.dumps(fields, indent=1)
+    verdict = {f.name: None for f in fields(RunFigures)} | asdict(result.verdict)
+    verdict |= {"status": result.status.value, "speedup": result.figures.speedup if result.figures else None}
+    shown = {**verdict, **result.model_dump(mode="json", exclude={"artifact", "verdict"})}
+    shown["artifact_bytes"] = len(result.artifact)
+    return json.dumps(shown, indent=1)
 
 
 def result_text(result: EvaluationResult) -> str:
     lines = [f"{result.candidate_id}: {result.status.value}"]
-    if result.latency_us is not None:
-        lines.append(f"  latency {result.latency_us:.2f} us (IQR {result.latency_spread_us or 0:.2f}), eager "
-                     f"{result.eager_latency_us or 0:.2f} us, speedup {result.speedup or 0:.2f}x")
-    if result.rel_l2_error is not None:
-        lines.append(f"  error rel_l2 {result.rel_l2_error:.3g}, max_scaled {result.max_scaled_error or 0:.3g}")
-    if result.error_message:
-        lines.append(f"  {result.error_message}")
+    run = result.figures
+    if run is not None and run.latency_us is not None:
+        lines.append(f"  latency {run.latency_us:.2f} us (IQR {run.latency_spread_us or 0:.2f}), eager "
+                     f"{run.eager_latency_us or 0:.2f} us, speedup {run.speedup or 0:.2f}x")
+    if run is not None and run.rel_l2_error is not None:
+        lines.append(f"  error rel_l2 {run.rel_l2_error:.3g}, max_scaled {run.max_scaled_error or 0:.3g}")
+    if result.verdict.error_message:
+        lines.append(f"  {result.verdict.error_message}")
     if result.status.value != "PASSED" and result.log_tail.strip():
         lines.append("  log tail:\n    " + "\n    ".join(result.log_tail.strip().splitlines()[-20:]))
     lines.append(f"  audit {result.audit_class}, compile {result.compile_s:.2f} s, total {result.total_s:.2f} s")

@@ -12,6 +12,7 @@ import platform
 import shutil
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -41,6 +42,7 @@ from gpu_sandbox_service.models import (
 )
 from gpu_sandbox_service.pool import WorkerPool
 from gpu_sandbox_service.pycommand import python_module_command
+from kforge_domain.verdict import BuildFailure
 from servicekit.errors import FailedPrecondition, InvalidArgument, Unavailable
 
 HARNESS = python_module_command("gpu_sandbox_service.harness")
@@ -99,7 +101,7 @@ class Evaluator:
         assert self._device is not None and self._compiler is not None and self._pool is not None
         audit = audit_source(request.source, self.backend)
         result = EvaluationResult(
-            candidate_id=request.candidate_id, status=CandidateStatus.REJECTED, audit_class=audit.audit_class,
+            candidate_id=request.candidate_id, audit_class=audit.audit_class,
             source_sha256=hashlib.sha256(request.source.encode()).hexdigest(), toolchain=self._device.toolchain,
             arch=self._device.arch, sandbox_id=self.sandbox_id,
             compiler_flags=" ".join(self._compiler.toolchain.flags(audit.link_libraries)),
@@ -113,7 +115,8 @@ class Evaluator:
                         result: EvaluationResult) -> EvaluationResult:
         assert self._compiler is not None and self._pool is not None
         if self.limits.static_audit and not audit.allowed:
-            result.error_message = "forbidden by the kernel contract: " + "; ".join(audit.violations[:10])
+            result.verdict = BuildFailure(CandidateStatus.REJECTED, "forbidden by the kernel contract: "
+                                          + "; ".join(audit.violations[:10]))
             return result
         async with self._pool.compile_slots:
             compiled = await self._compiler.compile(request.source, audit.link_libraries,
@@ -121,8 +124,7 @@ class Evaluator:
         result.compile_s = compiled.compile_s
         result.compiler_flags = compiled.flags
         if compiled.library is None:
-            result.status = CandidateStatus.COMPILE_ERROR
-            result.error_message = compiled.error
+            result.verdict = BuildFailure(CandidateStatus.COMPILE_ERROR, compiled.error)
             result.log_tail = compiled.log
             return result
         report, log = await self._run(request, compiled.library, verify_fresh=True)
@@ -134,7 +136,8 @@ class Evaluator:
                 result.remeasured = True
             else:
                 self._apply(result, again, log)
-                result.error_message = f"re-measured in a fresh process: {result.error_message}"
+                result.verdict = replace(result.verdict,
+                                         error_message=f"re-measured in a fresh process: {again.error_message}")
         if result.status == CandidateStatus.PASSED:
             result.artifact = compiled.library.read_bytes()
         return result
@@ -234,16 +237,8 @@ class Evaluator:
 
     @staticmethod
     def _apply(result: EvaluationResult, report: HarnessReport, log: str) -> None:
-        result.status = report.status
-        result.error_message = report.error_message
+        result.verdict = report.run_figures()
         result.log_tail = log
-        for name in ("rel_l2_error", "max_scaled_error", "latency_us", "latency_spread_us", "eager_latency_us",
-                     "eager_spread_us", "floor_us"):
-            setattr(result, name, getattr(report, name))
-        if report.latency_us and report.eager_latency_us:
-            result.speedup = report.eager_latency_us / report.latency_us
-        else:
-            result.speedup = None
 
 
 def _copy_private(source: Path, target: Path) -> None:

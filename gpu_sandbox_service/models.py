@@ -6,22 +6,12 @@ They know nothing of gRPC; :mod:`gpu_sandbox_service.servicer` converts them to 
 
 from __future__ import annotations
 
-import enum
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from kforge_domain.card import OperatorCard
+from kforge_domain.verdict import BuildFailure, CandidateStatus, RunFigures, Verdict
 
-
-class CandidateStatus(str, enum.Enum):
-    """The verdict of one evaluation; names match ``kernel_forge.common.v1.CandidateStatus``."""
-
-    COMPILE_ERROR = "COMPILE_ERROR"
-    RUNTIME_ERROR = "RUNTIME_ERROR"
-    TIMEOUT = "TIMEOUT"
-    WRONG_RESULT = "WRONG_RESULT"
-    REJECTED = "REJECTED"
-    PASSED = "PASSED"
+__all__ = ["CandidateStatus", "DeviceInfo", "EvaluationOptions", "EvaluationRequest", "EvaluationResult", "Limits"]
 
 
 class Limits(BaseModel):
@@ -69,20 +59,15 @@ class EvaluationRequest(BaseModel):
 
 
 class EvaluationResult(BaseModel):
-    """The verdict with its evidence (``kernel_forge.common.v1.CandidateResult``)."""
+    """The verdict with its evidence (``kernel_forge.common.v1.CandidateResult``).
+
+    ``verdict`` is a :class:`~kforge_domain.verdict.BuildFailure` until a run replaces it with
+    its :class:`~kforge_domain.verdict.RunFigures`.
+    """
 
     candidate_id: str
-    status: CandidateStatus
-    latency_us: float | None = None
-    latency_spread_us: float | None = None
-    eager_latency_us: float | None = None
-    eager_spread_us: float | None = None
-    speedup: float | None = None
-    rel_l2_error: float | None = None
-    max_scaled_error: float | None = None
-    floor_us: float | None = None
+    verdict: Verdict = BuildFailure(CandidateStatus.REJECTED)
     audit_class: str = ""
-    error_message: str = ""
     log_tail: str = ""
     compile_s: float = 0.0
     total_s: float = 0.0
@@ -93,6 +78,19 @@ class EvaluationResult(BaseModel):
     sandbox_id: str = ""
     artifact: bytes = b""
     remeasured: bool = False
+
+    @property
+    def status(self) -> CandidateStatus:
+        return self.verdict.status
+
+    @property
+    def error_message(self) -> str:
+        return self.verdict.error_message
+
+    @property
+    def figures(self) -> RunFigures | None:
+        """What the run measured; ``None`` for a candidate that never ran."""
+        return self.verdict if isinstance(self.verdict, RunFigures) else None
 
 
 class DeviceInfo(BaseModel):

@@ -14,7 +14,7 @@ from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest, Eva
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.sandbox.v1 import messages_pb2, service_pb2_grpc
 from servicekit.auth import client_identity
-from servicekit.convert import card_from_json
+from servicekit.convert import card_from_json, verdict_to_proto
 from servicekit.errors import InvalidArgument
 from servicekit.limits import ClientLimiter
 
@@ -39,18 +39,14 @@ def request_from_message(message: messages_pb2.EvaluateRequest) -> EvaluationReq
 
 
 def result_to_message(result: EvaluationResult) -> types_pb2.CandidateResult:
-    message = types_pb2.CandidateResult(
-        candidate_id=result.candidate_id, status=result.status.value,
-        audit_class=result.audit_class, error_message=result.error_message, log_tail=result.log_tail,
+    """The wire form of ``result``: its verdict (``servicekit.convert``) and the evidence around it."""
+    message = verdict_to_proto(result.verdict)
+    message.MergeFrom(types_pb2.CandidateResult(
+        candidate_id=result.candidate_id, audit_class=result.audit_class, log_tail=result.log_tail,
         compile_s=result.compile_s, total_s=result.total_s, source_sha256=result.source_sha256,
         compiler_flags=result.compiler_flags, toolchain=result.toolchain, arch=result.arch,
         sandbox_id=result.sandbox_id, artifact=result.artifact, remeasured=result.remeasured,
-    )
-    for name in ("latency_us", "latency_spread_us", "eager_latency_us", "eager_spread_us", "speedup", "rel_l2_error",
-                 "max_scaled_error", "floor_us"):
-        value = getattr(result, name)
-        if value is not None:
-            setattr(message, name, value)
+    ))
     return message
 
 

@@ -30,6 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from kforge_domain.verdict import RunFigures
 from packager.archive import FORMAT_VERSION, write_archive
 from packager.errors import CastBuildError
 from packager.guard_cost import guard_cost_us
@@ -77,6 +78,25 @@ class KernelEntry:
     compiler_flags: str
     toolchain: str
     candidate_id: str
+    workspace_bytes: int = 0  # what the kernel's kf_workspace_bytes returns; the guard's cost includes it
+
+    @classmethod
+    def from_run(cls, run: RunFigures, *, card_id: str, kind: str, op: str, card_json: str, backend: str, arch: str,
+                 audit_class: str, source: str, artifact: bytes, source_sha256: str, compiler_flags: str,
+                 toolchain: str, candidate_id: str) -> KernelEntry:
+        """The entry of a passing run's kernel: the verdict's figures, with the kernel's identity.
+
+        A figure the run did not measure becomes 0, which :func:`build_cast` refuses.
+        """
+        return cls(
+            card_id=card_id, kind=kind, op=op, card_json=card_json, backend=backend, arch=arch,
+            audit_class=audit_class, source=source, artifact=artifact,
+            eager_latency_us=run.eager_latency_us or 0.0, eager_spread_us=run.eager_spread_us,
+            latency_us=run.latency_us or 0.0, latency_spread_us=run.latency_spread_us, speedup=run.speedup or 0.0,
+            rel_l2_error=run.rel_l2_error, max_scaled_error=run.max_scaled_error, source_sha256=source_sha256,
+            compiler_flags=compiler_flags, toolchain=toolchain, candidate_id=candidate_id,
+            workspace_bytes=run.workspace_bytes,
+        )
 
 
 @dataclass(frozen=True)
@@ -230,13 +250,14 @@ def build_cast(
     for fallback in fallbacks:
         missed_calls[fallback.op] += max(fallback.calls, 0)
     given = verdicts or {}
-    guard_costs: dict[str, float] = {}
+    guard_costs: dict[tuple[str, int], float] = {}  # (card_id, workspace_bytes) -> us
     candidates: list[_Candidate] = []
     eager_pruned: dict[str, str] = {}  # card_id -> why eager calls do not use the kernel
     for entry, card in checked:
-        if entry.card_id not in guard_costs:
-            guard_costs[entry.card_id] = guard_cost_us(card)
-        guard_us = guard_costs[entry.card_id]
+        cost_key = (entry.card_id, entry.workspace_bytes)
+        if cost_key not in guard_costs:
+            guard_costs[cost_key] = guard_cost_us(card, entry.workspace_bytes)
+        guard_us = guard_costs[cost_key]
         effective = entry.eager_latency_us / (entry.latency_us + guard_us)
         measured = given.get((entry.card_id, "eager"))
         if measured is not None and measured.verdict == PRUNED:

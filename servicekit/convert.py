@@ -5,14 +5,22 @@ a receiver reads) and a few typed fields repeated for listings. A request that c
 JSON (``ProposeRequest.card_json``, ``EvaluateRequest.card_json``) is read by
 :func:`card_from_json`. Malformed input raises :class:`servicekit.errors.InvalidArgument`, so the
 peer gets ``INVALID_ARGUMENT`` naming the field.
+
+The verdict travels in ``kernel_forge.common.v1.CandidateResult``: its status, message and, for a
+run, each figure (unset when not measured) and the derived ``speedup``. A ``COMPILE_ERROR``, or a
+``REJECTED`` that carries no figure, reads back as a :class:`~kforge_domain.verdict.BuildFailure`
+(a run that was rejected carries its timing). Stored results of earlier versions read back the same.
 """
 
 from __future__ import annotations
+
+from dataclasses import fields
 
 from pydantic import ValidationError
 
 from kernel_forge.common.v1 import types_pb2
 from kforge_domain.card import OperatorCard
+from kforge_domain.verdict import BUILD_STATUSES, BuildFailure, CandidateStatus, RunFigures, Verdict
 from servicekit.errors import InvalidArgument
 
 
@@ -41,3 +49,36 @@ def card_from_json(text: str, field: str = "card_json") -> OperatorCard:
         where = ".".join(str(p) for p in first["loc"])
         raise InvalidArgument(f"{field} is not a valid operator card: {first['msg']}"
                               + (f" at {where}" if where else "")) from exc
+
+
+#: The measured fields of a run, each a ``CandidateResult`` field of the same name.
+_FIGURES = tuple(f.name for f in fields(RunFigures) if f.name not in ("status", "error_message"))
+
+
+def verdict_to_proto(verdict: Verdict) -> types_pb2.CandidateResult:
+    """A ``CandidateResult`` holding only ``verdict`` (merge the evaluation's evidence into it)."""
+    message = types_pb2.CandidateResult(status=verdict.status.value, error_message=verdict.error_message)
+    if isinstance(verdict, RunFigures):
+        for name in _FIGURES:
+            value = getattr(verdict, name)
+            if value is not None:
+                setattr(message, name, value)
+        if verdict.speedup is not None:
+            message.speedup = verdict.speedup
+    return message
+
+
+def verdict_from_proto(message: types_pb2.CandidateResult) -> Verdict:
+    """The verdict a ``CandidateResult`` carries; :class:`InvalidArgument` for an unset status."""
+    if message.status == types_pb2.CANDIDATE_STATUS_UNSPECIFIED:
+        raise InvalidArgument("result.status is unset")
+    status = CandidateStatus(types_pb2.CandidateStatus.Name(message.status))
+    measured = {name: getattr(message, name) for name in _FIGURES if _measured(message, name)}
+    if status in BUILD_STATUSES and (status == CandidateStatus.COMPILE_ERROR or not measured):
+        return BuildFailure(status, message.error_message)
+    return RunFigures(status, message.error_message, **measured)
+
+
+def _measured(message: types_pb2.CandidateResult, name: str) -> bool:
+    # workspace_bytes is a plain int64 (0 is "no workspace"); the other figures are optional.
+    return bool(message.workspace_bytes) if name == "workspace_bytes" else message.HasField(name)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from pydantic import BaseModel
 
 from gpu_sandbox_service.models import CandidateStatus
 from kforge_domain.card import OperatorCard
+from kforge_domain.verdict import RunFigures
 
 REQUEST_FILE = "request.json"
 
@@ -29,7 +32,8 @@ class HarnessRequest(BaseModel):
 
 
 class HarnessReport(BaseModel):
-    """The harness's verdict. ``setup_error`` means the card, not the candidate, is at fault."""
+    """The harness's verdict, flat as it crosses the result pipe. ``setup_error`` means the card,
+    not the candidate, is at fault. Its fields of the same names make :meth:`run_figures`."""
 
     status: CandidateStatus
     error_message: str = ""
@@ -43,3 +47,7 @@ class HarnessReport(BaseModel):
     eager_spread_us: float | None = None
     floor_us: float | None = None
     workspace_bytes: int = 0  # what the candidate's kf_workspace_bytes returned (0 without the export)
+
+    def run_figures(self) -> RunFigures:
+        """The domain verdict of this run: every :class:`RunFigures` field, taken by name."""
+        return RunFigures(**{f.name: getattr(self, f.name) for f in fields(RunFigures)})

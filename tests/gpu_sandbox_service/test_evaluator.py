@@ -49,9 +49,10 @@ def test_passing_candidate_is_remeasured_and_ships_its_artifact(evaluator: Evalu
                                               options=options))
     assert result.status.value == "PASSED", result.error_message + result.log_tail
     assert result.remeasured and result.artifact.startswith(b"\x7fELF")
-    assert result.latency_us and result.eager_latency_us and result.speedup
-    assert result.speedup == pytest.approx(result.eager_latency_us / result.latency_us)
-    assert result.floor_us and result.latency_us > result.floor_us * TEST_LIMITS.floor_slack
+    run_figures = result.figures
+    assert run_figures and run_figures.latency_us and run_figures.eager_latency_us and run_figures.speedup
+    assert run_figures.speedup == pytest.approx(run_figures.eager_latency_us / run_figures.latency_us)
+    assert run_figures.floor_us and run_figures.latency_us > run_figures.floor_us * TEST_LIMITS.floor_slack
     assert result.audit_class == "custom" and result.toolchain.startswith("g++") and result.arch.startswith("cpu")
     again = run(evaluator, EvaluationRequest(candidate_id="ok2", card=card, source=SOFTMAX_OK, backend="cpu",
                                              options=EvaluationOptions(fresh_input_sets=0, timing_runs=3)))

@@ -50,7 +50,7 @@ def test_a_kernel_with_a_workspace_is_verified_and_timed(tmp_path: Path) -> None
     report = run_session(request)
     assert report.status == CandidateStatus.PASSED, report.error_message
     assert report.latency_us and report.latency_us > 0 and report.checked_sets == 3
-    assert report.workspace_bytes == 2 * 64 * 4
+    assert report.workspace_bytes == 2 * 64 * 4 == report.run_figures().workspace_bytes
     # Each buffer set has its own workspace; the workspace is never one of the checked outputs.
     session = Session(request)
     buffers = session.buffers(512)

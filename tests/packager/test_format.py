@@ -149,3 +149,12 @@ def test_a_verdict_outside_the_vocabulary_is_refused(relu_softmax_cast) -> None:
     manifest["kernels"][0]["compiled"] = {"verdict": "maybe", "reason": ""}
     with pytest.raises(CastCorruptError, match="compiled verdict 'maybe'"):
         CastManifest.from_json(json.dumps(manifest))
+
+
+def test_a_kernel_with_a_workspace_is_charged_its_allocation(tmp_path: Path, artifacts) -> None:
+    plain = entry(relu_card(torch.randn(4, 8)), RELU, artifacts["relu"])
+    with_workspace = dataclasses.replace(plain, workspace_bytes=64 * 1024**2)  # a cpu card allocates all of it
+    (bare,) = build_cast(tmp_path / "plain.cast", MODEL, [plain], []).kernels
+    (charged,) = build_cast(tmp_path / "workspace.cast", MODEL, [with_workspace], []).kernels
+    assert charged.guard_cost_us > bare.guard_cost_us
+    assert charged.effective_speedup < bare.effective_speedup
