@@ -29,6 +29,7 @@ from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from kernel_forge.forge.v1 import service_pb2_grpc as forge_grpc
 from kforge_domain.backends import BACKEND_CHOICES
 from kforge_domain.paths import DEFAULT_RUNS_DIR
+from servicekit import terminal
 from servicekit.cli_options import (
     add_metrics_arguments,
     add_security_arguments,
@@ -39,7 +40,7 @@ from servicekit.client import channel
 from servicekit.errors import KforgeError
 
 console = Console(stderr=True)
-out = Console()
+out = terminal.console()  # tables fold long op names to fit; JSON is printed unwrapped
 
 SERVICES = {
     "capture": "capture_service.server",
@@ -115,16 +116,16 @@ async def follow(stub: forge_grpc.ForgeServiceStub, run_id: str, verbose: bool) 
 
 
 def card_table(cards: list[forge_pb2.RunCard]) -> Table:
-    table = Table(title="operator cards")
-    for name, justify in (("card", "left"), ("op", "left"), ("share", "right"), ("eager µs", "right"),
-                          ("best µs", "right"), ("speedup", "right"), ("class", "left"), ("status", "left")):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    """The searched cards, each op in full above its card id."""
+    numbers = ("share", "eager µs", "best µs", "speedup")
+    table = terminal.folding_table("operator cards", ("op\ncard", *numbers, "class", "status"), right=numbers,
+                                   whole=(*numbers, "class"))
     for c in cards:
         if c.status == "skipped":
             continue
         eager = c.eager_latency_us if c.HasField("eager_latency_us") else c.card.eager_us
         table.add_row(
-            c.card.id, c.card.op, f"{c.card.time_share:.1%}", f"{eager:.2f}" if eager else "—",
+            f"{c.card.op}\n{c.card.id}", f"{c.card.time_share:.1%}", f"{eager:.2f}" if eager else "—",
             f"{c.best_latency_us:.2f}" if c.HasField("best_latency_us") else "—",
             f"{c.speedup:.2f}x" if c.HasField("speedup") else "—", c.audit_class,
             c.status + (f" ({c.reason})" if c.reason and c.status != "done" else ""),
@@ -213,11 +214,11 @@ async def cmd_runs(args: argparse.Namespace) -> int:
     if args.json:
         out.print_json(data=[as_json(r) for r in runs])
         return 0
-    table = Table(title="runs")
-    for name in ("run", "model", "backend", "proposer", "status", "evaluations", "cost $", "e2e speedup"):
-        table.add_column(name)
+    numbers = ("evaluations", "cost $", "e2e speedup")
+    table = terminal.folding_table("runs", ("run", "model\nproposer", "backend", "status", *numbers),
+                                   right=numbers, whole=("run", "backend", "status", "evaluations", "cost $"))
     for r in runs:
-        table.add_row(r.run_id, r.model_name, r.config.backend, r.config.proposer, r.status,
+        table.add_row(r.run_id, f"{r.model_name}\n{r.config.proposer}", r.config.backend, r.status,
                       f"{r.evaluations_done}/{r.evaluations_budget}", f"{r.cost.usd:.4f}",
                       f"{r.best_e2e_speedup:.2f}x" if r.HasField("best_e2e_speedup") else "—")
     out.print(table)

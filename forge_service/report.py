@@ -15,6 +15,7 @@ import logging
 import os
 import subprocess
 import sys
+import textwrap
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from pydantic import BaseModel
 from forge_service.config import RunConfig
 from forge_service.store import RunStore, audit_class, best_candidate, package_inputs
 from kforge_domain.card import OperatorCard
+from servicekit.terminal import COLUMNS
 
 if TYPE_CHECKING:
     from packager.manifest import CastManifest
@@ -184,8 +186,9 @@ def _sci_word(value: float | None) -> str:
     return "—" if value is None else f"departs {value:.1e}"
 
 
-def end_to_end_line(e: EndToEnd) -> str:
-    """For the terminal: eager against the .cast and the parity verdict, then a line per compiled pair."""
+def end_to_end_line(e: EndToEnd, width: int = COLUMNS) -> str:
+    """For the terminal: eager against the .cast and the parity verdict, then a line per compiled pair,
+    each wrapped at ``width`` with its continuation indented under it."""
     if e.cast_kernels == 0:
         cast = f"eager {_num(e.eager_ms, 'ms')}; {RUNS_AS_EAGER}"
     else:
@@ -198,7 +201,8 @@ def end_to_end_line(e: EndToEnd) -> str:
     for plain, with_cast in zip(rows[2::2], rows[3::2], strict=True):
         lines.append(f"  {plain[0]} {_num(plain[1], 'ms')} (x{plain[2] or 0:.2f}), {with_cast[0]} "
                      f"{_num(with_cast[1], 'ms')} (x{with_cast[2] or 0:.2f}), parity {with_cast[3]}")
-    return "\n".join(lines)
+    return "\n".join(textwrap.fill(line, width, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 4),
+                                    break_on_hyphens=False) for line in lines)
 
 
 def parity_word(e2e: EndToEnd) -> str:

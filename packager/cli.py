@@ -81,20 +81,24 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         data["signed"] = signed
         print(json.dumps(data, indent=1, sort_keys=True))
         return 0
-    from rich.console import Console
-    from rich.table import Table
+    from servicekit import terminal
 
     model = manifest.model
-    table = Table(title=f"{args.cast.name}: {model.name} (run {model.run_id}, {manifest.producer})")
-    for column in ("card", "op", "class", "arch", "eager µs", "kernel µs", "guard µs", "speedup", "eager", "compiled"):
-        table.add_column(column, justify="right" if "µs" in column or column == "speedup" else "left")
+    out = terminal.console()
+    numbers = ("eager µs\nkernel µs", "guard µs", "speedup")
+    kernels = terminal.folding_table(f"{args.cast.name}: {model.name} (run {model.run_id}, {manifest.producer})",
+                                     ("op\ncard", "class\narch", *numbers, "eager\ncompiled"), right=numbers,
+                                     whole=(*numbers, "eager\ncompiled"))
     for k in manifest.kernels:
-        table.add_row(k.card_id, k.op, k.audit_class, k.arch, f"{k.eager_latency_us:.2f}", f"{k.latency_us:.2f}",
-                      f"{k.guard_cost_us:.2f}", f"{k.effective_speedup:.2f}x", k.eager.verdict, k.compiled.verdict)
-    for f in manifest.fallbacks:
-        table.add_row(f.card_id, f.op, f.audit_class, "-", "-", "-", "-", f.reason, "-", "-")
-    # Piped output keeps full op names and reasons instead of an 80-column cut.
-    Console(width=None if sys.stdout.isatty() else 240).print(table)
+        kernels.add_row(f"{k.op}\n{k.card_id}", f"{k.audit_class}\n{k.arch}",
+                        f"{k.eager_latency_us:.2f}\n{k.latency_us:.2f}", f"{k.guard_cost_us:.2f}",
+                        f"{k.effective_speedup:.2f}x", f"{k.eager.verdict}\n{k.compiled.verdict}")
+    out.print(kernels)
+    if manifest.fallbacks:
+        fallbacks = terminal.folding_table("cards on eager", ("op\ncard", "class", "reason"))
+        for f in manifest.fallbacks:
+            fallbacks.add_row(f"{f.op}\n{f.card_id}", f.audit_class, f.reason)
+        out.print(fallbacks)
     return 0
 
 

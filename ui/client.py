@@ -6,6 +6,7 @@ so a page can show it instead of a traceback.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -15,7 +16,7 @@ from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from kernel_forge.forge.v1 import service_pb2_grpc as forge_grpc
 from servicekit.errors import KforgeError
 from ui.connection import ForgeTarget, blocking_channel, call_metadata
-from ui.models import CandidateDetail, CardSummary, CardTree, RunSummary
+from ui.models import CandidateDetail, CardSummary, CardTree, EndToEnd, RunSummary
 
 DEFAULT_TIMEOUT_S = 10.0
 EXPORT_TIMEOUT_S = 120.0
@@ -89,6 +90,11 @@ class ForgeClient:
     def report_markdown(self, run_id: str) -> str:
         return self._call(f"read the report of run {run_id}", self._stub.GetReport,
                           forge_pb2.GetReportRequest(run_id=run_id)).markdown
+
+    def end_to_end(self, run_id: str) -> EndToEnd:
+        report = self._call(f"read the report of run {run_id}", self._stub.GetReport,
+                            forge_pb2.GetReportRequest(run_id=run_id))
+        return EndToEnd.from_report(json.loads(report.json) if report.json else {})
 
     def start_run(self, config: forge_pb2.RunConfig) -> RunSummary:
         return RunSummary.from_proto(self._call("start a run", self._stub.StartRun,

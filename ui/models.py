@@ -7,6 +7,7 @@ hand-made data and cached by Streamlit (everything here pickles).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
@@ -73,6 +74,46 @@ class RunSummary:
             evaluations_budget=run.evaluations_budget, cost_usd=run.cost.usd, llm_calls=run.cost.llm_calls,
             best_e2e_speedup=_optional(run, "best_e2e_speedup"), run_dir=run.run_dir,
             budget_usd=_optional(run.config, "budget_usd"),
+        )
+
+
+@dataclass(frozen=True)
+class EndToEndMode:
+    """One deployment mode of the model measured end to end: its latency and speedup over eager."""
+
+    name: str
+    ms: float | None
+    speedup: float | None
+
+
+@dataclass(frozen=True)
+class EndToEnd:
+    """A run's end-to-end figures from its report: eager, the ``.cast`` (guards on), and where the
+    compiled baseline was measured, torch.compile and ``cast.compile``."""
+
+    measured: bool
+    error: str
+    eager_ms: float | None
+    cast: EndToEndMode
+    compile: EndToEndMode | None  # None: torch.compile was not measured (--no-compile-baseline)
+    cast_compile: EndToEndMode | None
+    cast_runs_as_eager: bool = False  # the .cast holds no kernel for the device: the model runs as eager
+
+    @classmethod
+    def from_report(cls, report: dict[str, Any]) -> EndToEnd:
+        """From a run report's JSON; ``cast.compile`` with no kernel in the graphs is torch.compile."""
+        e2e = report.get("end_to_end") or {}
+        compiled = e2e.get("compile_ms") is not None or e2e.get("cast_compile_ms") is not None
+        kernels = bool(e2e.get("cast_compile_kernels"))
+        return cls(
+            measured=bool(e2e.get("measured")), error=str(e2e.get("error") or ""), eager_ms=e2e.get("eager_ms"),
+            cast=EndToEndMode(".cast", e2e.get("cast_ms"), e2e.get("cast_speedup")),
+            compile=EndToEndMode("torch.compile", e2e.get("compile_ms"), e2e.get("compile_speedup"))
+            if compiled else None,
+            cast_compile=EndToEndMode(
+                "cast.compile", e2e.get("cast_compile_ms" if kernels else "compile_ms"),
+                e2e.get("cast_compile_speedup" if kernels else "compile_speedup")) if compiled else None,
+            cast_runs_as_eager=e2e.get("cast_kernels") == 0,
         )
 
 

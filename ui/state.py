@@ -16,7 +16,7 @@ import streamlit as st
 
 from ui.client import ForgeClient, ForgeError
 from ui.connection import ForgeTarget
-from ui.models import CandidateDetail, CardSummary, CardTree, RunSummary
+from ui.models import CandidateDetail, CardSummary, CardTree, EndToEnd, RunSummary
 
 LIVE_TTL_S = 2.0
 T = TypeVar("T")
@@ -63,6 +63,11 @@ def card_tree(key: str, run_id: str, card_id: str) -> CardTree:
 @st.cache_data(ttl=LIVE_TTL_S, show_spinner=False)
 def candidate(key: str, run_id: str, candidate_id: str) -> CandidateDetail:
     return _client(key).candidate(run_id, candidate_id)
+
+
+@st.cache_data(ttl=LIVE_TTL_S, show_spinner=False)
+def end_to_end(key: str, run_id: str) -> EndToEnd:
+    return _client(key).end_to_end(run_id)
 
 
 @st.cache_data(ttl=60, show_spinner=False, max_entries=8)

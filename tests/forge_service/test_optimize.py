@@ -14,6 +14,7 @@ import torch
 
 from capture_service.spec import load_model_spec
 from packager import load_cast
+from tests.terminal_tables import assert_fits, stacked, table_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = Path(__file__).parent / "models" / "tiny_mlp.py"
@@ -31,7 +32,9 @@ def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     proc = kforge("optimize", str(MODEL), "--backend", "cpu", "--budget", "2", "--max-cards", "2", "--json",
                   "--out", str(cast), "--runs-dir", str(runs))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return runs, json.loads(proc.stdout)
+    outcome = json.loads(proc.stdout)
+    assert proc.stdout == json.dumps(outcome, indent=2, ensure_ascii=False) + "\n"  # plain JSON, never wrapped
+    return runs, outcome
 
 
 def test_a_run_captures_searches_and_packages(first_run: tuple[Path, dict]) -> None:
@@ -171,6 +174,11 @@ def test_a_card_with_nothing_to_propose_hands_its_place_on_and_the_summary_adds_
     share = sum(card["time_share"] for card in skipped if card["kind"] != "module")
     text = " ".join(proc.stdout.split())
     assert f"{len(skipped)} other cards (operators: {share:.1%} of eager time) stay on eager" in text
+    # What the terminal shows fits 100 columns, each searched op in full above its card id.
+    assert_fits(proc.stdout)
+    searched = {(card["op"], card_id) for card_id, (card, status, _) in cards.items() if status != "skipped"}
+    assert {stacked(row, "op\ncard") for row in table_rows(proc.stdout, "share")} == searched
+    assert "end to end (guards on): eager" in text
 
 
 def test_a_time_limit_spent_before_any_candidate_says_so_and_the_run_still_ends(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from forge_service.report import (
 )
 from packager.format import build_cast
 from tests.packager.conftest import MODEL, RELU, SOFTMAX, compile_kernel, entry, relu_card, softmax_card
+from tests.terminal_tables import assert_fits
 
 
 def test_the_op_estimated_to_save_least_over_its_calls_is_left_on_eager_first(tmp_path: Path) -> None:
@@ -58,17 +59,22 @@ def test_a_measured_departure_past_the_tolerance_breaks_parity_and_names_itself(
     assert "ran slower with the .cast (5.000 ms against 4.000 ms eager)" in prune_reason(slower)
 
 
+def flat_line(e2e: EndToEnd) -> str:
+    """The terminal's end-to-end lines with their wrapping undone."""
+    return " ".join(end_to_end_line(e2e).split())
+
+
 def test_the_terminal_line_says_when_the_cast_runs_as_eager_or_parity_is_not_judged() -> None:
     empty = EndToEnd(measured=True, eager_ms=2.0, cast_kernels=0, parity_ok=True, parity_max_rel_error=0.0,
                      parity_tolerance=1e-3)
-    assert "holds no kernel for this device, so the model runs as eager" in end_to_end_line(empty)
+    assert "holds no kernel for this device, so the model runs as eager" in flat_line(empty)
     assert "The .cast holds no kernel for this device, so the model runs as eager." in RunReport(
         run_id="r", model_spec="m.py", backend="cpu", device="cpu", cards=[], end_to_end=empty, cast_path=None,
         kernels_packaged=0).markdown()
-    assert ".cast" not in end_to_end_line(empty).split(";")[0]
+    assert ".cast" not in flat_line(empty).split(";")[0]
     unjudged = EndToEnd(measured=True, eager_ms=2.0, cast_ms=1.0, cast_speedup=2.0, cast_kernels=1, parity_ok=None,
                         parity_note="not judged: eager's own output changed by 5.00e-01")
-    line = end_to_end_line(unjudged)
+    line = flat_line(unjudged)
     assert ".cast 1.000 ms (x2.00)" in line and "parity not judged" in line and "5.00e-01" in line
     assert "Parity not judged: eager's own output" in RunReport(
         run_id="r", model_spec="m.py", backend="cpu", device="cpu", cards=[], end_to_end=unjudged, cast_path=None,
@@ -93,6 +99,24 @@ def test_the_report_shows_every_measured_mode_with_its_parity() -> None:
     rows = {name: (ms, parity) for name, ms, _, parity in mode_rows(e2e)}
     assert rows["cast.compile"] == (1.6, "ok")
     assert rows["cast.compile reduce-overhead"] == (1.0, "no kernel: as torch.compile")
-    line = end_to_end_line(e2e)
+    line = flat_line(e2e)
     assert "torch.compile 2.000 ms (x2.00), cast.compile 1.600 ms (x2.50), parity ok" in line
     assert "torch.compile reduce-overhead 1.000 ms (x4.00)" in line
+
+
+def test_the_terminal_lines_fit_100_columns_each_continuation_indented_under_its_line() -> None:
+    e2e = EndToEnd(measured=True, eager_ms=4.0, cast_ms=3.0, cast_speedup=4 / 3, compile_ms=2.0, compile_speedup=2.0,
+                   cast_compile_ms=1.6, cast_compile_speedup=2.5, cast_compile_kernels=2, cast_compile_parity_ok=True,
+                   cuda_graphs_ms=1.0, cuda_graphs_speedup=4.0, cast_cuda_graphs_kernels=0, cast_kernels=2,
+                   parity_ok=None, parity_max_rel_error=1e-6, parity_tolerance=1e-3,
+                   parity_note="not judged: eager's own output changed by 5.00e-01 between two runs on the same inputs")
+    text = end_to_end_line(e2e)
+    assert_fits(text)
+    lines = text.splitlines()
+    assert lines[0].startswith("end to end (guards on): eager 4.000 ms, .cast 3.000 ms (x1.33)")
+    assert not lines[0].startswith(" ") and all(line.startswith("    ") for line in lines[1:3])
+    assert [line for line in lines if line.startswith("  torch.compile ")] == [
+        "  torch.compile 2.000 ms (x2.00), cast.compile 1.600 ms (x2.50), parity ok",
+        "  torch.compile reduce-overhead 1.000 ms (x4.00), cast.compile reduce-overhead 1.000 ms (x4.00),"]
+    assert lines[-1] == "      parity no kernel: as torch.compile"
+    assert "eager's own output changed by 5.00e-01 between two runs on the same inputs" in flat_line(e2e)

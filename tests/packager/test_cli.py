@@ -5,6 +5,13 @@ from pathlib import Path
 import pytest
 
 from packager.cli import main
+from packager.format import FallbackEntry, build_cast
+from tests.packager.conftest import MODEL
+from tests.terminal_tables import assert_fits, stacked, table_rows
+
+LONG_OP = "torch.nn.modules.normalization.GroupNorm.with_a_qualified_name_far_longer_than_any_column"
+LONG_REASON = ("left on eager: the model ran slower with the .cast (0.640 ms against 0.598 ms eager) and this "
+               "op's kernels were estimated to save the least")
 
 
 def test_inspect_lists_kernels_and_fallbacks(relu_softmax_cast, capsys: pytest.CaptureFixture[str]) -> None:
@@ -15,6 +22,29 @@ def test_inspect_lists_kernels_and_fallbacks(relu_softmax_cast, capsys: pytest.C
     assert main(["inspect", str(relu_softmax_cast.path)]) == 0
     table = capsys.readouterr().out
     assert "aten::relu.default" in table and "no kernel beat eager" in table
+
+
+def test_inspect_fits_100_columns_with_every_op_and_reason_in_full(
+        relu_softmax_cast, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", str(relu_softmax_cast.path)]) == 0
+    kernels = capsys.readouterr().out
+    assert_fits(kernels)
+    rows = {stacked(row, "op\ncard") for row in table_rows(kernels, "guard µs")}
+    assert rows == {(card.op, card.id) for card in (relu_softmax_cast.relu, relu_softmax_cast.softmax)}
+    long = tmp_path / "long.cast"
+    build_cast(long, MODEL, [], [FallbackEntry("0123456789abcdef", LONG_OP, LONG_REASON)])
+    assert main(["inspect", str(long)]) == 0
+    fallbacks = capsys.readouterr().out
+    assert_fits(fallbacks)
+    (row,) = table_rows(fallbacks, "class")
+    assert stacked(row, "op\ncard") == (LONG_OP, "0123456789abcdef")
+    assert " ".join(row["reason"]) == LONG_REASON
+
+
+def test_inspect_json_is_the_manifest_unwrapped(relu_softmax_cast, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["inspect", str(relu_softmax_cast.path), "--json"]) == 0
+    printed = capsys.readouterr().out
+    assert printed == json.dumps(json.loads(printed), indent=1, sort_keys=True) + "\n"
 
 
 def test_verify_passes_a_good_cast_and_fails_a_damaged_one(

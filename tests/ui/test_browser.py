@@ -101,6 +101,8 @@ def test_page_loads_without_errors(browser_page: Page, dashboard_url: str, scree
     for selector in ERROR_SELECTORS:
         found = page.locator(selector)
         assert found.count() == 0, f"{name}: {found.first.inner_text()}"
+    shown = page.inner_text("body")
+    assert "None" not in shown and "Traceback" not in shown, f"{name}: {shown[:3000]}"
     shot = screenshot_dir / f"{name}.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000

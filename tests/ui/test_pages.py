@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from servicekit.security import Security
-from tests.ui.apptest import chart_data, code_texts, open_page, texts
+from tests.ui.apptest import chart_data, code_texts, open_page, page_text, texts
 from tests.ui.seeding import (
     ANSWER,
     BEST_SOURCE,
@@ -28,6 +28,7 @@ from ui.client import ForgeClient
 from ui.connection import FORGE_ENV_VAR, ForgeTarget
 from ui.tables import OTHER_CARDS
 from ui.tree_graph import BEST_COLOUR
+from ui.views.run import NOT_COMPILED
 
 pytestmark = pytest.mark.usefixtures("forge_env")
 
@@ -235,3 +236,39 @@ def test_the_time_plot_shows_one_kind_of_card_at_a_time(optimized_run_id: str, f
         at.radio(key="time_plot_kind").set_value(kind).run()
         shown = {label[-9:-1] for label in chart_data(at)["card"] if label != OTHER_CARDS}
         assert shown and {kind_of[card] for card in shown} == {kind}
+
+
+# Every page over each kind of run; "{optimized}" stands for the run of the real `kforge optimize`.
+PAGE_VISITS = [
+    ("runs", {}), ("run", {"run": "{optimized}"}), ("run", {"run": LLM_RUN_ID}), ("run", {"run": FAILED_RUN_ID}),
+    ("card", {"run": "{optimized}"}), ("card", {"run": LLM_RUN_ID}), ("candidate", {"run": "{optimized}"}),
+    ("candidate", {"run": LLM_RUN_ID}), ("candidate", {"run": LLM_RUN_ID, "candidate": "b2b2b2b2b2b2"}),
+    ("providers", {}), ("package", {"run": "{optimized}"}), ("package", {"run": LLM_RUN_ID}),
+]
+
+
+@pytest.mark.parametrize(("page", "query"), PAGE_VISITS,
+                         ids=[f"{page}-{'-'.join(query.values()) or 'all'}" for page, query in PAGE_VISITS])
+def test_no_page_shows_a_literal_none(optimized_run_id: str, page: str, query: dict[str, str]) -> None:
+    at = open_page(page, **{key: value.format(optimized=optimized_run_id) for key, value in query.items()})
+    shown = page_text(at)
+    assert shown and [text for text in shown if "None" in text] == []
+
+
+def test_the_run_headline_shows_torch_compile_beside_the_cast(optimized_run_id: str, forge: ForgeClient) -> None:
+    e2e = json.loads((Path(forge.get_run(optimized_run_id).run_dir) / "report.json").read_text())["end_to_end"]
+    assert e2e["measured"] and e2e["compile_ms"] > 0, e2e
+    at = open_page("run", run=optimized_run_id)
+    metrics = _metrics(at)
+    assert metrics["torch.compile end to end"] == f"×{e2e['compile_speedup']:.2f}"
+    cast = "—" if e2e["cast_kernels"] == 0 else f"×{e2e['cast_speedup']:.2f}"
+    assert metrics[".cast end to end"] == cast
+    assert any(f"eager {e2e['eager_ms']:.3f} ms" in c and f"torch.compile {e2e['compile_ms']:.3f} ms" in c
+               for c in texts(at.caption))
+
+
+def test_the_run_headline_says_when_torch_compile_was_not_measured() -> None:
+    at = open_page("run", run=LLM_RUN_ID)
+    metric = {m.label: m for m in at.metric}
+    assert metric[".cast end to end"].value == "×1.25"
+    assert metric["torch.compile end to end"].value == "—" and metric["torch.compile end to end"].help == NOT_COMPILED

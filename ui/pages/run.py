@@ -24,6 +24,8 @@ opened = state.fetch(state.get_run, run_id)
 def live_progress() -> None:
     run = state.fetch(state.get_run, run_id)
     view.render_progress(run)
+    if run.status == "done":
+        view.render_end_to_end(state.fetch(state.end_to_end, run_id))
     cards = state.fetch(state.list_cards, run_id)
     view.render_card_table(cards)
     view.render_time_plot(cards)

@@ -7,7 +7,7 @@ import streamlit as st
 from ui.models import CardSummary, CardTree
 from ui.tables import candidates_frame
 from ui.tree_graph import STATUS_FILL, card_tree_dot
-from ui.views.formatting import SPEEDUP_COLUMN, US_COLUMN, speedup_text, us_text
+from ui.views.formatting import SPEEDUP_COLUMN, TEXT_COLUMN, US_COLUMN, render_table, speedup_text, us_text
 
 VISITS_COLUMN = st.column_config.NumberColumn(help="Evaluations in this candidate's subtree, failures counted")
 VALUE_COLUMN = st.column_config.NumberColumn(
@@ -43,6 +43,6 @@ def render_candidates(tree: CardTree) -> None:
     st.subheader("Candidates")
     if not tree.nodes:
         return
-    st.dataframe(candidates_frame(tree), hide_index=True,
+    render_table(candidates_frame(tree), wrap=True,
                  column_config={"latency µs": US_COLUMN, "speedup": SPEEDUP_COLUMN, "visits": VISITS_COLUMN,
-                                "value": VALUE_COLUMN})
+                                "value": VALUE_COLUMN, "description": TEXT_COLUMN})

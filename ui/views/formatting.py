@@ -1,7 +1,11 @@
-"""Number formats shared by the views."""
+"""Number formats and the table display shared by the views."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
 import streamlit as st
 
 from ui.models import CardSummary, RunSummary
@@ -12,13 +16,23 @@ STATUS_ICONS = {
 }
 
 
+#: How every page shows a value that is absent (not measured, not reached, not applicable).
+ABSENT = "—"
+#: Rows tall enough for three lines of text: Streamlit wraps a cell's text only in rows over 4rem.
+WRAPPING_ROW_HEIGHT = 72
+
+
 def speedup_text(value: float | None) -> str:
-    return f"×{value:.2f}" if value is not None else "—"
+    return f"×{value:.2f}" if value is not None else ABSENT
+
+
+def ms_text(value: float | None) -> str:
+    return f"{value:.3f} ms" if value is not None else ABSENT
 
 
 def us_text(value: float | None, spread: float | None = None) -> str:
     if value is None:
-        return "—"
+        return ABSENT
     return f"{value:.2f} µs" + (f" (IQR {spread:.2f})" if spread is not None else "")
 
 
@@ -36,6 +50,15 @@ US_COLUMN = st.column_config.NumberColumn(format="%.2f")
 USD_COLUMN = st.column_config.NumberColumn(format="$%.4f")
 SHARE_COLUMN = st.column_config.NumberColumn(format="percent")
 PCT_COLUMN = st.column_config.NumberColumn(format="%.0f%%")
+#: Op names, reasons and descriptions: a wide column, its text wrapped in tables shown with ``wrap``.
+TEXT_COLUMN = st.column_config.TextColumn(width="large")
+
+
+def render_table(frame: pd.DataFrame, column_config: Mapping[str, Any] | None = None, wrap: bool = False) -> None:
+    """A read-only table whose absent values read "—"; with ``wrap``, long text wraps onto three
+    lines per row instead of being cut off (a clicked cell shows all of its text)."""
+    st.dataframe(frame, hide_index=True, placeholder=ABSENT, column_config=column_config,
+                 row_height=WRAPPING_ROW_HEIGHT if wrap else None)
 
 
 def run_label(run: RunSummary) -> str:

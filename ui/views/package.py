@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from ui.cast_audit import CLASS_MEANING, CastAudit
-from ui.views.formatting import SPEEDUP_COLUMN
+from ui.views.formatting import SPEEDUP_COLUMN, TEXT_COLUMN, render_table
 
 
 def kernels_frame(audit: CastAudit) -> pd.DataFrame:
@@ -53,14 +53,12 @@ def render_audit(audit: CastAudit) -> None:
     if kernels.empty:
         st.info("No kernel beat eager with its guard: the package leaves the whole model on eager PyTorch.")
     else:
-        st.dataframe(kernels, hide_index=True, column_config={
-            "speedup": SPEEDUP_COLUMN, "with guard": SPEEDUP_COLUMN,
-            "why": st.column_config.TextColumn(width="large"),
-        })
+        render_table(kernels, column_config={
+            "op": TEXT_COLUMN, "speedup": SPEEDUP_COLUMN, "with guard": SPEEDUP_COLUMN, "why": TEXT_COLUMN,
+        }, wrap=True)
     fallbacks = fallbacks_frame(audit)
     if not fallbacks.empty:
         st.subheader("On eager PyTorch")
-        st.dataframe(fallback_reasons(audit), hide_index=True,
-                     column_config={"reason": st.column_config.TextColumn(width="large")})
+        render_table(fallback_reasons(audit), column_config={"reason": TEXT_COLUMN}, wrap=True)
         with st.expander(f"All {len(fallbacks)} cards on eager"):
-            st.dataframe(fallbacks, hide_index=True, column_config={"why": st.column_config.TextColumn(width="large")})
+            render_table(fallbacks, column_config={"op": TEXT_COLUMN, "why": TEXT_COLUMN}, wrap=True)

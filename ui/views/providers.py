@@ -6,7 +6,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from ui.views.formatting import SPEEDUP_COLUMN, USD_COLUMN
+from ui.views.formatting import SPEEDUP_COLUMN, USD_COLUMN, render_table
 
 
 def speedup_column(frame: pd.DataFrame) -> str:
@@ -33,7 +33,7 @@ def render_comparison(model: str, frame: pd.DataFrame) -> None:
     if frame.empty:
         st.info(f"No runs of {model} yet.")
         return
-    st.dataframe(frame, hide_index=True, column_config={
+    render_table(frame, column_config={
         "e2e speedup": SPEEDUP_COLUMN, "card speedup (geomean)": SPEEDUP_COLUMN, "cost $": USD_COLUMN,
     })
     if frame["proposer"].nunique() < 2:

@@ -7,14 +7,17 @@ from collections.abc import Sequence
 import altair as alt
 import streamlit as st
 
-from ui.models import CardSummary, RunSummary
+from ui.models import CardSummary, EndToEnd, EndToEndMode, RunSummary
 from ui.tables import cards_frame, time_breakdown
 from ui.views.formatting import (
     PCT_COLUMN,
     SHARE_COLUMN,
     SPEEDUP_COLUMN,
+    TEXT_COLUMN,
     US_COLUMN,
     USD_COLUMN,
+    ms_text,
+    render_table,
     speedup_text,
     status_icon,
     usd_text,
@@ -39,6 +42,33 @@ def render_progress(run: RunSummary) -> None:
         st.warning("The run was cancelled; `kforge resume " + run.run_id + "` continues it.")
 
 
+NOT_COMPILED = "not measured: the run skipped torch.compile"
+RUNS_AS_EAGER = "the .cast holds no kernel for this device, so the model runs as eager"
+MODE_HELP = {
+    ".cast": "eager PyTorch with the .cast applied, guards on",
+    "torch.compile": "torch.compile alone",
+    "cast.compile": "torch.compile with the .cast's kernels in its graphs (as torch.compile where it kept none)",
+}
+
+
+def render_end_to_end(e2e: EndToEnd) -> None:
+    """The model end to end: the .cast beside torch.compile and cast.compile, each against eager."""
+    if not e2e.measured:
+        st.info(f"End to end not measured: {e2e.error or 'no reason recorded'}")
+        return
+    modes = [e2e.cast, e2e.compile or EndToEndMode("torch.compile", None, None),
+             e2e.cast_compile or EndToEndMode("cast.compile", None, None)]
+    for col, mode in zip(st.columns(len(modes)), modes, strict=True):
+        if mode.name == ".cast":
+            why = RUNS_AS_EAGER if e2e.cast_runs_as_eager else MODE_HELP[mode.name]
+        else:
+            why = MODE_HELP[mode.name] if e2e.compile else NOT_COMPILED
+        col.metric(f"{mode.name} end to end", speedup_text(mode.speedup), help=why)
+    cast = "runs as eager" if e2e.cast_runs_as_eager else ms_text(e2e.cast.ms)
+    st.caption(f"Model latency per call: eager {ms_text(e2e.eager_ms)} · .cast {cast} · "
+               + " · ".join(f"{mode.name} {ms_text(mode.ms)}" for mode in modes[1:]) + "; speedups are over eager.")
+
+
 def render_card_table(cards: Sequence[CardSummary]) -> None:
     """Time share, eager and best latency, speedup, % of the bandwidth floor, status and class."""
     if not cards:
@@ -46,12 +76,13 @@ def render_card_table(cards: Sequence[CardSummary]) -> None:
         return
     shown = [c for c in cards if c.optimisable or c.evaluations]
     hidden = len(cards) - len(shown)
-    st.dataframe(
-        cards_frame(shown), hide_index=True,
+    render_table(
+        cards_frame(shown),
         column_config={
-            "share": SHARE_COLUMN, "eager µs": US_COLUMN, "best µs": US_COLUMN, "speedup": SPEEDUP_COLUMN,
-            "% of floor": PCT_COLUMN, "cost $": USD_COLUMN,
+            "op": TEXT_COLUMN, "share": SHARE_COLUMN, "eager µs": US_COLUMN, "best µs": US_COLUMN,
+            "speedup": SPEEDUP_COLUMN, "% of floor": PCT_COLUMN, "cost $": USD_COLUMN, "reason": TEXT_COLUMN,
         },
+        wrap=any(c.reason for c in shown),
     )
     if hidden:
         st.caption(f"{hidden} card{'s' if hidden > 1 else ''} that cannot be optimised "

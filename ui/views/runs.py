@@ -10,7 +10,7 @@ from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from kforge_domain.backends import BACKEND_CHOICES
 from ui.models import RunSummary
 from ui.tables import runs_frame
-from ui.views.formatting import SPEEDUP_COLUMN, USD_COLUMN, status_icon
+from ui.views.formatting import SPEEDUP_COLUMN, USD_COLUMN, render_table, status_icon
 
 
 def render_runs_table(runs: Sequence[RunSummary]) -> None:
@@ -18,8 +18,8 @@ def render_runs_table(runs: Sequence[RunSummary]) -> None:
     if not runs:
         st.info("No runs yet. Start one below, or with `kforge optimize MODEL_SPEC`.")
         return
-    st.dataframe(
-        runs_frame(runs), hide_index=True,
+    render_table(
+        runs_frame(runs),
         column_config={
             "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent",
                                                         help="evaluations done against the budget"),
