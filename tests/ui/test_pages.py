@@ -54,6 +54,9 @@ def test_run_page_shows_progress_cards_and_the_time_plot() -> None:
     metrics = _metrics(at)
     assert metrics["Evaluations"] == "3/3" and metrics["End-to-end speedup"] == "×1.25"
     assert metrics["Cost"] == "$0.0375" and metrics["Status"] == "done"
+    # a finished run says how it ended, not a share of its budget
+    assert not at.get("progress") and "done: the evaluation budget is spent (3 of 3 budgeted evaluations)" in texts(
+        at.caption)
     row = at.dataframe[0].value.iloc[0]
     assert (row["op"], row["eager µs"], row["best µs"], row["speedup"], row["% of floor"], row["class"]) == (
         "aten::relu.default", 500.0, 250.0, 2.0, 40.0, "custom")
@@ -66,6 +69,7 @@ def test_run_page_shows_progress_cards_and_the_time_plot() -> None:
 def test_run_page_shows_why_a_run_failed() -> None:
     at = open_page("run", run=FAILED_RUN_ID)
     assert any(FAILED_ERROR in e for e in texts(at.error))
+    assert any(c.startswith("failed after 0 of") for c in texts(at.caption))
     assert any("not been captured" in i for i in texts(at.info))
 
 

@@ -35,11 +35,25 @@ def render_progress(run: RunSummary) -> None:
     cols[3].metric("Cost", usd_text(run.cost_usd) + budget)
     cols[4].metric("End-to-end speedup", speedup_text(run.best_e2e_speedup),
                    help="the model with the .cast applied, guards on, measured after the search")
-    st.progress(run.progress, text=f"{run.progress:.0%} of the evaluation budget")
+    if run.active:
+        st.progress(run.progress, text=f"{run.progress:.0%} of the evaluation budget")
+    else:
+        st.caption(outcome_text(run))
     if run.status == "failed":
         st.error(f"The run failed: {run.error or 'no reason recorded'}")
     elif run.status == "cancelled":
         st.warning("The run was cancelled; `kforge resume " + run.run_id + "` continues it.")
+
+
+def outcome_text(run: RunSummary) -> str:
+    """How a finished run ended against its budget: a bar stuck at 60% would read as still running."""
+    used = f"{run.evaluations_done} of {run.evaluations_budget} budgeted evaluations"
+    if run.status == "done" and run.evaluations_done >= run.evaluations_budget:
+        return f"done: the evaluation budget is spent ({used})"
+    if run.status == "done":
+        return (f"done: stopped before its budget was spent, {used} (a time limit, or cards that got no "
+                "proposal or stopped improving)")
+    return f"{run.status} after {used}"
 
 
 NOT_COMPILED = "not measured: the run skipped torch.compile"
