@@ -66,6 +66,14 @@ def test_run_page_shows_progress_cards_and_the_time_plot() -> None:
     assert not at.error
 
 
+def test_the_chosen_run_stays_chosen_on_the_next_page_without_a_query() -> None:
+    at = open_page("run", run=LLM_RUN_ID)  # not the first run listed, which a page falls back to
+    at.query_params.clear()  # the sidebar's links carry no query parameters
+    at.switch_page("pages/card.py").run()
+    assert not at.exception and at.selectbox[0].value == LLM_RUN_ID
+    assert at.query_params["run"] == LLM_RUN_ID
+
+
 def test_run_page_shows_why_a_run_failed() -> None:
     at = open_page("run", run=FAILED_RUN_ID)
     assert any(FAILED_ERROR in e for e in texts(at.error))
