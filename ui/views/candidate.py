@@ -23,8 +23,11 @@ def render_verdict(cand: CandidateDetail) -> None:
         st.info("Not evaluated yet.")
         return
     if cand.status == "PASSED":
-        st.success(f"PASSED: {speedup_text(cand.speedup)} against eager"
-                   + (", re-measured in a fresh process" if cand.remeasured else ""))
+        again = ", re-measured in a fresh process" if cand.remeasured else ""
+        if cand.speedup is not None and cand.speedup > 1.0:
+            st.success(f"PASSED: {speedup_text(cand.speedup)} against eager{again}")
+        else:  # correct, but no reason to ship it: the .cast keeps eager for this card
+            st.warning(f"PASSED but not faster than eager: {speedup_text(cand.speedup)}{again}")
     else:
         st.warning(f"{cand.status}: {cand.error_message or 'no message'}")
     cols = st.columns(4)
