@@ -1,5 +1,6 @@
-"""A card's revision tree as Graphviz DOT: nodes coloured by status, labelled by speedup and by
-the search's statistics of their subtree (visits, value).
+"""A card's revision tree as Graphviz DOT: passed nodes coloured by their speedup against eager,
+the others by status; labelled by speedup and by the search's statistics of their subtree
+(visits, value).
 
 The browser renders DOT (``st.graphviz_chart``), so no Graphviz binary is needed. The root is
 eager PyTorch; the best candidate and its ancestors are drawn with heavy blue outlines and edges.
@@ -23,6 +24,20 @@ STATUS_FILL = {
     "PENDING": "#ffffff",
 }
 UNKNOWN_FILL = "#f1f3f5"
+#: Fills of passed candidates by speedup against eager: (upper bound, fill, legend), in order.
+SPEEDUP_FILL = (
+    (1.0, "#ffe8cc", "passed, no faster than eager"),
+    (1.5, "#d3f9d8", "passed, up to ×1.5"),
+    (3.0, "#8ce99a", "passed, up to ×3"),
+    (float("inf"), "#40c057", "passed, ×3 and more"),
+)
+
+
+def node_fill(node: TreeNode) -> str:
+    """A passed candidate's fill by its speedup (the status's own without one), else its status's."""
+    if node.status == "PASSED" and node.speedup is not None:
+        return next(fill for bound, fill, _ in SPEEDUP_FILL if node.speedup <= bound)
+    return STATUS_FILL.get(node.status, UNKNOWN_FILL)
 
 
 def _quote(text: str) -> str:
@@ -62,7 +77,7 @@ def card_tree_dot(tree: CardTree) -> str:
         best = node.candidate_id in lineage
         attrs = {
             "label": node_label(node),
-            "fillcolor": STATUS_FILL.get(node.status, UNKNOWN_FILL),
+            "fillcolor": node_fill(node),
             "tooltip": node.description or node.candidate_id,
         }
         extra = f', color="{BEST_COLOUR}", penwidth=3' if best else ""

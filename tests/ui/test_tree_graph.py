@@ -4,7 +4,7 @@ import re
 
 from tests.ui import factories
 from ui.models import CardTree
-from ui.tree_graph import BEST_COLOUR, ROOT_ID, STATUS_FILL, card_tree_dot, node_label
+from ui.tree_graph import BEST_COLOUR, ROOT_ID, SPEEDUP_FILL, STATUS_FILL, card_tree_dot, node_fill, node_label
 
 
 def _node_line(dot: str, candidate_id: str) -> str:
@@ -13,9 +13,21 @@ def _node_line(dot: str, candidate_id: str) -> str:
 
 def test_nodes_are_coloured_by_status_and_labelled_by_speedup() -> None:
     dot = card_tree_dot(factories.tree())
-    assert STATUS_FILL["PASSED"] in _node_line(dot, "k3") and "×2.50" in _node_line(dot, "k3")
+    assert node_fill(factories.node("k", speedup=2.5)) in _node_line(dot, "k3") and "×2.50" in _node_line(dot, "k3")
     assert STATUS_FILL["COMPILE_ERROR"] in _node_line(dot, "k2") and "compile_error" in _node_line(dot, "k2")
     assert STATUS_FILL["WRONG_RESULT"] in _node_line(dot, "k4")
+
+
+def test_passed_nodes_are_coloured_by_their_speedup_against_eager() -> None:
+    slower, modest, good, great = (fill for _, fill, _ in SPEEDUP_FILL)
+    assert node_fill(factories.node("a", speedup=0.87)) == slower
+    assert node_fill(factories.node("a", speedup=1.0)) == slower  # no gain is no reason to ship it
+    assert node_fill(factories.node("a", speedup=1.2)) == modest
+    assert node_fill(factories.node("a", speedup=2.5)) == good
+    assert node_fill(factories.node("a", speedup=12.0)) == great
+    assert node_fill(factories.node("a", speedup=None)) == STATUS_FILL["PASSED"]
+    assert node_fill(factories.node("a", status="TIMEOUT", speedup=None)) == STATUS_FILL["TIMEOUT"]
+    assert len({slower, modest, good, great, *STATUS_FILL.values()}) == len(SPEEDUP_FILL) + len(STATUS_FILL)
 
 
 def test_the_best_lineage_is_highlighted_and_nothing_else() -> None:

@@ -6,7 +6,7 @@ import streamlit as st
 
 from ui.models import CardSummary, CardTree
 from ui.tables import candidates_frame
-from ui.tree_graph import STATUS_FILL, card_tree_dot
+from ui.tree_graph import SPEEDUP_FILL, STATUS_FILL, card_tree_dot
 from ui.views.formatting import SPEEDUP_COLUMN, TEXT_COLUMN, US_COLUMN, render_table, speedup_text, us_text
 
 VISITS_COLUMN = st.column_config.NumberColumn(help="Evaluations in this candidate's subtree, failures counted")
@@ -31,9 +31,11 @@ def render_tree(tree: CardTree) -> None:
         st.info("No candidates yet for this card.")
         return
     st.graphviz_chart(card_tree_dot(tree))
+    entries = [(fill, text) for _, fill, text in SPEEDUP_FILL]
+    entries += [(fill, status.lower()) for status, fill in STATUS_FILL.items() if status != "PASSED"]
     legend = " · ".join(
-        f'<span style="background:{fill};padding:0 0.4em;border:1px solid #ced4da">{status.lower()}</span>'
-        for status, fill in STATUS_FILL.items()
+        f'<span style="background:{fill};padding:0 0.4em;border:1px solid #ced4da">{text}</span>'
+        for fill, text in entries
     )
     st.html(f'<div style="font-size:0.8em">{legend} · <b style="color:#1f4fd1">best lineage</b>'
             " · n: evaluations in the subtree · v: its mean ln(eager / latency)</div>")
