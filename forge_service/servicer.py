@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from forge_service.tree_log import TreeLogError, candidate_nodes
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from kernel_forge.forge.v1 import service_pb2_grpc as forge_grpc
+from kforge_domain.blobs import blob_digest
 from kforge_domain.card import OperatorCard
 from servicekit.convert import card_to_proto
 from servicekit.errors import FailedPrecondition, NotFound
@@ -181,7 +181,7 @@ class ForgeServicer(forge_grpc.ForgeServiceServicer):
         if not path.is_file():
             raise FailedPrecondition(f"run {request.run_id} has no .cast yet")
         data = path.read_bytes()
-        sha = hashlib.sha256(data).hexdigest()
+        sha = blob_digest(data)
         for offset in range(0, max(len(data), 1), CHUNK_BYTES):
             yield types_pb2.BlobChunk(sha256=sha, offset=offset, total_size=len(data),
                                       data=data[offset:offset + CHUNK_BYTES])

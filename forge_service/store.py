@@ -8,7 +8,6 @@ write is one transaction (WAL mode), so a process killed at any point leaves a c
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import sqlite3
@@ -23,12 +22,12 @@ from typing import Any
 from google.protobuf import json_format
 
 from kernel_forge.common.v1 import types_pb2
+from kforge_domain.blobs import BLOBS_DIR, blob_digest, blob_file_name
 
 #: Every run event is also logged here, so ``kforge -v`` shows a run's progress as it happens.
 event_log = logging.getLogger("forge_service.events")
 
 DB_FILE = "run.sqlite"
-BLOBS_DIR = "blobs"
 CAPTURE_DIR = "capture"
 
 SCHEMA = """
@@ -322,8 +321,8 @@ class RunStore:
 
     # -- blobs -------------------------------------------------------------------------------
     def put_blob(self, data: bytes) -> str:
-        sha = hashlib.sha256(data).hexdigest()
-        path = self.run_dir / BLOBS_DIR / sha
+        sha = blob_digest(data)
+        path = self.run_dir / BLOBS_DIR / blob_file_name(sha)
         if not path.exists():
             tmp = path.with_suffix(".tmp")
             tmp.write_bytes(data)
@@ -331,7 +330,7 @@ class RunStore:
         return sha
 
     def get_blob(self, sha: str) -> bytes:
-        return (self.run_dir / BLOBS_DIR / sha).read_bytes()
+        return (self.run_dir / BLOBS_DIR / blob_file_name(sha)).read_bytes()
 
 
 def _log_op(db: sqlite3.Connection, card_id: str, op: str, args: dict[str, Any]) -> None:
