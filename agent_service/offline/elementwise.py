@@ -216,6 +216,7 @@ def _render_cpu(plan: ElementwisePlan, knobs: Knobs) -> str:
     )
     threads = f" num_threads({knobs['threads']})" if knobs["threads"] else ""
     simd = "#pragma omp simd" if knobs["simd"] else ""
+    launch = cxx.cpu_kf_launch(plan.inputs, plan.outputs, f"  kf_elementwise({args});\n{_cpu_stats_call(plan)}")
     return f"""{cxx.CPU_PRELUDE}
 {_math_macros("cpu", bool(knobs["fast_math"]))}
 /* {plan.summary} */
@@ -234,14 +235,7 @@ static void kf_elementwise({params}) {{
 }}
 
 {_cpu_stats_fn(plan)}
-extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
-                         void *stream) {{
-  (void)stream;
-{cxx.guard(plan.inputs, plan.outputs)}
-  kf_elementwise({args});
-{_cpu_stats_call(plan)}  return 0;
-}}
-"""
+{launch}"""
 
 
 def _cpu_stats_fn(plan: ElementwisePlan) -> str:

@@ -211,6 +211,7 @@ def _render_cpu(plan: ChannelsLastGroupNormPlan, knobs: Knobs) -> str:
     params, args = plan._params()
     w, b = plan._affine("ch")
     threads = f" num_threads({knobs['threads']})" if knobs["threads"] else ""
+    launch = cxx.cpu_kf_launch(plan.inputs, plan.outputs, f"  kf_group_norm({args});\n")
     return f"""{cxx.CPU_PRELUDE}
 {plan._types("cpu")}/* {plan.summary}; {knobs} */
 static void kf_group_norm({params.replace("__restrict__", "__restrict")}) {{
@@ -237,14 +238,7 @@ static void kf_group_norm({params.replace("__restrict__", "__restrict")}) {{
   }}
 }}
 
-extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
-                         void *stream) {{
-  (void)stream;
-{cxx.guard(plan.inputs, plan.outputs)}
-  kf_group_norm({args});
-  return 0;
-}}
-"""
+{launch}"""
 
 
 # ---- cuda --------------------------------------------------------------------------------------

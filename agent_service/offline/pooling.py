@@ -98,6 +98,8 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
 }}
 """
         threads = f" num_threads({knobs['threads']})" if knobs["threads"] else ""
+        launch = cxx.cpu_kf_launch(self.inputs, self.outputs,
+                                   f"  kf_pool((const TX *)inputs[{self.x}].data, (TY *)outputs[0].data);\n")
         return f"""{cxx.CPU_PRELUDE}
 typedef {tx} TX;
 typedef {ty} TY;
@@ -108,11 +110,4 @@ static void kf_pool(const TX *__restrict x, TY *__restrict y) {{
 {index}{self._bin_loop()}  }}
 }}
 
-extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
-                         void *stream) {{
-  (void)stream;
-{cxx.guard(self.inputs, self.outputs)}
-  kf_pool((const TX *)inputs[{self.x}].data, (TY *)outputs[0].data);
-  return 0;
-}}
-"""
+{launch}"""

@@ -67,6 +67,7 @@ def render(plan: RowPlan, knobs: Knobs) -> str:
     write += plan.row_output_writes("cpu", "    ")
     params, args = plan.params("cpu")
     threads = f" num_threads({knobs['threads']})" if knobs["threads"] else ""
+    launch = cxx.cpu_kf_launch(plan.inputs, plan.outputs, f"  kf_rows({args});\n")
     return f"""{cxx.CPU_PRELUDE}
 {math_macros("cpu", bool(knobs["fast_math"]))}
 /* {plan.summary} */
@@ -77,14 +78,7 @@ static void kf_rows({params}) {{
 {stats}{write}  }}
 }}
 
-extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
-                         void *stream) {{
-  (void)stream;
-{cxx.guard(plan.inputs, plan.outputs)}
-  kf_rows({args});
-  return 0;
-}}
-"""
+{launch}"""
 
 
 def _combine(op: str, acc: str, value: str) -> str:
