@@ -114,6 +114,7 @@ class KernelLibrary:
         if address is None:
             raise AbiError(f"{self.path.name}: kf_launch has no address")
         self._launch_packed = _PACKED_LAUNCH(address)
+        self.launch_address: int = address  # for native callers (packager.native.graph)
         self.workspace_bytes = self._read_workspace_bytes()
 
     def _read_workspace_bytes(self) -> int:

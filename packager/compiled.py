@@ -13,7 +13,7 @@ exactly when it would without the cast.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -25,7 +25,7 @@ from packager.kernel import KernelSet, LoadedKernel
 Decompositions = dict[torch._ops.OpOverload, Callable[..., Any]]
 
 
-class AtenGraphKernels:
+class AtenGraphKernels(graph_op.GraphOwner):
     """A cast's aten kernels for compiled graphs, one decomposition entry per overload."""
 
     def __init__(self, kernels: Sequence[LoadedKernel]) -> None:
@@ -35,8 +35,11 @@ class AtenGraphKernels:
         self._sets = {op: KernelSet(members) for op, members in grouped.items()}
         self._overloads = {op: resolve_overload(op) for op in grouped}
         self._by_id = {k.card_id: k for k in kernels}
+        super().__init__()
         self.active = True
-        self.token = graph_op.register(self)
+
+    def compiled_kernels(self) -> Iterable[LoadedKernel]:
+        return self._by_id.values()
 
     def decompositions(self, base: Mapping[torch._ops.OpOverload, Callable[..., Any]]) -> Decompositions:
         """``base`` (inductor's table) with this cast's overloads routed through their cards first."""
@@ -49,13 +52,12 @@ class AtenGraphKernels:
     def _decomposition(self, overload: torch._ops.OpOverload, kernels: KernelSet,
                        fallback: Callable[..., Any] | None) -> Callable[..., Any]:
         result = result_shape(overload)
-        token = self.token
 
         def choose_kernel(*args: Any, **kwargs: Any) -> Any:
             found = kernels.match_traced(args, kwargs)
             if found is not None and not any(t.requires_grad for t in found[1]):
                 kernel, tensors = found
-                return shape_result(result, graph_op.call(tensors, token, kernel.card_id))
+                return shape_result(result, graph_op.call(tensors, self, kernel))
             return fallback(*args, **kwargs) if fallback is not None else NotImplemented
 
         return choose_kernel

@@ -10,26 +10,34 @@ computation there, and its outputs are copied into the card's layouts where they
 
 The op dispatches on the inputs' device through torch's own allocator and the current stream,
 so it is captured by CUDA graphs (``mode="reduce-overhead"``) like any other op.
+
+Where the runtime's native library can be built (:mod:`packager.native.graph`), tracing records
+``kforge_cast::native`` instead: the same call, checked and launched in C++ with no Python on the
+way in, handing every call it does not run to ``kforge_cast::kernel``.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from packager.guard import layout_miss
+from packager.native.graph import NativeGraphOp, native_graph_op
 from packager.stats import REMOVED
-from packager.variant import decode_call
+from packager.variant import decode_call, dtype_from_name
 
 if TYPE_CHECKING:
     from packager.kernel import LoadedKernel
 
 _REGISTRY: dict[str, GraphKernels] = {}
 _REGISTRY_LOCK = threading.Lock()
+# The owner's token and the card id of each native slot, for the slot's fake implementation.
+_SLOT_NAMES: dict[int, tuple[str, str]] = {}
 _TOKENS = itertools.count()
 _TAGS = tuple(tag for tag in (getattr(torch.Tag, "needs_exact_strides", None),) if tag is not None)
 
@@ -51,9 +59,64 @@ def register(owner: GraphKernels) -> str:
     return token
 
 
-def call(tensors: list[torch.Tensor], token: str, card_id: str) -> list[torch.Tensor]:
-    """Record (under tracing) or run the op."""
-    return torch.ops.kforge_cast.kernel(tensors, token, card_id)
+class GraphOwner:
+    """Base of whoever records the op: registered under a token, with an ``active`` flag (off once
+    its cast is removed) that its native slots follow, and those slots by card id.
+
+    Slots are made by :meth:`prepare_native` before anything is traced: the traced path only reads
+    ``native_slots``, which then never changes, so it adds no guard that could fail later.
+    """
+
+    def __init__(self) -> None:
+        self._active = False
+        self.native_slots: dict[str, int] = {}
+        self._native: NativeGraphOp | None = None  # the library that holds native_slots
+        self.token = register(self)  # type: ignore[arg-type]
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    @active.setter
+    def active(self, value: bool) -> None:
+        self._active = value
+        if self._native is not None:
+            for slot in self.native_slots.values():
+                self._native.set_active(slot, value)
+
+    def compiled_kernels(self) -> Iterable[LoadedKernel]:
+        """The kernels this owner may record in a graph."""
+        raise NotImplementedError
+
+    def prepare_native(self) -> None:
+        """Native slots for the owner's compiled kernels where the native library is here and can run them."""
+        missing = [k for k in self.compiled_kernels() if k.card_id not in self.native_slots]
+        native = native_graph_op() if missing else None
+        if native is None:
+            return
+        self._native = native
+        for kernel in missing:
+            inputs = [(t.shape, t.stride, dtype_from_name(t.dtype), t.storage_offset, t.aligned16)
+                      for t in kernel.key.tensors]
+            outputs = [(shape, stride, dtype, 0, True) for shape, stride, dtype in kernel.output_layouts]
+            slot = native.add_slot(kernel.launcher.library.launch_address, kernel.output_device_type, inputs,
+                                   outputs, kernel.launcher.descriptors.workspace_bytes, self.token, kernel.card_id)
+            if slot is None:
+                continue
+            native.set_active(slot, self._active)
+            with _REGISTRY_LOCK:
+                _SLOT_NAMES[slot] = (self.token, kernel.card_id)
+            kernel.stats.add_counter(functools.partial(native.hits, slot))
+            self.native_slots[kernel.card_id] = slot
+
+
+def call(tensors: list[torch.Tensor], owner: GraphOwner, kernel: LoadedKernel) -> list[torch.Tensor]:
+    """Record (under tracing) or run the op: ``kforge_cast::native`` where the owner has a slot
+    for the kernel, else ``kforge_cast::kernel``."""
+    slot = owner.native_slots.get(kernel.card_id)
+    if slot is not None:
+        return torch.ops.kforge_cast.native(tensors, slot)
+    return torch.ops.kforge_cast.kernel(tensors, owner.token, kernel.card_id)
 
 
 def _owner(token: str) -> GraphKernels:
@@ -70,6 +133,12 @@ def _run(inputs: list[torch.Tensor], token: str, card_id: str) -> list[torch.Ten
 
 def _fake(inputs: list[torch.Tensor], token: str, card_id: str) -> list[torch.Tensor]:
     return _owner(token).fake_outputs(list(inputs), card_id)
+
+
+def _native_fake(inputs: list[torch.Tensor], slot: int) -> list[torch.Tensor]:
+    with _REGISTRY_LOCK:
+        token, card_id = _SLOT_NAMES[slot]
+    return _fake(inputs, token, card_id)
 
 
 Layout = tuple[tuple[int, ...], tuple[int, ...], torch.dtype]
@@ -113,3 +182,6 @@ _LIBRARY = torch.library.Library("kforge_cast", "FRAGMENT")
 _LIBRARY.define("kernel(Tensor[] inputs, str token, str card_id) -> Tensor[]", tags=_TAGS)
 _LIBRARY.impl("kernel", _run, "CompositeExplicitAutograd")
 torch.library.register_fake("kforge_cast::kernel", _fake, lib=_LIBRARY)
+# Implemented in C++ (packager/native/graph_op.cpp) for CPU and CUDA once the library is loaded.
+_LIBRARY.define("native(Tensor[] inputs, int slot) -> Tensor[]", tags=_TAGS)
+torch.library.register_fake("kforge_cast::native", _native_fake, lib=_LIBRARY)

@@ -17,7 +17,7 @@ that serve eager mode, traced calls those that serve compiled graphs (their mani
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 import torch
@@ -69,7 +69,7 @@ def _needs_autograd(tensors: Sequence[torch.Tensor]) -> bool:
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
-class ModuleOverride:
+class ModuleOverride(graph_op.GraphOwner):
     """The guarded forward of one module instance."""
 
     def __init__(self, module: torch.nn.Module, kernels: Sequence[LoadedKernel]) -> None:
@@ -80,8 +80,10 @@ class ModuleOverride:
         self._own_forward: Callable[..., Any] | None = module.__dict__.get("forward")
         self._class_forward = type(module).forward
         self._key_reader = ModuleKeyReader()
-        self.active = False
-        self.token = graph_op.register(self)
+        super().__init__()
+
+    def compiled_kernels(self) -> Iterable[LoadedKernel]:
+        return [kernel for kernel, _ in self._graph_kernels]
 
     def install(self) -> None:
         module = self._module()
@@ -141,7 +143,7 @@ class ModuleOverride:
                 continue
             if _needs_autograd(tensors):
                 break
-            outputs = graph_op.call(tensors, self.token, kernel.card_id)
+            outputs = graph_op.call(tensors, self, kernel)
             return outputs[0] if len(outputs) == 1 else tuple(outputs)
         return self.original(*args, **kwargs)
 

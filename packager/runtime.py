@@ -133,6 +133,8 @@ class Cast:
                 self._graph_kernels = AtenGraphKernels(
                     [k for k in self.kernels.values() if k.record.kind == "aten" and k.serves_compiled])
             self._graph_kernels.active = True
+            for owner in (self._graph_kernels, *self._modules.values()):
+                owner.prepare_native()
             return CastBackend(self._graph_kernels)
 
     def compile(self, model: torch.nn.Module, **torch_compile_kwargs: Any) -> Any:

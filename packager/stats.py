@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 
 # Fallback reasons beyond the guard's miss reasons (packager.guard.MISS_REASONS).
 KERNEL_ERROR = "kernel_error"
@@ -19,6 +20,14 @@ class KernelStats:
         self._calls = 0
         self._hits = 0
         self._fallbacks: Counter[str] = Counter()
+        # Hits counted elsewhere (native slots of compiled graphs), and their sum at the last reset.
+        self._counters: list[Callable[[], int]] = []
+        self._counted_before_reset = 0
+
+    def add_counter(self, hits: Callable[[], int]) -> None:
+        """Count the hits ``hits()`` reports too (a running total kept outside Python)."""
+        with self._lock:
+            self._counters.append(hits)
 
     def hit(self) -> None:
         with self._lock:
@@ -33,9 +42,11 @@ class KernelStats:
     def snapshot(self) -> dict[str, object]:
         """``{"calls": n, "hits": n, "fallbacks": {reason: n}}``."""
         with self._lock:
-            return {"calls": self._calls, "hits": self._hits, "fallbacks": dict(self._fallbacks)}
+            outside = sum(hits() for hits in self._counters) - self._counted_before_reset
+            return {"calls": self._calls + outside, "hits": self._hits + outside, "fallbacks": dict(self._fallbacks)}
 
     def reset(self) -> None:
         with self._lock:
             self._calls = self._hits = 0
             self._fallbacks.clear()
+            self._counted_before_reset = sum(hits() for hits in self._counters)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import pathlib
 import shutil
 import statistics
@@ -35,6 +36,7 @@ from packager import Cast, load_cast  # noqa: E402
 from packager.format import KernelEntry, ModelIdentity, build_cast  # noqa: E402
 from packager.guard_cost import median_us  # noqa: E402
 from packager.manifest import KEPT, ModeVerdict  # noqa: E402
+from packager.native.graph import ENABLE_ENV  # noqa: E402
 from packager.variant import dtype_name, encode_call, variant_key  # noqa: E402
 
 ROWS, COLS = 256, 1024
@@ -188,10 +190,42 @@ def _hit_breakdown(cast: Cast, x: torch.Tensor) -> dict[str, dict[str, float]]:
     return parts
 
 
-def _compiled_pairs(cast: Cast, net: torch.nn.Module, x: torch.Tensor, want: torch.Tensor) -> dict[str, dict]:
+def _use_native(cast: Cast, native: bool) -> None:
+    """Make the cast's next compile record the native op (the default) or the Python op alone."""
+    os.environ[ENABLE_ENV] = "1" if native else "0"
+    cast._graph_kernels = None  # a fresh owner, with or without native slots
+
+
+def _graph_op_calls(cast: Cast, net: torch.nn.Module, x: torch.Tensor) -> dict[str, dict[str, float]]:
+    """Host time of one graph-op call per kernel, as a compiled graph makes it: the native op,
+    the Python op, and the eager op it replaces, interleaved in rounds."""
+    _use_native(cast, True)
+    cast.backend(net)
+    owner = cast._graph_kernels
+    assert owner is not None
+    walls: dict[str, list[float]] = {}
+    with torch.inference_mode():
+        for _ in range(ROUNDS):
+            for kernel in cast.kernels.values():
+                op, slot = kernel.record.op, owner.native_slots.get(kernel.card_id)
+                walls.setdefault(f"eager {op}", []).extend(_wall_samples(lambda o=op: _call(o, x), 50))
+                walls.setdefault(f"python {op}", []).extend(_wall_samples(
+                    lambda k=kernel: torch.ops.kforge_cast.kernel([x], owner.token, k.card_id), 50))
+                if slot is not None:
+                    walls.setdefault(f"native {op}", []).extend(_wall_samples(
+                        lambda s=slot: torch.ops.kforge_cast.native([x], s), 50))
+    cast.remove()
+    return {kernel.record.op: {kind: round(statistics.median(walls[f"{kind} {kernel.record.op}"]), 2)
+                               for kind in ("eager", "python", "native") if f"{kind} {kernel.record.op}" in walls}
+            for kernel in cast.kernels.values()}
+
+
+def _compiled_pairs(cast: Cast, net: torch.nn.Module, x: torch.Tensor, want: torch.Tensor,
+                    native: bool) -> dict[str, dict]:
     """torch.compile alone against cast.compile, per mode, timed alternately in one process."""
     pairs: dict[str, dict] = {}
     for mode in ("default", "reduce-overhead"):
+        _use_native(cast, native)
         torch._dynamo.reset()
         kwargs = {} if mode == "default" else {"mode": mode}
         plain = torch.compile(net, **kwargs)
@@ -294,7 +328,10 @@ def run(out_dir: pathlib.Path) -> dict:
             net(other)
             stats = cast.stats()
         breakdown = _hit_breakdown(cast, x)
-    compiled = _compiled_pairs(cast, net, x, want)
+    graph_op_calls = _graph_op_calls(cast, net, x)
+    compiled = _compiled_pairs(cast, net, x, want, native=True)
+    compiled_python_op = _compiled_pairs(cast, net, x, want, native=False)
+    _use_native(cast, True)
     wall = {name: statistics.median(samples) for name, samples in walls.items()}
     op_eager = {e.op: wall[f"eager {e.op}"] for e in entries}
     kernel_wall = {e.op: wall[f"direct {e.op}"] for e in entries}
@@ -316,7 +353,9 @@ def run(out_dir: pathlib.Path) -> dict:
                                 "miss_overhead": round(wall[f"miss cast {op}"] - wall[f"miss eager {op}"], 2)}
                            for op in op_eager},
         "hit_breakdown_us": breakdown,
+        "graph_op_call_wall_us": graph_op_calls,
         "compiled": compiled,
+        "compiled_python_op": compiled_python_op,
         "model_eager_us": round(eager_us, 1), "model_cast_us": round(cast_us, 1),
         "model_speedup": round(eager_us / cast_us, 3),
         "model_miss_eager_us": round(miss_eager_us, 1), "model_miss_cast_us": round(miss_cast_us, 1),

@@ -1,0 +1,113 @@
+"""Build and cache a native helper of the runtime (see :mod:`packager.native`).
+
+The library links against this process's torch (``libc10``, ``libtorch_cpu``, and ``libc10_cuda``
+where torch has CUDA and the CUDA headers are found), so its cache key holds the source, torch's
+version and CUDA version, and the compiler. A build goes to a temporary file and is renamed into
+place, so processes building at once never load a half-written library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+SOURCE_DIR = Path(__file__).resolve().parent
+CACHE_ENV = "KFORGE_NATIVE_CACHE"
+BUILD_TIMEOUT_S = 300
+
+
+class NativeBuildError(RuntimeError):
+    """A native helper could not be built here (no compiler, no headers, or the compile failed)."""
+
+
+def cache_dir() -> Path:
+    """``$KFORGE_NATIVE_CACHE``, else ``$XDG_CACHE_HOME/kforge/native`` (``~/.cache/kforge/native``)."""
+    configured = os.environ.get(CACHE_ENV)
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kforge" / "native"
+
+
+def compiler() -> str:
+    """The C++ compiler torch's extensions would use (``$CXX``, else ``c++``)."""
+    found = shutil.which(os.environ.get("CXX", "c++"))
+    if found is None:
+        raise NativeBuildError(f"no C++ compiler: {os.environ.get('CXX', 'c++')!r} is not on PATH")
+    return found
+
+
+def _cuda_include() -> Path | None:
+    """The CUDA headers c10's stream header needs, where this torch has CUDA: under ``$CUDA_HOME``
+    (or ``$CUDA_PATH``), else beside the ``nvcc`` on PATH, else ``/usr/local/cuda``."""
+    if torch.version.cuda is None:
+        return None
+    nvcc = shutil.which("nvcc")
+    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
+             str(Path(nvcc).resolve().parent.parent) if nvcc else None, "/usr/local/cuda"]
+    for home in filter(None, homes):
+        include = Path(home) / "include"
+        if (include / "cuda_runtime_api.h").exists():
+            return include
+    return None
+
+
+def _command(cxx: str, source: Path, output: Path, cuda_include: Path | None) -> list[str]:
+    torch_dir = Path(torch.__file__).resolve().parent
+    lib_dir = torch_dir / "lib"
+    command = [
+        cxx, "-O2", "-std=c++20", "-shared", "-fPIC", "-fvisibility=hidden",
+        f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+        "-isystem", str(torch_dir / "include"),
+        "-isystem", str(torch_dir / "include" / "torch" / "csrc" / "api" / "include"),
+        str(source), "-o", str(output),
+        f"-L{lib_dir}", f"-Wl,-rpath,{lib_dir}", "-lc10", "-ltorch_cpu",
+    ]
+    if cuda_include is not None:
+        command[1:1] = ["-DKF_WITH_CUDA", "-isystem", str(cuda_include)]
+        command.append("-lc10_cuda")
+    return command
+
+
+def _compiler_version(cxx: str) -> str:
+    try:
+        return subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise NativeBuildError(f"{cxx} --version failed: {exc}") from exc
+
+
+def build(name: str) -> Path:
+    """The shared library built from ``packager/native/<name>.cpp``, from the cache when it is there.
+
+    Raises :class:`NativeBuildError` naming what is missing or the compiler's error.
+    """
+    source = SOURCE_DIR / f"{name}.cpp"
+    cxx = compiler()
+    cuda_include = _cuda_include()
+    key = hashlib.sha256()
+    for part in (source.read_bytes(), torch.__version__.encode(), str(torch.version.cuda).encode(),
+                 str(cuda_include).encode(), _compiler_version(cxx).encode(), sys.platform.encode()):
+        key.update(part)
+        key.update(b"\0")
+    target = cache_dir() / key.hexdigest()[:24] / f"{name}.so"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as work:
+        partial = Path(work) / target.name
+        try:
+            done = subprocess.run(_command(cxx, source, partial, cuda_include), capture_output=True, text=True,
+                                  timeout=BUILD_TIMEOUT_S)
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise NativeBuildError(f"building {source.name} failed: {exc}") from exc
+        if done.returncode != 0:
+            raise NativeBuildError(f"building {source.name} failed:\n{done.stderr[-4000:]}")
+        os.replace(partial, target)
+    return target
