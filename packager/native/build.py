@@ -65,7 +65,7 @@ def _command(cxx: str, source: Path, output: Path, cuda_include: Path | None) ->
     command = [
         cxx, "-O2", "-std=c++20", "-shared", "-fPIC", "-fvisibility=hidden",
         f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
-        "-isystem", str(torch_dir / "include"),
+        "-I", str(source.parent), "-isystem", str(torch_dir / "include"),
         "-isystem", str(torch_dir / "include" / "torch" / "csrc" / "api" / "include"),
         str(source), "-o", str(output),
         f"-L{lib_dir}", f"-Wl,-rpath,{lib_dir}", "-lc10", "-ltorch_cpu",
@@ -92,7 +92,8 @@ def build(name: str) -> Path:
     cxx = compiler()
     cuda_include = _cuda_include()
     key = hashlib.sha256()
-    for part in (source.read_bytes(), torch.__version__.encode(), str(torch.version.cuda).encode(),
+    headers = [h.read_bytes() for h in sorted(source.parent.glob("*.h"))]
+    for part in (source.read_bytes(), *headers, torch.__version__.encode(), str(torch.version.cuda).encode(),
                  str(cuda_include).encode(), _compiler_version(cxx).encode(), sys.platform.encode()):
         key.update(part)
         key.update(b"\0")
