@@ -10,6 +10,10 @@ backends call them); compiled graphs reach the kernels through :mod:`packager.co
 
 A Python number in a tensor slot (``x + 1e-5``) reaches the override as a number: a miss hands
 it back to the original kernel as the tensor it expects (:mod:`packager.wrapped_numbers`).
+
+Where the runtime's native library can be built, a front in C++ (:mod:`packager.native.eager`)
+is installed over the Python override: it serves exact hits and clear misses itself, and hands
+the Python override only the calls it does not judge.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import torch
 
 from packager.guard import REAL_TENSOR_TYPES
 from packager.kernel import KernelSet, LoadedKernel, inside_kernel
+from packager.native.eager import EagerFront, learn_all, native_eager_guard
 from packager.wrapped_numbers import TensorSlots
 
 DISPATCH_KEYS = {"cpu": "CPU", "cuda": "CUDA"}
@@ -89,6 +94,7 @@ class AtenOverride:
         self._slots = TensorSlots(self.overload)
         self._original: torch._C._SafeKernelFunction | None = None
         self._library: torch.library.Library | None = None
+        self.front: EagerFront | None = None  # the native front, while installed
 
     @property
     def impl_name(self) -> str:
@@ -97,14 +103,25 @@ class AtenOverride:
         return f"{base}.{schema.overload_name}" if schema.overload_name else base
 
     def install(self) -> None:
-        """Register the override; the kernel it replaces stays reachable for misses."""
+        """Register the override, and the native front over it where it can learn every kernel;
+        the kernel they replace stays reachable for misses."""
         # For a decomposed op the backend's computed kernel is the decomposition itself.
         self._original = torch.library.get_kernel(self.overload, self.backend_key)
+        front = self._native_front()  # made before the override, it keeps the same original
         library = torch.library.Library("aten", "IMPL")
         library.impl(self.impl_name, self, self.dispatch_key, with_keyset=True)
         self._library = library
+        self.front = front if front is not None and front.install() else None
+
+    def _native_front(self) -> EagerFront | None:
+        guard = native_eager_guard() if self._kernels.kernels else None
+        front = guard.front(self.overload, self.backend_key, self.dispatch_key, self._result) if guard else None
+        return front if front is not None and learn_all(front, self._kernels.kernels) else None
 
     def uninstall(self) -> None:
+        if self.front is not None:
+            self.front.uninstall()
+            self.front = None
         if self._library is not None:
             self._library._destroy()
             self._library = None

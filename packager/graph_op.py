@@ -106,8 +106,12 @@ class GraphOwner:
             native.set_active(slot, self._active)
             with _REGISTRY_LOCK:
                 _SLOT_NAMES[slot] = (self.token, kernel.card_id)
-            kernel.stats.add_counter(functools.partial(native.hits, slot))
+            kernel.stats.add_counter(functools.partial(_hit_counts, native, slot))
             self.native_slots[kernel.card_id] = slot
+
+
+def _hit_counts(native: NativeGraphOp, slot: int) -> tuple[int, dict[str, int]]:
+    return native.hits(slot), {}
 
 
 def call(tensors: list[torch.Tensor], owner: GraphOwner, kernel: LoadedKernel) -> list[torch.Tensor]:

@@ -38,13 +38,13 @@ def median_us(fn: Callable[[], object], *, repeats: int = 7, number: int = 200) 
     return statistics.median(samples)
 
 
-def synthetic_tensor(signature: TensorSignature) -> torch.Tensor:
-    """A CPU tensor with the signature's shape, strides, dtype and storage offset (alignment as it falls)."""
+def synthetic_tensor(signature: TensorSignature, device: str = "cpu") -> torch.Tensor:
+    """A tensor on ``device`` with the signature's shape, strides, dtype and storage offset (alignment as it falls)."""
     dtype = dtype_from_name(signature.dtype)
     extent = 0 if 0 in signature.shape else 1 + sum(
         (size - 1) * abs(step) for size, step in zip(signature.shape, signature.stride, strict=True)
     )
-    storage = torch.empty(signature.storage_offset + extent, dtype=dtype)
+    storage = torch.empty(signature.storage_offset + extent, dtype=dtype, device=device)
     return storage.as_strided(signature.shape, signature.stride, signature.storage_offset)
 
 

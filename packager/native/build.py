@@ -14,13 +14,19 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
 SOURCE_DIR = Path(__file__).resolve().parent
 CACHE_ENV = "KFORGE_NATIVE_CACHE"
+ENABLE_ENV = "KFORGE_NATIVE"
 BUILD_TIMEOUT_S = 300
+Loaded = TypeVar("Loaded")
 
 
 class NativeBuildError(RuntimeError):
@@ -112,3 +118,25 @@ def build(name: str) -> Path:
             raise NativeBuildError(f"building {source.name} failed:\n{done.stderr[-4000:]}")
         os.replace(partial, target)
     return target
+
+
+_LOAD_LOCK = threading.Lock()
+# Each library this process loaded, by name (a second copy would register its kernels again, over
+# the first, with tables of its own), or why it could not be had.
+_loaded: dict[str, object] = {}
+_failures: dict[str, str] = {}
+
+
+def load_once(name: str, wrap: Callable[[Path], Loaded], what: str) -> Loaded | None:
+    """``wrap(build(name))``, once per process; None (with one warning saying that ``what`` stays in
+    Python, and why) where it cannot be had, or while ``KFORGE_NATIVE=0``."""
+    if os.environ.get(ENABLE_ENV, "1") == "0":
+        return None
+    with _LOAD_LOCK:
+        if name not in _loaded and name not in _failures:
+            try:
+                _loaded[name] = wrap(build(name))
+            except (NativeBuildError, OSError) as exc:
+                _failures[name] = str(exc)
+                warnings.warn(f"kforge_cast: {what} stays in Python ({exc})", RuntimeWarning, stacklevel=3)
+        return _loaded.get(name)  # type: ignore[return-value]

@@ -10,18 +10,14 @@ serves every call the slot turns away. Its hits are counted in C++ and read back
 from __future__ import annotations
 
 import ctypes
-import os
-import threading
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
 from packager.abi import DTYPE_CODES, MAX_DIMS
-from packager.native.build import NativeBuildError, build
+from packager.native.build import NativeBuildError, load_once
 
-ENABLE_ENV = "KFORGE_NATIVE"
 ABI_VERSION = 1
 _LAYOUT_WORDS = 4 + 2 * MAX_DIMS
 
@@ -81,25 +77,6 @@ class NativeGraphOp:
         return int(self._hits(slot))
 
 
-_LOAD_LOCK = threading.Lock()
-# The one library this process loads (a second copy would register the op's kernels again, over
-# the first, with a slot table of its own), or why it could not be had.
-_loaded: NativeGraphOp | None = None
-_failure: str | None = None
-
-
 def native_graph_op() -> NativeGraphOp | None:
-    """The library, built on first use; None (with one warning saying why) where it cannot be had,
-    or while ``KFORGE_NATIVE=0``. Callers then keep to the Python op."""
-    global _loaded, _failure
-    if os.environ.get(ENABLE_ENV, "1") == "0":
-        return None
-    with _LOAD_LOCK:
-        if _loaded is None and _failure is None:
-            try:
-                _loaded = NativeGraphOp(build("graph_op"))
-            except (NativeBuildError, OSError) as exc:
-                _failure = str(exc)
-                warnings.warn(f"kforge_cast: compiled graphs call kernels through Python ({exc})",
-                              RuntimeWarning, stacklevel=2)
-        return _loaded
+    """The library, built on first use; None where it cannot be had (callers keep to the Python op)."""
+    return load_once("graph_op", NativeGraphOp, "the kernel call in compiled graphs")

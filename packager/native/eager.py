@@ -1,0 +1,170 @@
+"""The eager guard's native front (``eager_guard.cpp``): an aten overload's kernels matched in C++.
+
+:class:`packager.aten_dispatch.AtenOverride` prepares a front before it registers its Python
+override (the front keeps the kernel it replaces as the original), teaches it each kernel's call
+by boxing the card's own call once on meta tensors through a learner op that has the overload's
+schema, and installs it on top of the Python override once that is registered. If any kernel's
+call holds what the front cannot compare, no front is installed and the Python override serves
+the op alone, as before.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import re
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from packager.guard import MISS_REASONS
+from packager.guard_cost import synthetic_tensor
+from packager.native.build import NativeBuildError, load_once
+from packager.native.graph import Layout, layout_words
+from packager.stats import KERNEL_ERROR, Counts
+from packager.variant import decode_call, dtype_from_name
+
+if TYPE_CHECKING:
+    from packager.kernel import LoadedKernel
+
+ABI_VERSION = 1
+RESULT_KINDS = {"single": 0, "tuple": 1, "list": 2}
+# eager_guard.cpp's counters after the hits, in kf::Miss order, then kernel errors.
+_COUNTED = ("shape", "dtype", "stride", "device", "storage_offset", "alignment", "args", KERNEL_ERROR)
+assert set(_COUNTED[:-1]) == set(MISS_REASONS)
+_LEARNED = "kforge_cast: arguments learned"
+
+_LEARNERS = torch.library.Library("kforge_cast", "FRAGMENT")
+_LEARNER_NAMES: dict[str, str] = {}
+_LEARNERS_LOCK = threading.Lock()
+
+
+class NativeEagerGuard:
+    """The loaded library."""
+
+    def __init__(self, path: Path) -> None:
+        lib = ctypes.CDLL(str(path))
+        lib.kfe_abi_version.restype = ctypes.c_int32
+        if (version := lib.kfe_abi_version()) != ABI_VERSION:
+            raise NativeBuildError(f"{path.name} speaks version {version}, this runtime {ABI_VERSION}")
+        lib.kfe_has_cuda.restype = ctypes.c_int32
+        self.has_cuda = bool(lib.kfe_has_cuda())
+        lib.kfe_register_learner.restype = ctypes.c_int32
+        lib.kfe_register_learner.argtypes = [ctypes.c_char_p]
+        lib.kfe_front_new.restype = ctypes.c_int64
+        lib.kfe_front_new.argtypes = [ctypes.c_char_p] * 4 + [ctypes.c_int32]
+        lib.kfe_add_kernel.restype = ctypes.c_int32
+        words = ctypes.POINTER(ctypes.c_int64)
+        lib.kfe_add_kernel.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, words,
+                                       ctypes.c_int32, words, ctypes.c_int64, words]
+        lib.kfe_install.restype = ctypes.c_int32
+        lib.kfe_install.argtypes = [ctypes.c_int64]
+        lib.kfe_uninstall.argtypes = [ctypes.c_int64]
+        lib.kfe_counts.restype = ctypes.c_int32
+        lib.kfe_counts.argtypes = [ctypes.c_int64, ctypes.c_int32, words]
+        self._lib = lib
+
+    def learner(self, overload: torch._ops.OpOverload) -> str | None:
+        """The name of ``overload``'s learner op (defined once per process), or None if its schema
+        cannot be copied."""
+        name = overload.name()
+        with _LEARNERS_LOCK:
+            if name not in _LEARNER_NAMES:
+                learner = "learn_" + re.sub(r"\W", "_", name)
+                schema = str(overload._schema)
+                prefix = overload._schema.name + (f".{overload._schema.overload_name}"
+                                                  if overload._schema.overload_name else "")
+                try:
+                    if not schema.startswith(prefix):
+                        raise ValueError(schema)
+                    _LEARNERS.define(learner + schema[len(prefix):])
+                    if self._lib.kfe_register_learner(learner.encode()) != 0:
+                        raise RuntimeError(learner)
+                except (RuntimeError, ValueError):
+                    learner = ""
+                _LEARNER_NAMES[name] = learner
+            return _LEARNER_NAMES[name] or None
+
+    def front(self, overload: torch._ops.OpOverload, backend_key: str, dispatch_key: str,
+              result: str) -> EagerFront | None:
+        """A front holding the kernel ``backend_key`` runs now as the original (make it before the
+        Python override is registered)."""
+        schema = overload._schema
+        front = int(self._lib.kfe_front_new(schema.name.encode(), schema.overload_name.encode(), backend_key.encode(),
+                                            dispatch_key.encode(), RESULT_KINDS[result]))
+        return EagerFront(self, front, overload) if front >= 0 else None
+
+
+class EagerFront:
+    """One overload's front: its kernels, learned, and whether it is installed."""
+
+    def __init__(self, guard: NativeEagerGuard, front: int, overload: torch._ops.OpOverload) -> None:
+        self._guard = guard
+        self._lib = guard._lib
+        self._front = front
+        self._overload = overload
+        self._learner = guard.learner(overload)
+        self.learned = self._learner is not None
+        self.kernels: list[tuple[LoadedKernel, int]] = []
+
+    def add(self, kernel: LoadedKernel) -> bool:
+        """Teach the front ``kernel``'s call; False when it cannot be learned (the front is then off)."""
+        if not self.learned or (kernel.output_device_type == "cuda" and not self._guard.has_cuda):
+            self.learned = False
+            return False
+        tensors = [synthetic_tensor(signature, device="meta") for signature in kernel.key.tensors]
+        args, kwargs = decode_call(kernel.template, tensors)
+        learner = getattr(torch.ops.kforge_cast, str(self._learner)).default
+        try:
+            with torch._C._AutoDispatchBelowADInplaceOrView():
+                learner(*args, **kwargs)
+        except RuntimeError as exc:
+            if _LEARNED not in str(exc):
+                self.learned = False
+                return False
+        inputs: list[Layout] = [(t.shape, t.stride, dtype_from_name(t.dtype), t.storage_offset, t.aligned16)
+                                for t in kernel.key.tensors]
+        outputs: list[Layout] = [(shape, stride, dtype, 0, True) for shape, stride, dtype in kernel.output_layouts]
+        try:
+            input_words, output_words = layout_words(inputs), layout_words(outputs)
+        except ValueError:
+            self.learned = False
+            return False
+        ids = (ctypes.c_int64 * max(len(tensors), 1))(*(t._cdata for t in tensors))
+        index = int(self._lib.kfe_add_kernel(
+            self._front, kernel.launcher.library.launch_address, int(kernel.output_device_type == "cuda"),
+            len(inputs), input_words, len(outputs), output_words, kernel.launcher.descriptors.workspace_bytes, ids))
+        if index < 0:
+            self.learned = False
+            return False
+        self.kernels.append((kernel, index))
+        return True
+
+    def install(self) -> bool:
+        """Register over the Python override; its kernels' stats then count the front's calls too."""
+        if not self.learned or self._lib.kfe_install(self._front) != 0:
+            return False
+        for kernel, index in self.kernels:
+            kernel.stats.add_counter(functools.partial(self.counts, index))
+        return True
+
+    def uninstall(self) -> None:
+        self._lib.kfe_uninstall(self._front)
+
+    def counts(self, index: int) -> Counts:
+        values = (ctypes.c_int64 * (1 + len(_COUNTED)))()
+        self._lib.kfe_counts(self._front, index, values)
+        return int(values[0]), {reason: int(n) for reason, n in zip(_COUNTED, values[1:], strict=True) if n}
+
+
+def native_eager_guard() -> NativeEagerGuard | None:
+    """The library, built on first use; None where it cannot be had (the Python override serves alone)."""
+    return load_once("eager_guard", NativeEagerGuard, "the eager guard")
+
+
+def learn_all(front: EagerFront, kernels: Sequence[LoadedKernel]) -> bool:
+    """Teach ``front`` every kernel; False as soon as one cannot be learned."""
+    return all(front.add(kernel) for kernel in kernels)

@@ -1,0 +1,150 @@
+"""The eager guard's native front: hits and misses decided in C++, the rest left to the Python override."""
+
+import torch
+
+from packager import load_cast
+from packager.format import build_cast
+from packager.native import build as native_build
+from packager.native.eager import native_eager_guard
+from tests.packager.conftest import FAILING, MODEL, RELU, SOFTMAX, aten_card, entry, relu_card
+from tests.packager.test_guard import unaligned
+
+
+def _fronts(cast) -> dict[str, object]:
+    return {override.op: override.front for override in cast._aten}
+
+
+def _python_calls(cast, monkeypatch) -> list[str]:
+    """Records every call that reaches a Python override (the front hands it the calls it does not judge)."""
+    seen: list[str] = []
+    for override in cast._aten:
+        original = type(override).__call__
+
+        def spy(self, keyset, *args, _original=original, **kwargs):
+            seen.append(self.op)
+            return _original(self, keyset, *args, **kwargs)
+
+        monkeypatch.setattr(type(override), "__call__", spy)
+    return seen
+
+
+def test_hits_and_misses_are_decided_without_python(relu_softmax_cast, monkeypatch) -> None:
+    cast = load_cast(relu_softmax_cast.path)
+    x, other = relu_softmax_cast.x, torch.randn(5, 8)
+    with torch.inference_mode():
+        want = torch.softmax(x, -1), torch.relu(x), torch.softmax(other, -1), torch.relu(other)
+        with cast.applied_to():
+            assert all(front is not None for front in _fronts(cast).values())
+            seen = _python_calls(cast, monkeypatch)
+            got = torch.softmax(x, dim=-1), torch.relu(x), torch.softmax(other, -1), torch.relu(other)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w)
+    assert seen == []
+    stats = cast.stats()
+    assert stats[relu_softmax_cast.relu.id] == {"calls": 2, "hits": 1, "fallbacks": {"shape": 1}}
+    assert stats[relu_softmax_cast.softmax.id] == {"calls": 2, "hits": 1, "fallbacks": {"shape": 1}}
+
+
+def test_every_kind_of_miss_is_named_as_the_python_guard_names_it(relu_softmax_cast) -> None:
+    cast = load_cast(relu_softmax_cast.path)
+    x = relu_softmax_cast.x
+    misses = {
+        "shape": torch.randn(5, 8),
+        "stride": torch.randn(4, 16)[:, ::2],
+        "dtype": x.double(),
+        "storage_offset": torch.randn(36)[4:].view(4, 8),
+        "alignment": unaligned((4, 8)),
+    }
+    with torch.inference_mode():
+        want = {reason: torch.softmax(tensor, -1) for reason, tensor in misses.items()}
+        want_dim0 = torch.softmax(x, 0)
+        with cast.applied_to():
+            for reason, tensor in misses.items():
+                torch.testing.assert_close(torch.softmax(tensor, -1), want[reason])
+                assert cast.stats()[relu_softmax_cast.softmax.id]["fallbacks"].get(reason) == 1, reason
+            torch.testing.assert_close(torch._softmax(x, 0, False), want_dim0)
+    assert cast.stats()[relu_softmax_cast.softmax.id]["fallbacks"]["args"] == 1
+
+
+def test_calls_it_does_not_judge_reach_the_python_override(tmp_path, artifacts, monkeypatch) -> None:
+    x = torch.randn(4, 8)
+    card = aten_card("aten::softmax.int", [x, -1], {}, torch.softmax(x, -1))  # a decomposed op
+    build_cast(tmp_path / "s.cast", MODEL, [entry(card, SOFTMAX, artifacts["softmax"])], [])
+    cast = load_cast(tmp_path / "s.cast")
+    with cast.applied_to():
+        assert _fronts(cast)["aten::softmax.int"] is not None
+        seen = _python_calls(cast, monkeypatch)
+        with torch.inference_mode():
+            torch.testing.assert_close(torch.softmax(x, -1), torch.softmax(x.double(), -1).float())
+        assert seen == [] and cast.stats()[card.id]["hits"] == 1
+        with torch._subclasses.fake_tensor.FakeTensorMode() as mode:
+            assert torch.softmax(mode.from_tensor(x), -1).shape == x.shape
+        assert seen == ["aten::softmax.int"]  # a fake tensor: the Python override decomposes it
+        leaf = x.clone().requires_grad_()
+        torch.softmax(leaf, -1).sum().backward()  # autograd records the decomposition: the original runs
+        assert leaf.grad is not None and seen == ["aten::softmax.int"]
+    assert cast.stats()[card.id]["hits"] == 1
+
+
+def test_a_kernel_that_fails_counts_an_error_and_eager_serves(tmp_path, artifacts) -> None:
+    x = torch.randn(4, 8)
+    card = relu_card(x)
+    build_cast(tmp_path / "f.cast", MODEL, [entry(card, FAILING, artifacts["failing"])], [])
+    cast = load_cast(tmp_path / "f.cast")
+    with torch.inference_mode(), cast.applied_to():
+        assert _fronts(cast)["aten::relu.default"] is not None
+        torch.testing.assert_close(torch.relu(x), x.clamp_min(0))
+    assert cast.stats()[card.id] == {"calls": 1, "hits": 0, "fallbacks": {"kernel_error": 1}}
+
+
+def test_a_call_with_a_python_number_in_a_tensor_slot_is_served_as_eager(tmp_path, artifacts) -> None:
+    x = torch.randn(4, 8)
+    card = aten_card("aten::add.Tensor", [x, x], {}, x + x)
+    build_cast(tmp_path / "a.cast", MODEL, [entry(card, RELU, artifacts["relu"])], [])
+    cast = load_cast(tmp_path / "a.cast")
+    calls = (lambda t: t + 1e-5, lambda t: 1 + t, lambda t: t + torch.tensor(2), lambda t: t.half() + 2.5)
+    with torch.inference_mode():
+        want = [call(x) for call in calls]
+        with cast.applied_to():
+            got = [call(x) for call in calls]
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w)
+        assert g.dtype == w.dtype
+    assert cast.stats()[card.id]["hits"] == 0
+
+
+def test_remove_restores_the_original_and_a_second_apply_installs_afresh(relu_softmax_cast) -> None:
+    cast = load_cast(relu_softmax_cast.path)
+    x = relu_softmax_cast.x
+    with torch.inference_mode():
+        with cast.applied_to():
+            torch.relu(x)
+        torch.relu(x)  # removed: neither the front nor the Python override sees it
+        with cast.applied_to():
+            torch.relu(x)
+    assert cast.stats()[relu_softmax_cast.relu.id] == {"calls": 2, "hits": 2, "fallbacks": {}}
+
+
+def test_without_the_library_the_python_override_serves_alone(relu_softmax_cast, monkeypatch) -> None:
+    monkeypatch.setenv(native_build.ENABLE_ENV, "0")
+    cast = load_cast(relu_softmax_cast.path)
+    x = relu_softmax_cast.x
+    with torch.inference_mode():
+        want = torch.softmax(x, -1)
+        with cast.applied_to():
+            assert set(_fronts(cast).values()) == {None}
+            torch.testing.assert_close(torch.softmax(x, -1), want)
+    assert cast.stats()[relu_softmax_cast.softmax.id]["hits"] == 1
+
+
+def test_an_op_whose_call_cannot_be_learned_keeps_the_python_override(tmp_path, artifacts) -> None:
+    x, index = torch.randn(4, 8), torch.tensor([2, 0])
+    card = aten_card("aten::index.Tensor", [x, [index]], {}, x[index])  # Tensor?[]: beyond the front
+    build_cast(tmp_path / "i.cast", MODEL, [entry(card, RELU, artifacts["relu"])], [])
+    cast = load_cast(tmp_path / "i.cast")
+    with cast.applied_to():
+        assert _fronts(cast) == {"aten::index.Tensor": None}
+    guard = native_eager_guard()
+    assert guard is not None
+    front = guard.front(torch.ops.aten.index.Tensor, "CPU", "CPU", "single")
+    assert front is not None and not front.add(next(iter(cast.kernels.values()))) and not front.install()
