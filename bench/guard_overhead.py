@@ -6,8 +6,9 @@ layout), then measures per call: eager, a guarded hit (kernel included), a guard
 For a GroupNorm module card it compares reading the module's side of the key afresh on every
 call with the runtime's kept reading, alone and with the match; for an op with several kernels,
 a call none of them takes, turned away by the first-argument shape lookup or by every matcher.
-A hit is also taken apart (output allocation, descriptor packing, counting), and the call a
-compiled graph makes (``kforge_cast::kernel``: dispatcher entry, layout check, launch) is timed.
+A hit is also taken apart (output allocation, descriptor packing, counting); hits and misses are
+timed with the guard's native front and with the Python override alone, and the call a compiled
+graph makes is timed for both ops (``kforge_cast::native`` and ``kforge_cast::kernel``).
 
     .venv/bin/python bench/guard_overhead.py [--out bench/results/guard_overhead.json]
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import platform
 import subprocess
 import tempfile
@@ -24,12 +26,13 @@ from pathlib import Path
 
 import torch
 
-from packager import graph_op, load_cast
+from packager import load_cast
 from packager.compiled import AtenGraphKernels
 from packager.format import KernelEntry, ModelIdentity, build_cast
 from packager.guard import CallMatcher
 from packager.guard_cost import dispatch_entry_us, guard_cost_us, median_us
 from packager.module_state import ModuleKeyReader
+from packager.native.build import ENABLE_ENV
 from packager.runtime import host_cpu_arch
 from packager.variant import (
     ATTRIBUTES_KWARG,
@@ -119,13 +122,21 @@ def measure() -> dict[str, object]:
             row["pack_descriptors_us"] = median_us(lambda d=descriptors, o=outputs: d.prepare([x], o))
             row["count_hit_us"] = median_us(lambda k=kernel: k.stats.hit())
             graph = AtenGraphKernels([kernel])
-            row["graph_op_call_us"] = median_us(lambda k=kernel, g=graph: graph_op.call([x], g.token, k.card_id))
-            cast.apply()
-            row["cast_hit_us"] = median_us(lambda fn=fn: fn(x))
-            row["cast_miss_us"] = median_us(lambda fn=fn: fn(miss))
-            cast.remove()
+            graph.prepare_native()
+            row["graph_op_python_us"] = median_us(
+                lambda k=kernel, g=graph: torch.ops.kforge_cast.kernel([x], g.token, k.card_id))
+            slot = graph.native_slots.get(kernel.card_id)
+            if slot is not None:
+                row["graph_op_native_us"] = median_us(lambda s=slot: torch.ops.kforge_cast.native([x], s))
+            for path, enabled in (("python", "0"), ("native", "1")):  # the eager guard with and without its front
+                os.environ[ENABLE_ENV] = enabled
+                cast.apply()
+                row[f"cast_hit_{path}_us"] = median_us(lambda fn=fn: fn(x))
+                row[f"cast_miss_{path}_us"] = median_us(lambda fn=fn: fn(miss))
+                cast.remove()
+                row[f"hit_overhead_{path}_us"] = row[f"cast_hit_{path}_us"] - row["kernel_direct_us"]
+                row[f"miss_overhead_{path}_us"] = row[f"cast_miss_{path}_us"] - row["eager_miss_shape_us"]
             row["guard_cost_charged_us"] = guard_cost_us(cards[name])
-            row["miss_overhead_us"] = row["cast_miss_us"] - row["eager_miss_shape_us"]
             rows[name] = {k: round(v, 3) for k, v in row.items()}
     return {"machine": platform.machine(), "torch": torch.__version__, "threads": torch.get_num_threads(),
             "shape": list(SHAPE), "dispatch_entry_us": round(dispatch_entry_us(), 3), "ops": rows,
@@ -183,9 +194,9 @@ def main() -> None:
     torch.set_num_threads(1)  # shared CI machines: intra-op threads make timings swing by 100x
     result = measure()
     columns = list(next(iter(result["ops"].values())))  # type: ignore[union-attr]
-    print(f"{'op':<9}" + "".join(f"{c:>22}" for c in columns))
+    print(f"{'op':<9}" + "".join(f"{c:>25}" for c in columns))
     for name, row in result["ops"].items():  # type: ignore[union-attr]
-        print(f"{name:<9}" + "".join(f"{row[c]:>22.2f}" for c in columns))
+        print(f"{name:<9}" + "".join(f"{row[c]:>25.2f}" for c in columns))
     print(f"dispatcher -> Python kernel entry: {result['dispatch_entry_us']} us")
     print("GroupNorm module card: " + ", ".join(f"{k} {v:.2f}" for k, v in result["module"].items()))  # type: ignore[union-attr]
     print("miss among an op's kernels: " + ", ".join(

@@ -36,7 +36,7 @@ from packager import Cast, load_cast  # noqa: E402
 from packager.format import KernelEntry, ModelIdentity, build_cast  # noqa: E402
 from packager.guard_cost import median_us  # noqa: E402
 from packager.manifest import KEPT, ModeVerdict  # noqa: E402
-from packager.native.graph import ENABLE_ENV  # noqa: E402
+from packager.native.build import ENABLE_ENV  # noqa: E402
 from packager.variant import dtype_name, encode_call, variant_key  # noqa: E402
 
 ROWS, COLS = 256, 1024
@@ -322,6 +322,13 @@ def run(out_dir: pathlib.Path) -> dict:
                 for e in entries:
                     walls.setdefault(f"miss cast {e.op}", []).extend(
                         _wall_samples(lambda e=e: _call(e.op, other), 50))
+            os.environ[ENABLE_ENV] = "0"  # the Python override alone, for comparison
+            with cast.applied_to(net):
+                for e in entries:
+                    walls.setdefault(f"python hit {e.op}", []).extend(_wall_samples(lambda e=e: _call(e.op, x), 50))
+                    walls.setdefault(f"python miss {e.op}", []).extend(
+                        _wall_samples(lambda e=e: _call(e.op, other), 50))
+            os.environ[ENABLE_ENV] = "1"
         with cast.applied_to(net):
             cast.reset_stats()
             net(x)
@@ -350,7 +357,13 @@ def run(out_dir: pathlib.Path) -> dict:
         "per_op_wall_us": {op: {"eager": round(op_eager[op], 2), "kernel_direct": round(kernel_wall[op], 2),
                                 "cast_hit": round(op_cast[op], 2),
                                 "guard_overhead": round(op_cast[op] - kernel_wall[op], 2),
-                                "miss_overhead": round(wall[f"miss cast {op}"] - wall[f"miss eager {op}"], 2)}
+                                "miss_overhead": round(wall[f"miss cast {op}"] - wall[f"miss eager {op}"], 2),
+                                "hit_over_eager": round(op_cast[op] - op_eager[op], 2),
+                                "python_hit": round(wall[f"python hit {op}"], 2),
+                                "python_hit_over_eager": round(wall[f"python hit {op}"] - op_eager[op], 2),
+                                "python_guard_overhead": round(wall[f"python hit {op}"] - kernel_wall[op], 2),
+                                "python_miss_overhead": round(wall[f"python miss {op}"] - wall[f"miss eager {op}"],
+                                                              2)}
                            for op in op_eager},
         "hit_breakdown_us": breakdown,
         "graph_op_call_wall_us": graph_op_calls,
