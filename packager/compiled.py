@@ -8,12 +8,21 @@ on an exact match, records :mod:`packager.graph_op`'s op in place of the aten op
 defers to inductor's own decomposition, or leaves the op as it is. The choice is made once per
 compilation and adds no dynamo guard: the graph carries no guard, breaks nowhere, and recompiles
 exactly when it would without the cast.
+
+An overload implemented by decomposition (``CompositeImplicitAutograd``: ``group_norm``,
+``layer_norm``, ``softmax.int``, ...) is decomposed before any decomposition table is consulted,
+so for the length of the backend's compilation the same choice is registered as the overload's
+Python kernel at that key, which AOTAutograd's Python dispatcher runs in place of the C++
+decomposition; the overload's own decomposition serves every call no card matches.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -23,6 +32,14 @@ from packager.aten_dispatch import resolve_overload, result_shape, shape_result
 from packager.kernel import KernelSet, LoadedKernel
 
 Decompositions = dict[torch._ops.OpOverload, Callable[..., Any]]
+# Python kernels of aten overloads are process-wide: one compilation at a time replaces them.
+_COMPOSITE_LOCK = threading.RLock()
+
+
+def _decompose(overload: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
+    """The overload's own decomposition: its C++ ``CompositeImplicitAutograd`` kernel (``decompose``
+    would call the Python kernel this module put in its place)."""
+    return overload._op_dk(torch._C.DispatchKey.CompositeImplicitAutograd, *args, **kwargs)
 
 
 class AtenGraphKernels(graph_op.GraphOwner):
@@ -49,13 +66,39 @@ class AtenGraphKernels(graph_op.GraphOwner):
             table[overload] = self._decomposition(overload, kernels, base.get(overload))
         return table
 
+    @contextlib.contextmanager
+    def composite_choices(self) -> Iterator[None]:
+        """While the block runs, each decomposed overload's Python kernel at ``CompositeImplicitAutograd``
+        chooses among its cards first (what AOTAutograd's Python dispatcher runs while it traces)."""
+        key = torch._C.DispatchKey.CompositeImplicitAutograd
+        with _COMPOSITE_LOCK:
+            replaced: list[tuple[torch._ops.OpOverload, Callable[..., Any] | None]] = []
+            try:
+                for op, kernels in self._sets.items():
+                    overload = self._overloads[op]
+                    if not torch._C._dispatch_has_kernel_for_dispatch_key(overload.name(), "CompositeImplicitAutograd"):
+                        continue
+                    before = overload.py_kernels.get(key)
+                    fallback = before or functools.partial(_decompose, overload)
+                    overload.py_kernels[key] = self._decomposition(overload, kernels, fallback)
+                    overload._dispatch_cache.clear()
+                    replaced.append((overload, before))
+                yield
+            finally:
+                for overload, before in replaced:
+                    if before is None:
+                        overload.py_kernels.pop(key, None)
+                    else:
+                        overload.py_kernels[key] = before
+                    overload._dispatch_cache.clear()
+
     def _decomposition(self, overload: torch._ops.OpOverload, kernels: KernelSet,
                        fallback: Callable[..., Any] | None) -> Callable[..., Any]:
         result = result_shape(overload)
 
         def choose_kernel(*args: Any, **kwargs: Any) -> Any:
             found = kernels.match_traced(args, kwargs)
-            if found is not None and not any(t.requires_grad for t in found[1]):
+            if found is not None and not (torch.is_grad_enabled() and any(t.requires_grad for t in found[1])):
                 kernel, tensors = found
                 return shape_result(result, graph_op.call(tensors, self, kernel))
             return fallback(*args, **kwargs) if fallback is not None else NotImplemented
@@ -93,5 +136,6 @@ class CastBackend:
         config: dict[str, Any] = dict(list_mode_options(mode)) if mode and mode != "default" else {}
         config.update({key.replace("-", "_"): value for key, value in (options or {}).items()})
         config.update(fx_graph_cache=False, fx_graph_remote_cache=False)
-        return compile_fx(graph, list(example_inputs), config_patches=config,
-                          decompositions=self.aten.decompositions(select_decomp_table()))
+        with self.aten.composite_choices():
+            return compile_fx(graph, list(example_inputs), config_patches=config,
+                              decompositions=self.aten.decompositions(select_decomp_table()))

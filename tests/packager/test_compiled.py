@@ -140,3 +140,23 @@ def test_an_applied_cast_leaves_the_tensors_of_a_trace_alone(tmp_path: Path, art
     torch.testing.assert_close(y.grad, want.grad)
     assert x_grad.grad is not None
     assert cast.stats()[card.id] == {"calls": 1, "hits": 1, "fallbacks": {}}  # fn(x) eager: one hit
+
+
+def test_a_decomposed_op_is_chosen_before_it_decomposes(tmp_path: Path, artifacts) -> None:
+    """``softmax.int`` (CompositeImplicitAutograd) never reaches a decomposition table: the backend
+    chooses it as the overload's Python kernel while AOTAutograd traces, and only while it does."""
+    x = torch.randn(4, 8)
+    card = aten_card("aten::softmax.int", [x, -1], {}, torch.softmax(x, -1))
+    build_cast(tmp_path / "c.cast", MODEL, [entry(card, SOFTMAX, artifacts["softmax"], eager_us=5000.0)], [],
+               verdicts=compiled_kept(card))
+    cast = load_cast(tmp_path / "c.cast")
+    torch._dynamo.reset()
+    compiled = cast.compile(lambda t: torch.softmax(t, -1) * 2.0, dynamic=False)
+    other = torch.randn(5, 8)
+    needs_no_grad = x.clone().requires_grad_()  # grad is off: no gradient to keep, the kernel serves
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(needs_no_grad), torch.softmax(x, -1) * 2.0)
+        torch.testing.assert_close(compiled(other), torch.softmax(other, -1) * 2.0)
+    assert cast.stats()[card.id] == {"calls": 1, "hits": 1, "fallbacks": {}}
+    overload = torch.ops.aten.softmax.int
+    assert torch._C.DispatchKey.CompositeImplicitAutograd not in overload.py_kernels
