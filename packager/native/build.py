@@ -69,7 +69,7 @@ def _command(cxx: str, source: Path, output: Path, cuda_include: Path | None) ->
     torch_dir = Path(torch.__file__).resolve().parent
     lib_dir = torch_dir / "lib"
     command = [
-        cxx, "-O2", "-std=c++20", "-shared", "-fPIC", "-fvisibility=hidden",
+        cxx, "-O2", "-std=c++20", "-shared", "-fPIC",
         f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
         "-I", str(source.parent), "-isystem", str(torch_dir / "include"),
         "-isystem", str(torch_dir / "include" / "torch" / "csrc" / "api" / "include"),

@@ -63,7 +63,7 @@ std::vector<at::Tensor> run_python_op(at::TensorList inputs, const Slot& slot) {
 
 std::vector<at::Tensor> native_kernel(at::TensorList inputs, int64_t slot_id) {
   Slot* slot = find_slot(slot_id);
-  TORCH_CHECK(slot != nullptr, "kforge_cast::native: no kernel is loaded in slot ", slot_id);
+  TORCH_CHECK(slot != nullptr, "kforge_cast::native: no kernel is loaded in slot " + std::to_string(slot_id));
   std::vector<at::Tensor> outputs;
   if (try_launch(*slot, inputs, &outputs)) return outputs;
   return run_python_op(inputs, *slot);
