@@ -259,13 +259,7 @@ extern "C" {
 
 KF_EXPORT int32_t kfe_abi_version() { return 1; }
 
-KF_EXPORT int32_t kfe_has_cuda() {
-#ifdef KF_WITH_CUDA
-  return 1;
-#else
-  return 0;
-#endif
-}
+KF_EXPORT int32_t kfe_has_cuda() { return KF_HAS_CUDA; }
 
 // Makes `kforge_cast::<name>` (defined from Python with the overload's schema) record its stack
 // at the Meta key: calling it with meta tensors shows how the dispatcher boxes a card's call.

@@ -79,13 +79,7 @@ extern "C" {
 // Bumped when a signature below changes, so Python never calls a library it does not match.
 KF_EXPORT int32_t kfg_abi_version() { return 1; }
 
-KF_EXPORT int32_t kfg_has_cuda() {
-#ifdef KF_WITH_CUDA
-  return 1;
-#else
-  return 0;
-#endif
-}
+KF_EXPORT int32_t kfg_has_cuda() { return KF_HAS_CUDA; }
 
 // A slot for one kernel; -1 when a layout cannot be expressed or the table is full.
 KF_EXPORT int64_t kfg_add_slot(void* launch, int32_t is_cuda, int32_t n_inputs, const int64_t* input_layouts,

@@ -14,6 +14,12 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#ifdef KF_WITH_CUDA
+#define KF_HAS_CUDA 1
+#else
+#define KF_HAS_CUDA 0
+#endif
+
 #include <cstdint>
 #include <cstring>
 #include <vector>

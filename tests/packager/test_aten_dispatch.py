@@ -6,6 +6,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from packager import load_cast
 from packager.format import build_cast
+from packager.native.build import ENABLE_ENV
 from packager.variant import variant_key
 from tests.packager.conftest import FAILING, MODEL, RELU, SOFTMAX, aten_card, entry, relu_card
 from tests.packager.test_guard import unaligned
@@ -26,7 +27,9 @@ def test_hits_run_the_kernel_and_match_eager(relu_softmax_cast) -> None:
     assert stats[relu_softmax_cast.softmax.id]["hits"] == 1
 
 
-def test_every_kind_of_guard_miss_falls_back_to_eager(relu_softmax_cast) -> None:
+@pytest.mark.parametrize("native", ["1", "0"], ids=["native front", "python override"])
+def test_every_kind_of_guard_miss_falls_back_to_eager(relu_softmax_cast, native, monkeypatch) -> None:
+    monkeypatch.setenv(ENABLE_ENV, native)
     cast = load_cast(relu_softmax_cast.path)
     x = relu_softmax_cast.x
     misses = {
@@ -39,6 +42,7 @@ def test_every_kind_of_guard_miss_falls_back_to_eager(relu_softmax_cast) -> None
     with torch.inference_mode():
         expected = [torch.softmax(tensor, -1) for tensor in misses.values()]
     with torch.inference_mode(), cast.applied_to():
+        assert all((o.front is not None) == (native == "1") for o in cast._aten)
         for tensor, want in zip(misses.values(), expected, strict=True):
             torch.testing.assert_close(torch.softmax(tensor, -1), want)
         torch.softmax(x, 0)  # a different non-tensor argument
