@@ -22,7 +22,7 @@ import functools
 import itertools
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -34,7 +34,7 @@ from packager.variant import decode_call, dtype_from_name
 if TYPE_CHECKING:
     from packager.kernel import LoadedKernel
 
-_REGISTRY: dict[str, GraphKernels] = {}
+_REGISTRY: dict[str, GraphOwner] = {}
 _REGISTRY_LOCK = threading.Lock()
 # The owner's token and the card id of each native slot, for the slot's fake implementation.
 _SLOT_NAMES: dict[int, tuple[str, str]] = {}
@@ -42,28 +42,13 @@ _TOKENS = itertools.count()
 _TAGS = tuple(tag for tag in (getattr(torch.Tag, "needs_exact_strides", None),) if tag is not None)
 
 
-class GraphKernels(Protocol):
-    """Whoever recorded the op: it runs the card's kernel, or the original, in the compiled graph."""
-
-    def run_in_graph(self, tensors: list[torch.Tensor], card_id: str) -> list[torch.Tensor]: ...
-
-    def fake_outputs(self, tensors: list[torch.Tensor], card_id: str) -> list[torch.Tensor]: ...
-
-
-def register(owner: GraphKernels) -> str:
-    """A token naming ``owner`` in the graphs it records. Owners are kept for the process's life:
-    a compiled graph may outlive the cast that traced it, and must still find its fallback."""
-    with _REGISTRY_LOCK:
-        token = str(next(_TOKENS))
-        _REGISTRY[token] = owner
-    return token
-
-
 class GraphOwner:
-    """Base of whoever records the op: registered under a token, with an ``active`` flag (off once
-    its cast is removed) that its native slots follow, and those slots by card id.
+    """Whoever records the op: it runs the card's kernel, or the original, in the compiled graph.
 
-    Slots are made by :meth:`prepare_native` before anything is traced: the traced path only reads
+    An owner is registered under a token that the graphs it records carry, and kept for the
+    process's life: a compiled graph may outlive the cast that traced it, and must still find its
+    fallback. Its ``active`` flag (off once its cast is removed) reaches its native slots, which
+    :meth:`prepare_native` makes before anything is traced: the traced path only reads
     ``native_slots``, which then never changes, so it adds no guard that could fail later.
     """
 
@@ -71,7 +56,15 @@ class GraphOwner:
         self._active = False
         self.native_slots: dict[str, int] = {}
         self._native: NativeGraphOp | None = None  # the library that holds native_slots
-        self.token = register(self)  # type: ignore[arg-type]
+        with _REGISTRY_LOCK:
+            self.token = str(next(_TOKENS))
+            _REGISTRY[self.token] = self
+
+    def run_in_graph(self, tensors: list[torch.Tensor], card_id: str) -> list[torch.Tensor]:
+        raise NotImplementedError
+
+    def fake_outputs(self, tensors: list[torch.Tensor], card_id: str) -> list[torch.Tensor]:
+        raise NotImplementedError
 
     @property
     def active(self) -> bool:
@@ -123,7 +116,7 @@ def call(tensors: list[torch.Tensor], owner: GraphOwner, kernel: LoadedKernel) -
     return torch.ops.kforge_cast.kernel(tensors, owner.token, kernel.card_id)
 
 
-def _owner(token: str) -> GraphKernels:
+def _owner(token: str) -> GraphOwner:
     with _REGISTRY_LOCK:
         owner = _REGISTRY.get(token)
     if owner is None:
