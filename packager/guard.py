@@ -150,12 +150,15 @@ def _tensor_check(expected: TensorSignature, traced: bool) -> Check:
             return ARGS  # a fake or functional tensor of a trace, or a user subclass: never a kernel's
         if traced and not is_static(value):
             return SHAPE  # comparing a symbolic size would add a guard, and a recompile
-        if value.shape != shape:
-            return SHAPE
-        if value.dtype is not dtype:
-            return DTYPE
-        if value.stride() != stride:
-            return STRIDE
+        try:
+            if value.shape != shape:
+                return SHAPE
+            if value.dtype is not dtype:
+                return DTYPE
+            if value.stride() != stride:
+                return STRIDE
+        except RuntimeError:  # a nested tensor has no sizes, a sparse one no strides: never a card's
+            return ARGS
         if not (getattr(value, device_attr) if device_attr else value.device.type == device):
             return DEVICE
         if traced:

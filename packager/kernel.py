@@ -141,7 +141,11 @@ class KernelSet:
     def _candidates(self, args: Sequence[object]) -> Sequence[LoadedKernel]:
         if self._by_first_shape is None or not args or not isinstance(args[0], torch.Tensor):
             return self.kernels
-        return self._by_first_shape.get(args[0].shape, ())
+        try:
+            shape = args[0].shape
+        except RuntimeError:  # a nested tensor has no sizes: no card's
+            return ()
+        return self._by_first_shape.get(shape, ())
 
 
 def card_mutates(card: Mapping[str, Any]) -> bool:

@@ -145,3 +145,27 @@ def test_inductor_bypasses_aten_overrides_and_stays_correct(relu_softmax_cast) -
         got = fn(x)
     torch.testing.assert_close(got, torch.softmax(torch.relu(x), -1))
     assert cast.stats()[relu_softmax_cast.relu.id]["calls"] == 0  # inductor generated its own code
+
+
+@pytest.mark.parametrize("native", ["1", "0"], ids=["native front", "python override"])
+def test_nested_and_sparse_tensors_get_what_eager_gives_them(tmp_path: Path, artifacts, native, monkeypatch) -> None:
+    """A decomposed op's override sees every layout: a nested tensor (no sizes) and a sparse one (no
+    strides) are nobody's card, and must come back as eager returns them, or raise as eager raises."""
+    monkeypatch.setenv(ENABLE_ENV, native)
+    x = torch.randn(4, 8)
+    card = aten_card("aten::softmax.int", [x, -1], {}, torch.softmax(x, -1))
+    build_cast(tmp_path / "s.cast", MODEL, [entry(card, SOFTMAX, artifacts["softmax"])], [])
+    cast = load_cast(tmp_path / "s.cast")
+    nested = torch.nested.nested_tensor([torch.randn(3, 8), torch.randn(2, 8)])
+    with torch.inference_mode():
+        want = torch.softmax(nested, -1)
+        with pytest.raises(NotImplementedError) as eager_error:
+            torch.softmax(x.to_sparse(), -1)
+        with cast.applied_to():
+            got = torch.softmax(nested, -1)
+            with pytest.raises(NotImplementedError) as cast_error:
+                torch.softmax(x.to_sparse(), -1)
+    for g, w in zip(got.unbind(), want.unbind(), strict=True):
+        torch.testing.assert_close(g, w)
+    assert str(cast_error.value).splitlines()[0] == str(eager_error.value).splitlines()[0]
+    assert cast.stats()[card.id]["hits"] == 0
