@@ -5,7 +5,8 @@ The measurement covers everything the runtime adds to a hit: entering a Python k
 dispatcher (aten cards; measured on a probe op whose implementation returns at once, which
 over- rather than under-states it), matching the call, allocating outputs and the kernel's
 workspace (when it exports ``kf_workspace_bytes``) and filling the kernel's descriptors. It runs
-on the CPU whatever the card's device: the guard is host code.
+on the CPU whatever the card's device: the guard is host code. An aten card that the eager guard's
+native front serves is charged what a hit through that front costs, measured the same way.
 """
 
 from __future__ import annotations
@@ -18,10 +19,13 @@ from typing import Any, cast
 
 import torch
 
+from packager.aten_dispatch import UnsupportedOp, resolve_overload, result_shape
 from packager.guard import CallMatcher
 from packager.launcher import CallDescriptors
 from packager.module_state import ModuleKeyReader
-from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG, TensorSignature, VariantKey, decode_call, dtype_from_name
+from packager.native.eager import native_eager_guard
+from packager.synthetic import allocated_outputs, allocated_workspace_bytes, synthetic_call
+from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG, VariantKey, decode_call, dtype_from_name
 
 _PROBE_LIBRARY: torch.library.Library | None = None
 
@@ -36,25 +40,6 @@ def median_us(fn: Callable[[], object], *, repeats: int = 7, number: int = 200) 
             fn()
         samples.append((time.perf_counter() - start) / number * 1e6)
     return statistics.median(samples)
-
-
-def synthetic_tensor(signature: TensorSignature, device: str = "cpu") -> torch.Tensor:
-    """A tensor on ``device`` with the signature's shape, strides, dtype and storage offset (alignment as it falls)."""
-    dtype = dtype_from_name(signature.dtype)
-    extent = 0 if 0 in signature.shape else 1 + sum(
-        (size - 1) * abs(step) for size, step in zip(signature.shape, signature.stride, strict=True)
-    )
-    storage = torch.empty(signature.storage_offset + extent, dtype=dtype, device=device)
-    return storage.as_strided(signature.shape, signature.stride, signature.storage_offset)
-
-
-def _synthetic_call(key: VariantKey) -> tuple[VariantKey, list[torch.Tensor]]:
-    """CPU tensors for the key's signature, and the key adjusted to their device and alignment."""
-    tensors = [synthetic_tensor(t) for t in key.tensors]
-    signatures = tuple(
-        t._replace(device="cpu", aligned16=x.data_ptr() % 16 == 0) for t, x in zip(key.tensors, tensors, strict=True)
-    )
-    return key._replace(tensors=signatures), tensors
 
 
 def dispatch_entry_us() -> float:
@@ -83,22 +68,41 @@ def synthetic_module(kwargs: Mapping[str, object]) -> torch.nn.Module:
     return module
 
 
-def allocated_outputs(card: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The outputs the measurement allocates: the card's own, or one-element stand-ins for another device."""
-    if card.get("device", "cpu") == "cpu":
-        return [dict(out) for out in card["outputs"]]
-    return [{**out, "shape": [1] * len(out["shape"]), "stride": [1] * len(out["shape"])} for out in card["outputs"]]
-
-
-def allocated_workspace_bytes(card: Mapping[str, Any], workspace_bytes: int) -> int:
-    """The workspace the measurement allocates: the kernel's own, or a one-byte stand-in for another device."""
-    if workspace_bytes <= 0 or card.get("device", "cpu") == "cpu":
-        return max(workspace_bytes, 0)
-    return 1
+def native_guard_cost_us(card: Mapping[str, Any], workspace_bytes: int = 0, *, calls: int = 200) -> float | None:
+    """Per-call cost of an aten card's hit through the eager guard's native front, kernel excluded:
+    the call decided on a copy of its own dispatcher stack, outputs (and workspace) allocated,
+    descriptors filled and a kf_launch that does nothing called, timed in C++ (median of 7 runs of
+    ``calls``). None for a module card, or where the front cannot be built here or cannot learn
+    the card's call: the runtime's Python override then serves it, and :func:`guard_cost_us`
+    charges that path."""
+    if card.get("kind") == "module":
+        return None
+    guard = native_eager_guard()
+    if guard is None:
+        return None
+    try:
+        overload = resolve_overload(str(card["op"]))
+        result = result_shape(overload)
+    except UnsupportedOp:
+        return None
+    key, tensors = synthetic_call(VariantKey.from_json(card["key"]))
+    front = guard.front(overload, "CPU", "CPU", result)
+    outputs = [(tuple(o["shape"]), tuple(o["stride"]), dtype_from_name(o["dtype"])) for o in allocated_outputs(card)]
+    index = None if front is None else front.add_call(
+        key, json.loads(key.template), outputs, "cpu", guard.noop_launch_address,
+        allocated_workspace_bytes(card, workspace_bytes))
+    if front is None or index is None:
+        return None
+    with torch.inference_mode():
+        samples = [front.time_hit_us(index, tensors, calls) for _ in range(7)]
+    return None if any(s is None for s in samples) else statistics.median(s for s in samples if s is not None)
 
 
 def guard_cost_us(card: Mapping[str, Any], workspace_bytes: int = 0) -> float:
     """Per-call cost of the runtime's path for ``card`` (a parsed OperatorCard), kernel excluded.
+
+    An aten card that the eager guard's native front serves costs what that front costs
+    (:func:`native_guard_cost_us`); otherwise the Python path is measured, as follows.
 
     Module cards add reading the module's side of the key (:class:`ModuleKeyReader`), measured
     on a synthetic module with the card's tensors and attributes; aten cards add entering the
@@ -108,7 +112,10 @@ def guard_cost_us(card: Mapping[str, Any], workspace_bytes: int = 0) -> float:
     allocated as one-element CPU tensors: that device's caching allocator costs the same whatever
     the size, while a CPU allocation of hundreds of MiB maps fresh pages on every call.
     """
-    key, tensors = _synthetic_call(VariantKey.from_json(card["key"]))
+    native = native_guard_cost_us(card, workspace_bytes)
+    if native is not None:
+        return native
+    key, tensors = synthetic_call(VariantKey.from_json(card["key"]))
     args, kwargs = decode_call(json.loads(key.template), tensors)
     is_module = card.get("kind") == "module"
     matcher = CallMatcher(key, remembered=(ATTRIBUTES_KWARG,) if is_module else ())

@@ -14,23 +14,24 @@ import ctypes
 import functools
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from packager.guard import MISS_REASONS
-from packager.guard_cost import synthetic_tensor
 from packager.native.build import NativeBuildError, load_once
 from packager.native.graph import Layout, layout_words
 from packager.stats import KERNEL_ERROR, Counts
-from packager.variant import decode_call, dtype_from_name
+from packager.synthetic import synthetic_tensor
+from packager.variant import VariantKey, decode_call, dtype_from_name
 
 if TYPE_CHECKING:
     from packager.kernel import LoadedKernel
 
 ABI_VERSION = 1
+OutputLayout = tuple[tuple[int, ...], tuple[int, ...], torch.dtype]
 RESULT_KINDS = {"single": 0, "tuple": 1, "list": 2}
 # eager_guard.cpp's counters after the hits, in kf::Miss order, then kernel errors.
 _COUNTED = ("shape", "dtype", "stride", "device", "storage_offset", "alignment", "args", KERNEL_ERROR)
@@ -65,7 +66,11 @@ class NativeEagerGuard:
         lib.kfe_uninstall.argtypes = [ctypes.c_int64]
         lib.kfe_counts.restype = ctypes.c_int32
         lib.kfe_counts.argtypes = [ctypes.c_int64, ctypes.c_int32, words]
+        lib.kfe_noop_launch.restype = ctypes.c_void_p
+        lib.kfe_time_hit.restype = ctypes.c_double
+        lib.kfe_time_hit.argtypes = [ctypes.c_int64, ctypes.c_int32, words, ctypes.c_int32, ctypes.c_int32]
         self._lib = lib
+        self.noop_launch_address = int(lib.kfe_noop_launch())  # a kf_launch that does nothing
 
     def learner(self, overload: torch._ops.OpOverload) -> str | None:
         """The name of ``overload``'s learner op (defined once per process), or None if its schema
@@ -112,11 +117,22 @@ class EagerFront:
 
     def add(self, kernel: LoadedKernel) -> bool:
         """Teach the front ``kernel``'s call; False when it cannot be learned (the front is then off)."""
-        if not self.learned or (kernel.output_device_type == "cuda" and not self._guard.has_cuda):
-            self.learned = False
+        index = self.add_call(kernel.key, kernel.template, kernel.output_layouts, kernel.output_device_type,
+                              kernel.launcher.library.launch_address, kernel.launcher.descriptors.workspace_bytes)
+        if index is None:
             return False
-        tensors = [synthetic_tensor(signature, device="meta") for signature in kernel.key.tensors]
-        args, kwargs = decode_call(kernel.template, tensors)
+        self.kernels.append((kernel, index))
+        return True
+
+    def add_call(self, key: VariantKey, template: Mapping[str, Any], output_layouts: Sequence[OutputLayout],
+                 device_type: str, launch_address: int, workspace_bytes: int) -> int | None:
+        """Learn the call of ``key`` (its ``template`` decoded) served by the kf_launch at ``launch_address``;
+        the kernel's index in the front, or None when the call cannot be learned (the front is then off)."""
+        if not self.learned or (device_type == "cuda" and not self._guard.has_cuda):
+            self.learned = False
+            return None
+        tensors = [synthetic_tensor(signature, device="meta") for signature in key.tensors]
+        args, kwargs = decode_call(template, tensors)
         learner = getattr(torch.ops.kforge_cast, str(self._learner)).default
         try:
             with torch._C._AutoDispatchBelowADInplaceOrView():
@@ -124,24 +140,29 @@ class EagerFront:
         except RuntimeError as exc:
             if _LEARNED not in str(exc):
                 self.learned = False
-                return False
+                return None
         inputs: list[Layout] = [(t.shape, t.stride, dtype_from_name(t.dtype), t.storage_offset, t.aligned16)
-                                for t in kernel.key.tensors]
-        outputs: list[Layout] = [(shape, stride, dtype, 0, True) for shape, stride, dtype in kernel.output_layouts]
+                                for t in key.tensors]
+        outputs: list[Layout] = [(shape, stride, dtype, 0, True) for shape, stride, dtype in output_layouts]
         try:
             input_words, output_words = layout_words(inputs), layout_words(outputs)
         except ValueError:
             self.learned = False
-            return False
+            return None
         ids = (ctypes.c_int64 * max(len(tensors), 1))(*(t._cdata for t in tensors))
-        index = int(self._lib.kfe_add_kernel(
-            self._front, kernel.launcher.library.launch_address, int(kernel.output_device_type == "cuda"),
-            len(inputs), input_words, len(outputs), output_words, kernel.launcher.descriptors.workspace_bytes, ids))
+        index = int(self._lib.kfe_add_kernel(self._front, launch_address, int(device_type == "cuda"), len(inputs),
+                                             input_words, len(outputs), output_words, workspace_bytes, ids))
         if index < 0:
             self.learned = False
-            return False
-        self.kernels.append((kernel, index))
-        return True
+            return None
+        return index
+
+    def time_hit_us(self, index: int, tensors: Sequence[torch.Tensor], calls: int) -> float | None:
+        """Mean µs of one hit of kernel ``index`` on ``tensors`` (the card's, in key order), measured
+        in C++ over ``calls`` calls; None when they do not hit."""
+        impls = (ctypes.c_int64 * max(len(tensors), 1))(*(t._cdata for t in tensors))
+        spent = float(self._lib.kfe_time_hit(self._front, index, impls, len(tensors), calls))
+        return spent if spent >= 0 else None
 
     def install(self) -> bool:
         """Register over the Python override; its kernels' stats then count the front's calls too."""

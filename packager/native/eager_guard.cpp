@@ -19,6 +19,7 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -242,6 +243,9 @@ class FrontKernel final : public c10::OperatorKernel {
   Front* front_;
 };
 
+// What a front's hit costs, measured: the same decision and launch path with this kf_launch.
+int noop_launch(const kf::KfTensor*, int32_t, kf::KfTensor*, int32_t, void*) { return 0; }
+
 // Records the stack a learner op was called with, then stops the call.
 void learn_stack(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   const size_t n_args = op.schema().arguments().size();
@@ -371,6 +375,52 @@ KF_EXPORT int32_t kfe_install(int64_t front_id) {
 // Takes the front off; the Python override beneath it serves again until it is removed too.
 KF_EXPORT void kfe_uninstall(int64_t front_id) {
   if (Front* front = find_front(front_id)) front->library.reset();
+}
+
+// The address of a kf_launch that does nothing, for kfe_time_hit.
+KF_EXPORT void* kfe_noop_launch() { return reinterpret_cast<void*>(&noop_launch); }
+
+// Mean microseconds of one hit of kernel `index` (screen, match, outputs allocated, descriptors
+// filled, kf_launch called) over `calls` calls, on its learned stack holding the tensors whose
+// TensorImpl addresses are given in the card's order (the caller keeps them alive). Each call
+// starts from a copy of the stack, as the dispatcher hands each call a fresh one. -1 on a miss.
+KF_EXPORT double kfe_time_hit(int64_t front_id, int32_t index, const int64_t* tensor_impls, int32_t n_tensors,
+                              int32_t calls) {
+  Front* front = find_front(front_id);
+  if (front == nullptr || index < 0 || index >= static_cast<int32_t>(front->kernels.size()) || calls <= 0) {
+    return -1.0;
+  }
+  const EagerKernel& k = *front->kernels[index];
+  std::vector<at::Tensor> given;
+  for (int32_t i = 0; i < n_tensors; ++i) {
+    given.emplace_back(c10::intrusive_ptr<c10::TensorImpl>::reclaim_copy(
+        reinterpret_cast<c10::TensorImpl*>(tensor_impls[i])));
+  }
+  torch::jit::Stack stack;
+  for (const Expected& e : k.stack) {
+    if (e.kind == Expected::kValue) {
+      stack.push_back(e.value);
+    } else if (e.kind == Expected::kTensor) {
+      stack.emplace_back(given.at(e.tensors[0]));
+    } else {
+      c10::List<at::Tensor> list;
+      for (int t : e.tensors) list.push_back(given.at(t));
+      stack.emplace_back(list);
+    }
+  }
+  std::vector<at::Tensor> tensors;
+  const auto start = std::chrono::steady_clock::now();
+  for (int32_t c = 0; c < calls; ++c) {
+    torch::jit::Stack call(stack);
+    const c10::ArrayRef<c10::IValue> args(call);
+    std::vector<at::Tensor> outputs;
+    if (screen(*front, args) != Route::kKernel || match(k, args, &tensors) != kf::kMatch ||
+        !k.kernel.run(tensors, &outputs)) {
+      return -1.0;
+    }
+  }
+  const std::chrono::duration<double, std::micro> spent = std::chrono::steady_clock::now() - start;
+  return spent.count() / calls;
 }
 
 // Counters of one kernel: out[0] hits, out[1..7] misses by reason, out[8] kernel errors.

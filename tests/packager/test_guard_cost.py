@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from packager.guard_cost import allocated_outputs, guard_cost_us
+from packager.guard_cost import guard_cost_us, native_guard_cost_us
+from packager.native.build import ENABLE_ENV
+from packager.synthetic import allocated_outputs
 from tests.agent_service.agent_cards import aten_card
 
 
@@ -22,3 +24,19 @@ def test_a_cuda_cards_outputs_are_measured_as_allocations_not_as_fresh_cpu_pages
     assert stand_in["shape"] == [1, 1, 1, 1] and stand_in["dtype"] == on_cuda["outputs"][0]["dtype"]
     assert allocated_outputs(on_cpu) == on_cpu["outputs"]  # 64 MiB on the CPU is what the runtime allocates there
     assert 0 < guard_cost_us(on_cuda) < 1000
+
+
+def test_an_aten_card_the_native_front_serves_is_charged_its_hit(monkeypatch) -> None:
+    card = aten_card(torch.ops.aten.relu.default, [torch.randn(64, 256)])[0].model_dump()
+    native = native_guard_cost_us(card)
+    assert native is not None and 0 < native < 1000
+    monkeypatch.setenv(ENABLE_ENV, "0")
+    assert native_guard_cost_us(card) is None  # no front here: the Python path is what runs, and is charged
+    assert 0 < guard_cost_us(card) < 1000
+
+
+def test_a_card_the_front_cannot_learn_is_charged_the_python_path() -> None:
+    x, index = torch.randn(4, 8), torch.tensor([2, 0])
+    card = aten_card(torch.ops.aten.index.Tensor, [x, [index]])[0].model_dump()
+    assert native_guard_cost_us(card) is None
+    assert 0 < guard_cost_us(card) < 1000

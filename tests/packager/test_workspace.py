@@ -10,8 +10,9 @@ import torch
 from packager import load_cast
 from packager.abi import AbiError, KernelLibrary
 from packager.format import build_cast
-from packager.guard_cost import allocated_workspace_bytes, guard_cost_us
+from packager.guard_cost import guard_cost_us
 from packager.launcher import CallDescriptors, KernelLauncher
+from packager.synthetic import allocated_workspace_bytes
 from tests.packager.conftest import _PRELUDE, MODEL, compile_kernel, entry, softmax_card
 
 ROWS, COLS = 4, 8
