@@ -112,11 +112,16 @@ class AtenOverride:
         library.impl(self.impl_name, self, self.dispatch_key, with_keyset=True)
         self._library = library
         self.front = front if front is not None and front.install() else None
+        if front is not None and self.front is None:
+            front.release()
 
     def _native_front(self) -> EagerFront | None:
         guard = native_eager_guard() if self._kernels.kernels else None
         front = guard.front(self.overload, self.backend_key, self.dispatch_key, self._result) if guard else None
-        return front if front is not None and learn_all(front, self._kernels.kernels) else None
+        if front is not None and not learn_all(front, self._kernels.kernels):
+            front.release()
+            return None
+        return front
 
     def uninstall(self) -> None:
         if self.front is not None:

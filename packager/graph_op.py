@@ -29,7 +29,7 @@ import torch
 from packager.guard import layout_miss
 from packager.native.graph import NativeGraphOp, native_graph_op
 from packager.stats import REMOVED
-from packager.variant import decode_call, dtype_from_name
+from packager.variant import decode_call
 
 if TYPE_CHECKING:
     from packager.kernel import LoadedKernel
@@ -89,11 +89,9 @@ class GraphOwner:
             return
         self._native = native
         for kernel in missing:
-            inputs = [(t.shape, t.stride, dtype_from_name(t.dtype), t.storage_offset, t.aligned16)
-                      for t in kernel.key.tensors]
-            outputs = [(shape, stride, dtype, 0, True) for shape, stride, dtype in kernel.output_layouts]
-            slot = native.add_slot(kernel.launcher.library.launch_address, kernel.output_device_type, inputs,
-                                   outputs, kernel.launcher.descriptors.workspace_bytes, self.token, kernel.card_id)
+            slot = native.add_slot(kernel.launcher.library.launch_address, kernel.output_device_type,
+                                   kernel.key.tensors, kernel.output_layouts,
+                                   kernel.launcher.descriptors.workspace_bytes, self.token, kernel.card_id)
             if slot is None:
                 continue
             native.set_active(slot, self._active)

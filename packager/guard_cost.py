@@ -21,11 +21,11 @@ import torch
 
 from packager.aten_dispatch import UnsupportedOp, resolve_overload, result_shape
 from packager.guard import CallMatcher
-from packager.launcher import CallDescriptors
+from packager.launcher import CallDescriptors, spec_layout
 from packager.module_state import ModuleKeyReader
 from packager.native.eager import native_eager_guard
 from packager.synthetic import allocated_outputs, allocated_workspace_bytes, synthetic_call
-from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG, VariantKey, decode_call, dtype_from_name
+from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG, VariantKey, decode_call
 
 _PROBE_LIBRARY: torch.library.Library | None = None
 
@@ -85,17 +85,21 @@ def native_guard_cost_us(card: Mapping[str, Any], workspace_bytes: int = 0, *, c
         result = result_shape(overload)
     except UnsupportedOp:
         return None
-    key, tensors = synthetic_call(VariantKey.from_json(card["key"]))
     front = guard.front(overload, "CPU", "CPU", result)
-    outputs = [(tuple(o["shape"]), tuple(o["stride"]), dtype_from_name(o["dtype"])) for o in allocated_outputs(card)]
-    index = None if front is None else front.add_call(
-        key, json.loads(key.template), outputs, "cpu", guard.noop_launch_address,
-        allocated_workspace_bytes(card, workspace_bytes))
-    if front is None or index is None:
+    if front is None:
         return None
-    with torch.inference_mode():
-        samples = [front.time_hit_us(index, tensors, calls) for _ in range(7)]
-    return None if any(s is None for s in samples) else statistics.median(s for s in samples if s is not None)
+    key, tensors = synthetic_call(VariantKey.from_json(card["key"]))
+    try:  # the front only measures: it is never installed, and freed afterwards
+        index = front.add_call(key, json.loads(key.template), [spec_layout(o) for o in allocated_outputs(card)],
+                               "cpu", guard.noop_launch_address, allocated_workspace_bytes(card, workspace_bytes))
+        if index is None:
+            return None
+        with torch.inference_mode():
+            samples = [front.time_hit_us(index, tensors, calls) for _ in range(7)]
+    finally:
+        front.release()
+    measured = [s for s in samples if s is not None]
+    return statistics.median(measured) if len(measured) == len(samples) else None
 
 
 def guard_cost_us(card: Mapping[str, Any], workspace_bytes: int = 0) -> float:

@@ -25,7 +25,8 @@ Layout = tuple[tuple[int, ...], tuple[int, ...], torch.dtype]
 _NO_TENSOR = pack_descriptor((), (), torch.float32)
 
 
-def _layout(entry: Mapping[str, Any]) -> Layout:
+def spec_layout(entry: Mapping[str, Any]) -> Layout:
+    """A card spec's (shape, stride, dtype)."""
     return tuple(entry["shape"]), tuple(entry["stride"]), dtype_from_name(entry["dtype"])
 
 
@@ -41,8 +42,8 @@ class CallDescriptors:
         if workspace_bytes < 0:
             raise ValueError(f"workspace_bytes must be >= 0, got {workspace_bytes}")
         self._specs = (list(inputs), list(outputs))
-        input_layouts = [_layout(s) for s in inputs]
-        self._outputs = [_layout(s) for s in outputs]
+        input_layouts = [spec_layout(s) for s in inputs]
+        self._outputs = [spec_layout(s) for s in outputs]
         self.n_inputs = len(input_layouts)
         self.n_outputs = len(self._outputs)
         self.workspace_bytes = workspace_bytes

@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from packager.guard import MISS_REASONS
+from packager.launcher import Layout
 from packager.native.build import NativeBuildError, load_once
-from packager.native.graph import Layout, layout_words
+from packager.native.graph import card_words
 from packager.stats import KERNEL_ERROR, Counts
 from packager.synthetic import synthetic_tensor
-from packager.variant import VariantKey, decode_call, dtype_from_name
+from packager.variant import VariantKey, decode_call
 
 if TYPE_CHECKING:
     from packager.kernel import LoadedKernel
 
 ABI_VERSION = 1
-OutputLayout = tuple[tuple[int, ...], tuple[int, ...], torch.dtype]
 RESULT_KINDS = {"single": 0, "tuple": 1, "list": 2}
 # eager_guard.cpp's counters after the hits, in kf::Miss order, then kernel errors.
 _COUNTED = ("shape", "dtype", "stride", "device", "storage_offset", "alignment", "args", KERNEL_ERROR)
@@ -64,6 +64,7 @@ class NativeEagerGuard:
         lib.kfe_install.restype = ctypes.c_int32
         lib.kfe_install.argtypes = [ctypes.c_int64]
         lib.kfe_uninstall.argtypes = [ctypes.c_int64]
+        lib.kfe_release.argtypes = [ctypes.c_int64]
         lib.kfe_counts.restype = ctypes.c_int32
         lib.kfe_counts.argtypes = [ctypes.c_int64, ctypes.c_int32, words]
         lib.kfe_noop_launch.restype = ctypes.c_void_p
@@ -124,7 +125,7 @@ class EagerFront:
         self.kernels.append((kernel, index))
         return True
 
-    def add_call(self, key: VariantKey, template: Mapping[str, Any], output_layouts: Sequence[OutputLayout],
+    def add_call(self, key: VariantKey, template: Mapping[str, Any], output_layouts: Sequence[Layout],
                  device_type: str, launch_address: int, workspace_bytes: int) -> int | None:
         """Learn the call of ``key`` (its ``template`` decoded) served by the kf_launch at ``launch_address``;
         the kernel's index in the front, or None when the call cannot be learned (the front is then off)."""
@@ -141,17 +142,14 @@ class EagerFront:
             if _LEARNED not in str(exc):
                 self.learned = False
                 return None
-        inputs: list[Layout] = [(t.shape, t.stride, dtype_from_name(t.dtype), t.storage_offset, t.aligned16)
-                                for t in key.tensors]
-        outputs: list[Layout] = [(shape, stride, dtype, 0, True) for shape, stride, dtype in output_layouts]
         try:
-            input_words, output_words = layout_words(inputs), layout_words(outputs)
+            input_words, output_words = card_words(key.tensors, output_layouts)
         except ValueError:
             self.learned = False
             return None
         ids = (ctypes.c_int64 * max(len(tensors), 1))(*(t._cdata for t in tensors))
-        index = int(self._lib.kfe_add_kernel(self._front, launch_address, int(device_type == "cuda"), len(inputs),
-                                             input_words, len(outputs), output_words, workspace_bytes, ids))
+        index = int(self._lib.kfe_add_kernel(self._front, launch_address, int(device_type == "cuda"), len(tensors),
+                                             input_words, len(output_layouts), output_words, workspace_bytes, ids))
         if index < 0:
             self.learned = False
             return None
@@ -174,6 +172,10 @@ class EagerFront:
 
     def uninstall(self) -> None:
         self._lib.kfe_uninstall(self._front)
+
+    def release(self) -> None:
+        """Free a front that was never installed (installed fronts keep their counters)."""
+        self._lib.kfe_release(self._front)
 
     def counts(self, index: int) -> Counts:
         values = (ctypes.c_int64 * (1 + len(_COUNTED)))()

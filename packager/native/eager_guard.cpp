@@ -372,6 +372,16 @@ KF_EXPORT int32_t kfe_install(int64_t front_id) {
   }
 }
 
+// Frees a front that was never installed (one made to measure a hit, or one that could not learn
+// its kernels); an installed front stays, since its counters outlive the install.
+KF_EXPORT void kfe_release(int64_t front_id) {
+  std::lock_guard<std::mutex> hold(g_fronts_lock);
+  if (front_id >= 0 && front_id < static_cast<int64_t>(g_fronts.size()) && g_fronts[front_id] &&
+      !g_fronts[front_id]->python) {
+    g_fronts[front_id].reset();
+  }
+}
+
 // Takes the front off; the Python override beneath it serves again until it is removed too.
 KF_EXPORT void kfe_uninstall(int64_t front_id) {
   if (Front* front = find_front(front_id)) front->library.reset();

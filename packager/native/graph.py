@@ -16,16 +16,19 @@ from pathlib import Path
 import torch
 
 from packager.abi import DTYPE_CODES, MAX_DIMS
+from packager.launcher import Layout
 from packager.native.build import NativeBuildError, load_once
+from packager.variant import TensorSignature, dtype_from_name
 
 ABI_VERSION = 1
 _LAYOUT_WORDS = 4 + 2 * MAX_DIMS
 
-Layout = tuple[Sequence[int], Sequence[int], torch.dtype, int, bool]
+Words = ctypes.Array[ctypes.c_int64]
+_Layout = tuple[Sequence[int], Sequence[int], torch.dtype, int, bool]
 
 
-def layout_words(layouts: Sequence[Layout]) -> ctypes.Array[ctypes.c_int64]:
-    """Layouts (shape, stride, dtype, storage offset, 16-byte aligned) as graph_op.cpp reads them."""
+def _layout_words(layouts: Sequence[_Layout]) -> Words:
+    """Layouts (shape, stride, dtype, storage offset, 16-byte aligned) as kf_native.h reads them."""
     words: list[int] = []
     for shape, stride, dtype, offset, aligned in layouts:
         if len(shape) > MAX_DIMS or dtype not in DTYPE_CODES:
@@ -33,6 +36,14 @@ def layout_words(layouts: Sequence[Layout]) -> ctypes.Array[ctypes.c_int64]:
         pad = [0] * (MAX_DIMS - len(shape))
         words += [len(shape), DTYPE_CODES[dtype], offset, int(aligned), *shape, *pad, *stride, *pad]
     return (ctypes.c_int64 * max(len(words), 1))(*words)
+
+
+def card_words(inputs: Sequence[TensorSignature], outputs: Sequence[Layout]) -> tuple[Words, Words]:
+    """A card's input signatures and output layouts as the native helpers read them; ValueError
+    for a layout outside the kernel contract."""
+    return (_layout_words([(t.shape, t.stride, dtype_from_name(t.dtype), t.storage_offset, t.aligned16)
+                           for t in inputs]),
+            _layout_words([(shape, stride, dtype, 0, True) for shape, stride, dtype in outputs]))
 
 
 class NativeGraphOp:
@@ -57,13 +68,13 @@ class NativeGraphOp:
         self._hits.restype = ctypes.c_int64
         self._hits.argtypes = [ctypes.c_int64]
 
-    def add_slot(self, launch_address: int, device_type: str, inputs: Sequence[Layout], outputs: Sequence[Layout],
-                 workspace_bytes: int, token: str, card_id: str) -> int | None:
+    def add_slot(self, launch_address: int, device_type: str, inputs: Sequence[TensorSignature],
+                 outputs: Sequence[Layout], workspace_bytes: int, token: str, card_id: str) -> int | None:
         """A new slot's number, or None where this library cannot run the kernel (its device, its layouts)."""
         if device_type not in ("cpu", "cuda") or (device_type == "cuda" and not self.has_cuda):
             return None
         try:
-            input_words, output_words = layout_words(inputs), layout_words(outputs)
+            input_words, output_words = card_words(inputs, outputs)
         except ValueError:
             return None
         slot = int(self._add(launch_address, int(device_type == "cuda"), len(inputs), input_words, len(outputs),

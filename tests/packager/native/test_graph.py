@@ -9,6 +9,7 @@ from packager import graph_op
 from packager.native import build as native_build
 from packager.native import graph as native_graph
 from packager.native.build import NativeBuildError, build
+from packager.variant import TensorSignature
 
 
 @pytest.fixture
@@ -69,10 +70,11 @@ def test_an_unknown_slot_is_an_error_that_names_it() -> None:
 def test_slots_refuse_layouts_outside_the_contract() -> None:
     native = native_graph.native_graph_op()
     assert native is not None
-    nine_dims = ((1,) * 9, (1,) * 9, torch.float32, 0, True)
+    nine_dims = TensorSignature((1,) * 9, (1,) * 9, "float32", 0, True, "cpu")
     assert native.add_slot(1, "cpu", [nine_dims], [], 0, "t", "c") is None
-    complex_layout = ((2,), (1,), torch.complex64, 0, True)
-    assert native.add_slot(1, "cpu", [complex_layout], [], 0, "t", "c") is None
+    complex_input = TensorSignature((2,), (1,), "complex64", 0, True, "cpu")
+    assert native.add_slot(1, "cpu", [complex_input], [], 0, "t", "c") is None
+    assert native.add_slot(1, "cpu", [], [((1,) * 9, (1,) * 9, torch.float32)], 0, "t", "c") is None
     assert native.add_slot(1, "tpu", [], [], 0, "t", "c") is None
 
 
