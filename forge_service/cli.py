@@ -23,8 +23,8 @@ from rich.console import Console
 from rich.table import Table
 
 from forge_service.config import GRAD_MODES, RunConfig
+from forge_service.end_to_end import EndToEnd, end_to_end_line
 from forge_service.progress import CARD_EVENTS, PHASE_EVENTS, ProgressView
-from forge_service.report import EndToEnd, end_to_end_line
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from kernel_forge.forge.v1 import service_pb2_grpc as forge_grpc
 from kforge_domain.backends import BACKEND_CHOICES

@@ -229,7 +229,8 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
     The plain compile is timed before and after the .cast's (its graphs stay valid once the
     cast's module forwards are removed), so both see the same machine conditions.
     """
-    plain_name, cast_name = FIELDS["compiled" if mode == "default" else "cuda_graphs"]
+    kernels_mode = "compiled" if mode == "default" else "cuda_graphs"
+    plain_name, cast_name = FIELDS[kernels_mode]
     result: dict[str, Any] = {}
     kwargs: dict[str, Any] = {} if mode == "default" else {"mode": mode}
     torch._dynamo.reset()
@@ -241,7 +242,7 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
     except Exception as exc:
         result[f"{plain_name}_error"] = f"torch.compile: {type(exc).__name__}: {exc}"[:300]
         return result
-    serving = [k for k in cast.kernels.values() if k.serves_compiled]
+    serving = [k for k in cast.kernels.values() if k.serves_graphs(kernels_mode)]
     result[f"{cast_name}_kernels"] = len(serving)
     if serving:
         cast.reset_stats()

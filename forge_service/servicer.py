@@ -171,7 +171,7 @@ class ForgeServicer(forge_grpc.ForgeServiceServicer):
 
     async def ExportCast(self, request: forge_pb2.ExportCastRequest, context: grpc.aio.ServicerContext
                          ) -> AsyncIterator[types_pb2.BlobChunk]:
-        from forge_service.report import write_cast
+        from forge_service.packaging import write_cast
 
         store = self.manager.store(request.run_id)
         path = Path(store.run_dir) / CAST_FILE

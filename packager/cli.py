@@ -19,7 +19,7 @@ from pathlib import Path
 from kforge_domain.paths import DEFAULT_RUNS_DIR
 from packager.archive import read_archive
 from packager.errors import CastError
-from packager.manifest import MANIFEST_FILE, CastManifest
+from packager.manifest import MANIFEST_FILE, MODES, CastManifest
 
 
 class CliError(Exception):
@@ -86,13 +86,14 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     model = manifest.model
     out = terminal.console()
     numbers = ("eager µs\nkernel µs", "guard µs", "speedup")
+    verdicts = "eager\ncompiled\nCUDA graphs"
     kernels = terminal.folding_table(f"{args.cast.name}: {model.name} (run {model.run_id}, {manifest.producer})",
-                                     ("op\ncard", "class\narch", *numbers, "eager\ncompiled"), right=numbers,
-                                     whole=(*numbers, "eager\ncompiled"))
+                                     ("op\ncard", "class\narch", *numbers, verdicts), right=numbers,
+                                     whole=(*numbers, verdicts))
     for k in manifest.kernels:
         kernels.add_row(f"{k.op}\n{k.card_id}", f"{k.audit_class}\n{k.arch}",
                         f"{k.eager_latency_us:.2f}\n{k.latency_us:.2f}", f"{k.guard_cost_us:.2f}",
-                        f"{k.effective_speedup:.2f}x", f"{k.eager.verdict}\n{k.compiled.verdict}")
+                        f"{k.effective_speedup:.2f}x", "\n".join(k.mode_verdict(m).verdict for m in MODES))
     out.print(kernels)
     if manifest.fallbacks:
         fallbacks = terminal.folding_table("cards on eager", ("op\ncard", "class", "reason"))

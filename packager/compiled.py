@@ -42,15 +42,32 @@ def _decompose(overload: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> An
     return overload._op_dk(torch._C.DispatchKey.CompositeImplicitAutograd, *args, **kwargs)
 
 
+def inductor_config(mode: str | None, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Inductor's settings for torch.compile's ``mode`` and ``options``, as its own wrapper reads them."""
+    from torch._inductor import list_mode_options
+
+    config: dict[str, Any] = dict(list_mode_options(mode)) if mode and mode != "default" else {}
+    config.update({key.replace("-", "_"): value for key, value in (options or {}).items()})
+    return config
+
+
+def graph_mode(config: Mapping[str, Any]) -> str:
+    """``cuda_graphs`` where inductor's settings capture the graph in CUDA graphs (``mode="reduce-overhead"``,
+    ``"max-autotune"``, or ``options={"triton.cudagraphs": True}``), else ``compiled``."""
+    return "cuda_graphs" if config.get("triton.cudagraphs") else "compiled"
+
+
 class AtenGraphKernels(graph_op.GraphOwner):
-    """A cast's aten kernels for compiled graphs, one decomposition entry per overload."""
+    """A cast's aten kernels for compiled graphs, one decomposition entry per overload.
+
+    Each compilation uses the kernels whose verdict keeps them in its mode (``compiled`` or
+    ``cuda_graphs``, :func:`graph_mode`): a kernel that pays off between inductor's fused kernels
+    may not once CUDA graphs have removed the launch costs around it, and the reverse.
+    """
 
     def __init__(self, kernels: Sequence[LoadedKernel]) -> None:
-        grouped: dict[str, list[LoadedKernel]] = defaultdict(list)
-        for kernel in kernels:
-            grouped[kernel.record.op].append(kernel)
-        self._sets = {op: KernelSet(members) for op, members in grouped.items()}
-        self._overloads = {op: resolve_overload(op) for op in grouped}
+        self._kernels = list(kernels)
+        self._overloads = {op: resolve_overload(op) for op in {k.record.op for k in kernels}}
         self._by_id = {k.card_id: k for k in kernels}
         super().__init__()
         self.active = True
@@ -58,23 +75,32 @@ class AtenGraphKernels(graph_op.GraphOwner):
     def compiled_kernels(self) -> Iterable[LoadedKernel]:
         return self._by_id.values()
 
-    def decompositions(self, base: Mapping[torch._ops.OpOverload, Callable[..., Any]]) -> Decompositions:
+    def kernel_sets(self, mode: str) -> dict[str, KernelSet]:
+        """Per op, the kernels compiled graphs of ``mode`` use."""
+        grouped: dict[str, list[LoadedKernel]] = defaultdict(list)
+        for kernel in self._kernels:
+            if kernel.serves_graphs(mode):
+                grouped[kernel.record.op].append(kernel)
+        return {op: KernelSet(members) for op, members in grouped.items()}
+
+    def decompositions(self, base: Mapping[torch._ops.OpOverload, Callable[..., Any]],
+                       mode: str = "compiled") -> Decompositions:
         """``base`` (inductor's table) with this cast's overloads routed through their cards first."""
         table: Decompositions = dict(base)
-        for op, kernels in self._sets.items():
+        for op, kernels in self.kernel_sets(mode).items():
             overload = self._overloads[op]
             table[overload] = self._decomposition(overload, kernels, base.get(overload))
         return table
 
     @contextlib.contextmanager
-    def composite_choices(self) -> Iterator[None]:
+    def composite_choices(self, mode: str = "compiled") -> Iterator[None]:
         """While the block runs, each decomposed overload's Python kernel at ``CompositeImplicitAutograd``
         chooses among its cards first (what AOTAutograd's Python dispatcher runs while it traces)."""
         key = torch._C.DispatchKey.CompositeImplicitAutograd
         with _COMPOSITE_LOCK:
             replaced: list[tuple[torch._ops.OpOverload, Callable[..., Any] | None]] = []
             try:
-                for op, kernels in self._sets.items():
+                for op, kernels in self.kernel_sets(mode).items():
                     overload = self._overloads[op]
                     if not torch._C._dispatch_has_kernel_for_dispatch_key(overload.name(), "CompositeImplicitAutograd"):
                         continue
@@ -129,13 +155,12 @@ class CastBackend:
 
     def __call__(self, graph: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
                  mode: str | None = None, options: Mapping[str, Any] | None = None) -> Any:
-        from torch._inductor import list_mode_options
         from torch._inductor.compile_fx import compile_fx
         from torch._inductor.decomposition import select_decomp_table
 
-        config: dict[str, Any] = dict(list_mode_options(mode)) if mode and mode != "default" else {}
-        config.update({key.replace("-", "_"): value for key, value in (options or {}).items()})
+        config = inductor_config(mode, options)
+        kernels_mode = graph_mode(config)
         config.update(fx_graph_cache=False, fx_graph_remote_cache=False)
-        with self.aten.composite_choices():
+        with self.aten.composite_choices(kernels_mode):
             return compile_fx(graph, list(example_inputs), config_patches=config,
-                              decompositions=self.aten.decompositions(select_decomp_table()))
+                              decompositions=self.aten.decompositions(select_decomp_table(), kernels_mode))

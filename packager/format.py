@@ -36,11 +36,11 @@ from packager.errors import CastBuildError
 from packager.guard_cost import guard_cost_us
 from packager.manifest import (
     AUDIT_CLASSES,
+    GRAPH_MODES,
     KEPT,
     KERNEL_KINDS,
     MANIFEST_FILE,
     PRUNED,
-    UNMEASURED,
     CastManifest,
     FallbackRecord,
     KernelRecord,
@@ -158,7 +158,7 @@ def _check_entry(entry: KernelEntry, where: str) -> dict[str, Any]:
 
 
 def _record(entry: KernelEntry, card: dict[str, Any], guard_us: float, effective: float,
-            eager: ModeVerdict, compiled: ModeVerdict) -> KernelRecord:
+            verdicts: Mapping[str, ModeVerdict]) -> KernelRecord:
     folder = f"kernels/{entry.card_id}/{entry.arch}"
     return KernelRecord(
         card_id=entry.card_id, kind=entry.kind, op=entry.op, backend=entry.backend, arch=entry.arch,
@@ -170,7 +170,7 @@ def _record(entry: KernelEntry, card: dict[str, Any], guard_us: float, effective
         guard_cost_us=round(guard_us, 3), effective_speedup=round(effective, 4),
         rel_l2_error=entry.rel_l2_error, max_scaled_error=entry.max_scaled_error,
         source_sha256=entry.source_sha256, compiler_flags=entry.compiler_flags, toolchain=entry.toolchain,
-        candidate_id=entry.candidate_id, eager=eager, compiled=compiled,
+        candidate_id=entry.candidate_id, **verdicts,
     )
 
 
@@ -214,6 +214,15 @@ def _unprofitable_ops(candidates: Sequence[_Candidate], missed_calls: Mapping[st
     return reasons
 
 
+def _fallback_reason(eager: ModeVerdict, graphs: Mapping[str, ModeVerdict]) -> str:
+    """Why no mode uses a kernel: eager's reason, then each compiled mode's that says more."""
+    modes_by_reason: dict[str, list[str]] = defaultdict(list)
+    for mode, verdict in graphs.items():
+        if verdict.verdict == PRUNED and verdict.reason != eager.reason:
+            modes_by_reason[verdict.reason].append(mode)
+    return "; ".join([eager.reason, *(f"{' and '.join(modes)}: {why}" for why, modes in modes_by_reason.items())])
+
+
 def build_cast(
     path: Path,
     model: ModelIdentity,
@@ -227,12 +236,12 @@ def build_cast(
     """Write the .cast for a run's winning kernels to ``path`` and return its manifest.
 
     Every entry is checked first (a bad one raises CastBuildError naming it; nothing is
-    written). ``verdicts`` gives, per ``(card_id, mode)`` with mode ``"eager"`` or
-    ``"compiled"``, what measuring the model end to end found (unmeasured where absent). Eager
+    written). ``verdicts`` gives, per ``(card_id, mode)`` with a mode of
+    :data:`~packager.manifest.MODES`, what measuring the model end to end found (unmeasured where absent). Eager
     calls do not use a kernel whose speedup does not survive the guard's measured per-call cost
     or falls below ``min_speedup``, nor the kernels of an op whose calls left on eager would pay
     more for the guard than the kernels save: compiled graphs pay no guard, so such a kernel is
-    still packaged when its compiled verdict is kept. A kernel no mode uses becomes a fallback.
+    still packaged when a compiled mode's verdict is kept. A kernel no mode uses becomes a fallback.
     """
     if not (math.isfinite(min_speedup) and min_speedup > 0):
         raise CastBuildError(f"min_speedup must be a positive number, got {min_speedup!r}")
@@ -279,15 +288,15 @@ def build_cast(
         entry, card, guard_us, effective = candidate
         reason = eager_pruned.get(entry.card_id) or unprofitable.get((entry.arch, entry.op))
         eager = ModeVerdict(PRUNED, reason) if reason else given.get((entry.card_id, "eager"), ModeVerdict())
-        compiled = given.get((entry.card_id, "compiled"), ModeVerdict())
+        graphs = {mode: given.get((entry.card_id, mode), ModeVerdict()) for mode in GRAPH_MODES}
         if entry.speedup <= 1.0 or entry.speedup < min_speedup:  # slower than eager even without a guard
-            compiled = ModeVerdict(PRUNED, f"{entry.arch}: speedup {entry.speedup:.3f}x on its own; needs more "
-                                            f"than 1x and at least {min_speedup:g}x")
-        if eager.verdict == PRUNED and compiled.verdict != KEPT:
-            why = eager.reason if compiled.verdict == UNMEASURED else f"{eager.reason}; compiled: {compiled.reason}"
-            dropped.append(FallbackRecord(entry.card_id, entry.op, why))
+            slower = ModeVerdict(PRUNED, f"{entry.arch}: speedup {entry.speedup:.3f}x on its own; needs more "
+                                         f"than 1x and at least {min_speedup:g}x")
+            graphs = dict.fromkeys(GRAPH_MODES, slower)
+        if eager.verdict == PRUNED and all(v.verdict != KEPT for v in graphs.values()):
+            dropped.append(FallbackRecord(entry.card_id, entry.op, _fallback_reason(eager, graphs)))
             continue
-        record = _record(entry, card, guard_us, effective, eager, compiled)
+        record = _record(entry, card, guard_us, effective, {"eager": eager, **graphs})
         files[record.source_path] = entry.source.encode()
         files[record.artifact_path] = entry.artifact
         records.append(record)

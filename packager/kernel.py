@@ -12,7 +12,7 @@ import torch
 
 from packager.guard import SHAPE, CallMatcher, is_static
 from packager.launcher import KernelLauncher
-from packager.manifest import KEPT, PRUNED, KernelRecord
+from packager.manifest import GRAPH_MODES, KEPT, PRUNED, KernelRecord
 from packager.stats import KERNEL_ERROR, KernelStats
 from packager.variant import ATTRIBUTES_KWARG, VariantKey, dtype_from_name
 
@@ -62,8 +62,17 @@ class LoadedKernel:
 
     @property
     def serves_compiled(self) -> bool:
-        """Used in compiled graphs only where the compiled model measured end to end ran better with it."""
-        return self.record.compiled.verdict == KEPT
+        """Used in compiled graphs of some mode (see :meth:`serves_graphs`)."""
+        return any(self.serves_graphs(mode) for mode in GRAPH_MODES)
+
+    def serves_graphs(self, mode: str | None) -> bool:
+        """Used in compiled graphs of ``mode`` (``compiled`` or ``cuda_graphs``) only where the model,
+        compiled that way and measured end to end, ran better with it. Where the mode is not known
+        (``None``), only a kernel kept in one compiled mode and pruned in none."""
+        if mode is not None:
+            return self.record.mode_verdict(mode).verdict == KEPT
+        verdicts = [self.record.mode_verdict(m).verdict for m in GRAPH_MODES]
+        return KEPT in verdicts and PRUNED not in verdicts
 
     @property
     def n_outputs(self) -> int:

@@ -28,6 +28,10 @@ KEPT = "kept"
 PRUNED = "pruned"
 UNMEASURED = "unmeasured"
 VERDICTS = (KEPT, PRUNED, UNMEASURED)
+#: The deployment modes a kernel has a verdict for: eager calls, torch.compile graphs, and
+#: torch.compile graphs captured in CUDA graphs (``mode="reduce-overhead"`` or ``"max-autotune"``).
+MODES = ("eager", "compiled", "cuda_graphs")
+GRAPH_MODES = MODES[1:]
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _CUDA_ARCH = re.compile(r"^sm_[0-9]{2,3}[a-z]?$")
 _CPU_ARCH = re.compile(r"^cpu-[a-z0-9_]+$")
@@ -59,7 +63,9 @@ class ModeVerdict:
 
     ``kept``: faster with it and outputs at parity; ``pruned``: left out of that mode, ``reason``
     says why; ``unmeasured``: the mode was not measured. Eager calls use every kernel not pruned
-    (each already beat eager with its guard's cost added); compiled graphs use only kept ones.
+    (each already beat eager with its guard's cost added); compiled graphs, with or without CUDA
+    graphs, use only kept ones: inductor's fusion around a kernel, and the launch cost CUDA graphs
+    remove, change the kernel's worth, so each compiled mode is measured on its own.
     """
 
     verdict: str = UNMEASURED
@@ -94,6 +100,12 @@ class KernelRecord:
     candidate_id: str
     eager: ModeVerdict = field(default_factory=ModeVerdict)
     compiled: ModeVerdict = field(default_factory=ModeVerdict)
+    cuda_graphs: ModeVerdict = field(default_factory=ModeVerdict)
+
+    def mode_verdict(self, mode: str) -> ModeVerdict:
+        """The verdict for one of :data:`MODES`."""
+        verdict: ModeVerdict = getattr(self, mode)
+        return verdict
 
 
 @dataclass(frozen=True)
@@ -169,7 +181,7 @@ def _mode_verdict(reader: _Reader, mode: str) -> ModeVerdict:
 
 def _kernel_record(reader: _Reader) -> KernelRecord:
     fields = reader.fields(KernelRecord)
-    fields.update(eager=_mode_verdict(reader, "eager"), compiled=_mode_verdict(reader, "compiled"))
+    fields.update({mode: _mode_verdict(reader, mode) for mode in MODES})
     record = KernelRecord(**fields)
     where = reader.where
     if not is_safe_name(record.card_id):
@@ -214,7 +226,7 @@ class _Reader:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             if f.name not in self.data:
-                if f.default is not dataclasses.MISSING:
+                if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
                     continue
                 raise CastCorruptError(f"{self.where}: missing field {f.name!r}")
             value = self.data[f.name]

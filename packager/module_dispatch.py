@@ -11,7 +11,9 @@ and emits :mod:`packager.graph_op`'s ``kforge_cast::kernel``, whose fake impleme
 the card's outputs. What tracing cannot see is checked when the compiled graph runs, which falls
 back to the original forward there on a miss or a kernel error. Calls that miss at trace time
 are not counted (the graph simply contains the original forward). Eager calls use the kernels
-that serve eager mode, traced calls those that serve compiled graphs (their manifest verdicts).
+that serve eager mode, traced calls those that serve the compiled mode the graph is for (their
+manifest verdicts): dynamo traces a module before its backend sees torch.compile's ``mode``, so
+the mode comes from ``Cast.backend(model, mode=...)`` or ``Cast.compile``.
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ class ModuleOverride(graph_op.GraphOwner):
         self._kernels = KernelSet([k for k in kernels if k.serves_eager])
         self._graph_kernels = tuple((k, KeyNames.of(k.template)) for k in kernels if k.serves_compiled)
         self._by_id = {k.card_id: k for k in kernels}
+        # The compiled mode traced graphs are for (set by ``Cast.backend``); None: not known.
+        self.graph_mode: str | None = None
         self._own_forward: Callable[..., Any] | None = module.__dict__.get("forward")
         self._class_forward = type(module).forward
         self._key_reader = ModuleKeyReader()
@@ -135,6 +139,8 @@ class ModuleOverride(graph_op.GraphOwner):
         (plain ``getattr``, which dynamo traces and guards on), not by walking the module's
         ``__dict__``: the trace stays one graph, with no break and no per-instance recompile."""
         for kernel, names in self._graph_kernels:
+            if not kernel.serves_graphs(self.graph_mode):
+                continue
             keyed_kwargs = traced_call_kwargs(module, kwargs, names)
             if keyed_kwargs is None:
                 continue

@@ -38,7 +38,7 @@ import torch
 from packager.abi import AbiError, KernelLibrary
 from packager.archive import read_archive
 from packager.aten_dispatch import AtenOverride, UnsupportedOp
-from packager.compiled import AtenGraphKernels, CastBackend
+from packager.compiled import AtenGraphKernels, CastBackend, graph_mode, inductor_config
 from packager.errors import CastApplyError, CastCorruptError
 from packager.kernel import LoadedKernel, card_mutates
 from packager.launcher import CallDescriptors, KernelLauncher
@@ -120,15 +120,22 @@ class Cast:
             self._aten, self._applied = installed, True
         return self
 
-    def backend(self, model: torch.nn.Module | None = None) -> CastBackend:
+    def backend(self, model: torch.nn.Module | None = None, *, mode: str | None = None,
+                options: dict[str, Any] | None = None) -> CastBackend:
         """A torch.compile backend: inductor, with this cast's aten kernels chosen as graphs are traced.
 
         Module cards replace a module's forward, so they need the model: pass it here (or apply
-        the cast to it) for its module kernels to be traced into the graph too.
+        the cast to it) for its module kernels to be traced into the graph too. Dynamo traces
+        those forwards before the backend hears torch.compile's ``mode`` and ``options``: pass the
+        same ones here so module cards use the kernels kept for that mode (without them, only
+        kernels that no compiled mode pruned). Aten cards follow what torch.compile passes.
         """
         with self._lock:
             if model is not None:
                 self._install_modules(model)
+            declared = graph_mode(inductor_config(mode, options)) if mode or options else None
+            for module_override in self._modules.values():
+                module_override.graph_mode = declared
             if self._graph_kernels is None:
                 self._graph_kernels = AtenGraphKernels(
                     [k for k in self.kernels.values() if k.record.kind == "aten" and k.serves_compiled])
@@ -146,7 +153,9 @@ class Cast:
         if "backend" in torch_compile_kwargs:
             raise CastApplyError("cast.compile chooses the backend; for another one, "
                                  "use torch.compile(model, backend=cast.backend(model))")
-        return torch.compile(model, backend=self.backend(model), **torch_compile_kwargs)
+        backend = self.backend(model, mode=torch_compile_kwargs.get("mode"),
+                               options=torch_compile_kwargs.get("options"))
+        return torch.compile(model, backend=backend, **torch_compile_kwargs)
 
     def remove(self) -> None:
         """Restore every overridden op and module forward. Removing an unapplied cast does nothing.

@@ -36,13 +36,17 @@ def _run(cmd: list[str], env: dict[str, str], timeout: float, log: Path) -> subp
 
 
 def compiled_cast(run_dir: Path, out: Path) -> int:
-    """The run's .cast with every packaged kernel kept for compiled use (the eager verdicts as measured)."""
-    from forge_service.report import write_cast
+    """The run's .cast with every packaged kernel kept for compiled use, with and without CUDA graphs
+    (the eager verdicts as measured)."""
+    from forge_service.packaging import Pruning, write_cast
     from forge_service.store import RunStore
 
     store = RunStore(run_dir)
     try:
-        return len(write_cast(store, None, out, compiled_excluded={}, compiled_measured=True).kernels)
+        measured = Pruning.from_report(json.loads(store.run_row()["report_json"] or "{}"))
+        pruning = Pruning(measured=("compiled", "cuda_graphs"), excluded={**measured.excluded, "compiled": {},
+                                                                        "cuda_graphs": {}})
+        return len(write_cast(store, None, out, pruning).kernels)
     finally:
         store.close()
 

@@ -30,7 +30,7 @@ def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     runs = tmp_path_factory.mktemp("runs")
     cast = runs / "tiny.cast"
     proc = kforge("optimize", str(MODEL), "--backend", "cpu", "--budget", "2", "--max-cards", "2", "--json",
-                  "--out", str(cast), "--runs-dir", str(runs))
+                  "--cuda-graphs", "--out", str(cast), "--runs-dir", str(runs))
     assert proc.returncode == 0, proc.stderr[-3000:]
     outcome = json.loads(proc.stdout)
     assert proc.stdout == json.dumps(outcome, indent=2, ensure_ascii=False) + "\n"  # plain JSON, never wrapped
@@ -55,14 +55,19 @@ def test_a_run_captures_searches_and_packages(first_run: tuple[Path, dict]) -> N
     assert all((run_dir / name).is_file() for name in ("report.json", "report.md", "report.png", "model.cast"))
     assert report["end_to_end"]["measured"], report["end_to_end"]
     assert report["end_to_end"]["parity_ok"]
-    # Both deployment modes were measured, and the manifest says what each decided per kernel.
+    # Every deployment mode was measured, and the manifest says what each decided per kernel.
     assert report["compiled_measured"] and report["end_to_end"]["compile_ms"] > 0
+    assert report["cuda_graphs_measured"] and report["end_to_end"]["cuda_graphs_ms"] > 0
     manifest = load_cast(runs / "tiny.cast").manifest
     for kernel in manifest.kernels:
-        assert kernel.eager.verdict in ("kept", "pruned") and kernel.compiled.verdict in ("kept", "pruned")
-        assert (kernel.compiled.verdict == "pruned") == (kernel.op in report["pruned_compiled_ops"])
+        assert kernel.eager.verdict in ("kept", "pruned")
+        for mode, pruned in (("compiled", "pruned_compiled_ops"), ("cuda_graphs", "pruned_cuda_graphs_ops")):
+            assert kernel.mode_verdict(mode).verdict in ("kept", "pruned")
+            assert (kernel.mode_verdict(mode).verdict == "pruned") == (kernel.op in report[pruned])
     if any(k.compiled.verdict == "kept" for k in manifest.kernels):
         assert report["end_to_end"]["cast_compile_parity_ok"]
+    if any(k.cuda_graphs.verdict == "kept" for k in manifest.kernels):
+        assert report["end_to_end"]["cast_cuda_graphs_parity_ok"]
     verify = subprocess.run([sys.executable, "-m", "packager.cli", "verify", str(runs / "tiny.cast")],
                             capture_output=True, text=True, cwd=ROOT)
     assert verify.returncode == 0, verify.stdout + verify.stderr
@@ -156,7 +161,7 @@ def test_a_time_limit_stops_the_search_and_still_packages_and_measures(tmp_path:
     assert (run_dir / "model.cast").is_file() and out["report"]["end_to_end"]["measured"]
 
 
-def test_a_card_with_nothing_to_propose_hands_its_place_on_and_the_summary_adds_only_operator_shares(
+def test_cards_with_nothing_to_propose_never_take_a_slot_and_the_summary_adds_only_operator_shares(
         tmp_path: Path) -> None:
     proc = kforge("optimize", str(ROOT / "tests" / "forge_service" / "models" / "norm_block.py"), "--backend", "cpu",
                   "--budget", "1", "--max-cards", "1", "--runs-dir", str(tmp_path))
@@ -165,10 +170,12 @@ def test_a_card_with_nothing_to_propose_hands_its_place_on_and_the_summary_adds_
     db = sqlite3.connect(run_dir / "run.sqlite")
     cards = {card_id: (json.loads(card_json), status, reason)
              for card_id, card_json, status, reason in db.execute("SELECT id, card_json, status, reason FROM cards")}
-    handed_on = db.execute("SELECT card_id FROM events WHERE message LIKE 'nothing to propose:%'").fetchall()
-    assert handed_on, "no card took the place of one with nothing to propose"
-    for (card_id,) in handed_on:
-        assert cards[card_id][1] == "done"
+    assert [card["kind"] for card, status, _ in cards.values() if status != "skipped"] == ["aten"]
+    assert not db.execute("SELECT card_id FROM events WHERE message LIKE 'nothing to propose:%'").fetchall()
+    modules = {card["op"]: reason for card, _, reason in cards.values() if card["kind"] == "module"}
+    for op, reason in modules.items():
+        expected = "served by the one aten card it runs" if op.endswith("LayerNorm") else "the proposer has nothing"
+        assert reason.startswith(expected), (op, reason)
     skipped = [card for card, status, _ in cards.values() if status == "skipped"]
     assert any(card["kind"] == "module" for card in skipped) and any(card["kind"] == "aten" for card in skipped)
     share = sum(card["time_share"] for card in skipped if card["kind"] != "module")

@@ -6,17 +6,17 @@ from pathlib import Path
 
 import torch
 
-from forge_service.report import (
+from forge_service.end_to_end import (
     EndToEnd,
-    RunReport,
     breaks_parity,
-    compiled_fails,
     end_to_end_line,
+    graph_mode_fails,
     is_slower,
-    least_saving_op,
     mode_rows,
     prune_reason,
 )
+from forge_service.packaging import least_saving_op
+from forge_service.report import RunReport
 from packager.format import build_cast
 from tests.packager.conftest import MODEL, RELU, SOFTMAX, compile_kernel, entry, relu_card, softmax_card
 from tests.terminal_tables import assert_fits
@@ -83,12 +83,25 @@ def test_the_terminal_line_says_when_the_cast_runs_as_eager_or_parity_is_not_jud
 
 def test_cast_compile_is_worse_when_it_raises_departs_or_runs_slower_than_compile_alone() -> None:
     base = {"measured": True, "eager_ms": 4.0, "compile_ms": 2.0, "cast_compile_kernels": 1}
-    assert compiled_fails(EndToEnd(**base, cast_compile_ms=1.5, cast_compile_parity_ok=True)) == ""
-    assert "ran slower" in compiled_fails(EndToEnd(**base, cast_compile_ms=2.5, cast_compile_parity_ok=True))
-    assert "departed" in compiled_fails(EndToEnd(**base, cast_compile_ms=1.5, cast_compile_parity_ok=False,
-                                                 cast_compile_parity_rel_error=0.5))
-    assert "raised" in compiled_fails(EndToEnd(**base, cast_compile_error="cast.compile: RuntimeError: x"))
-    assert compiled_fails(EndToEnd(**{**base, "cast_compile_kernels": 0}, cast_compile_ms=9.0)) == ""
+    assert graph_mode_fails(EndToEnd(**base, cast_compile_ms=1.5, cast_compile_parity_ok=True), "compiled") == ""
+    slower = EndToEnd(**base, cast_compile_ms=2.5, cast_compile_parity_ok=True)
+    assert "ran slower" in graph_mode_fails(slower, "compiled")
+    departed = EndToEnd(**base, cast_compile_ms=1.5, cast_compile_parity_ok=False, cast_compile_parity_rel_error=0.5)
+    assert "departed" in graph_mode_fails(departed, "compiled")
+    raised = EndToEnd(**base, cast_compile_error="cast.compile: RuntimeError: x")
+    assert "raised" in graph_mode_fails(raised, "compiled")
+    assert graph_mode_fails(EndToEnd(**{**base, "cast_compile_kernels": 0}, cast_compile_ms=9.0), "compiled") == ""
+
+
+def test_each_compiled_mode_is_judged_on_its_own_figures() -> None:
+    """cast.compile wins in the default mode and loses under CUDA graphs: only the latter fails."""
+    e2e = EndToEnd(measured=True, eager_ms=4.0, compile_ms=2.0, cast_compile_ms=1.5, cast_compile_kernels=2,
+                   cast_compile_parity_ok=True, cuda_graphs_ms=1.0, cast_cuda_graphs_ms=1.2,
+                   cast_cuda_graphs_kernels=2, cast_cuda_graphs_parity_ok=True)
+    assert graph_mode_fails(e2e, "compiled") == ""
+    assert graph_mode_fails(e2e, "cuda_graphs") == (
+        "the compiled model with CUDA graphs ran slower with the kernels (1.200 ms against 1.000 ms for "
+        "torch.compile alone)")
 
 
 def test_the_report_shows_every_measured_mode_with_its_parity() -> None:

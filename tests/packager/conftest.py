@@ -154,9 +154,10 @@ def entry(card: OperatorCard, source: str, artifact: bytes, *, arch: str | None 
     )
 
 
-def compiled_kept(*cards: OperatorCard) -> dict[tuple[str, str], ModeVerdict]:
-    """Verdicts letting compiled graphs use these cards' kernels, as a run that measured them would."""
-    return {(card.id, "compiled"): ModeVerdict(KEPT, "faster compiled") for card in cards}
+def compiled_kept(*cards: OperatorCard, modes: tuple[str, ...] = ("compiled",)) -> dict[tuple[str, str], ModeVerdict]:
+    """Verdicts letting compiled graphs of ``modes`` use these cards' kernels, as a run that measured
+    them would."""
+    return {(card.id, mode): ModeVerdict(KEPT, f"faster in {mode}") for card in cards for mode in modes}
 
 
 MODEL = ModelIdentity(model_spec="tests/packager/conftest.py:SmallNet", name="SmallNet", run_id="run-1")

@@ -7,14 +7,17 @@ import torch
 
 from packager import CastApplyError, load_cast
 from packager.format import build_cast
+from packager.manifest import PRUNED, ModeVerdict
 from tests.packager.conftest import (
     FAILING,
     MODEL,
+    SCALED_RELU,
     SOFTMAX,
     SmallNet,
     aten_card,
     compiled_kept,
     entry,
+    module_card,
     softmax_card,
 )
 
@@ -84,6 +87,59 @@ def test_compiled_graphs_use_only_kernels_kept_for_compiled_use(tmp_path: Path, 
         with cast.applied_to(net):
             net(x)
     assert cast.stats()[head.id]["hits"] == 1
+
+
+def test_each_compiled_mode_uses_the_kernels_its_own_verdicts_keep(tmp_path: Path, artifacts) -> None:
+    """The softmax kernel is kept in plain compiled graphs and pruned from CUDA-graph ones; the
+    module kernel is kept in both. Inductor on the CPU skips the CUDA graphs themselves, but the
+    mode still decides which kernels the graph holds."""
+    net = SmallNet().eval()
+    x = torch.randn(4, 8)
+    block, head = module_card(net.block1, x), softmax_card(x)
+    verdicts = {**compiled_kept(block, modes=("compiled", "cuda_graphs")), **compiled_kept(head),
+                (head.id, "cuda_graphs"): ModeVerdict(PRUNED, "slower under CUDA graphs")}
+    build_cast(tmp_path / "m.cast", MODEL, [entry(block, SCALED_RELU, artifacts["scaled_relu"], eager_us=5000.0),
+                                            entry(head, SOFTMAX, artifacts["softmax"], eager_us=5000.0)], [],
+               verdicts=verdicts)
+    cast = load_cast(tmp_path / "m.cast")
+    with torch.inference_mode():
+        want = net(x)
+
+    def hits(compile_fn) -> tuple[int, int]:
+        torch._dynamo.reset()
+        cast.reset_stats()
+        with torch.inference_mode():
+            torch.testing.assert_close(compile_fn()(x), want)
+        cast.remove()
+        stats = cast.stats()
+        return stats[block.id]["hits"], stats[head.id]["hits"]
+
+    assert hits(lambda: cast.compile(net)) == (2, 1)
+    assert hits(lambda: cast.compile(net, mode="reduce-overhead")) == (2, 0)
+    assert hits(lambda: cast.compile(net, options={"triton.cudagraphs": True})) == (2, 0)
+    # The compile call's own mode reaches the backend: aten cards follow it.
+    assert hits(lambda: torch.compile(net, backend=cast.backend(net), mode="reduce-overhead")) == (2, 0)
+
+
+def test_a_module_kernel_pruned_in_one_compiled_mode_is_traced_only_where_the_mode_is_known(
+        tmp_path: Path, artifacts) -> None:
+    net = SmallNet().eval()
+    x = torch.randn(4, 8)
+    block = module_card(net.block1, x)
+    verdicts = {**compiled_kept(block), (block.id, "cuda_graphs"): ModeVerdict(PRUNED, "slower under CUDA graphs")}
+    build_cast(tmp_path / "b.cast", MODEL, [entry(block, SCALED_RELU, artifacts["scaled_relu"], eager_us=5000.0)],
+               [], verdicts=verdicts)
+    cast = load_cast(tmp_path / "b.cast")
+    with torch.inference_mode():
+        reference = net(x)
+    for backend, want in ((lambda: cast.backend(net), 0), (lambda: cast.backend(net, mode="default"), 2),
+                          (lambda: cast.backend(net, mode="reduce-overhead"), 0)):
+        torch._dynamo.reset()
+        cast.reset_stats()
+        with torch.inference_mode():
+            torch.testing.assert_close(torch.compile(net, backend=backend())(x), reference)
+        cast.remove()
+        assert cast.stats()[block.id]["hits"] == want
 
 
 def test_compiled_graph_checks_what_tracing_cannot_see_and_falls_back(tmp_path: Path, artifacts) -> None:

@@ -8,7 +8,7 @@ import torch
 from packager import CastBuildError, CastCorruptError, load_cast
 from packager.archive import read_archive
 from packager.format import FallbackEntry, build_cast
-from packager.manifest import KEPT, PRUNED, CastManifest, ModeVerdict
+from packager.manifest import KEPT, PRUNED, UNMEASURED, CastManifest, ModeVerdict
 from packager.runtime import host_cpu_arch
 from tests.packager.conftest import MODEL, RELU, SOFTMAX, entry, relu_card, softmax_card
 
@@ -132,16 +132,30 @@ def test_each_mode_has_its_verdict_and_a_kernel_no_mode_uses_is_a_fallback(tmp_p
     assert kernel.card_id == guard_bound.id
     assert kernel.eager.verdict == PRUNED and "with the guard's" in kernel.eager.reason
     assert kernel.compiled == ModeVerdict(KEPT, "faster compiled")
+    assert kernel.cuda_graphs == ModeVerdict(UNMEASURED)  # a mode not measured keeps it out of CUDA graphs
     reasons = {f.card_id: f.reason for f in manifest.fallbacks}
     assert reasons[unmeasured.id] == "the model ran slower with it"
-    assert "0.500x on its own" in reasons[slower.id]
+    assert reasons[slower.id].count("0.500x on its own") == 1 and "compiled and cuda_graphs: " in reasons[slower.id]
     loaded = load_cast(tmp_path / "modes.cast")
     assert CastManifest.from_json(loaded.manifest.to_json()) == loaded.manifest
     served = loaded.kernels[guard_bound.id]
     assert not served.serves_eager and served.serves_compiled
+    assert served.serves_graphs("compiled") and not served.serves_graphs("cuda_graphs")
+    assert served.serves_graphs(None)  # kept in one compiled mode, pruned in none
     with torch.inference_mode(), loaded.applied_to():
         torch.relu(small)
     assert loaded.stats()[guard_bound.id]["calls"] == 0  # eager calls never meet its guard
+
+
+def test_a_manifest_without_cuda_graph_verdicts_reads_them_as_unmeasured(relu_softmax_cast) -> None:
+    manifest = json.loads(read_archive(relu_softmax_cast.path).files["manifest.json"])
+    for kernel in manifest["kernels"]:
+        kernel.pop("cuda_graphs")
+    read = CastManifest.from_json(json.dumps(manifest).encode())
+    assert {k.cuda_graphs for k in read.kernels} == {ModeVerdict(UNMEASURED)}
+    manifest["kernels"][0]["cuda_graphs"] = {"verdict": "kept", "reason": 3}
+    with pytest.raises(CastCorruptError, match="cuda_graphs: field 'reason'"):
+        CastManifest.from_json(json.dumps(manifest).encode())
 
 
 def test_a_verdict_outside_the_vocabulary_is_refused(relu_softmax_cast) -> None:

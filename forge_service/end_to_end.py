@@ -1,0 +1,212 @@
+"""The model measured end to end: eager against the ``.cast``, and torch.compile against ``cast.compile``.
+
+The figures come from running the model in a child process (:mod:`forge_service.e2e`), so a
+kernel that crashes harms nothing here; per-card gains are never summed into a model figure.
+This module holds the figures, the verdicts read from them (slower, parity broken, a compiled
+mode worse with the kernels) and their lines for the terminal.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Collection
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from forge_service.config import RunConfig
+from servicekit.terminal import COLUMNS
+
+log = logging.getLogger(__name__)
+
+E2E_TIMEOUT_S = 900
+#: Relative difference below which two end-to-end medians count as equal (measurement noise).
+SLOWER_TOLERANCE = 0.005
+#: Per compiled mode: its name in lines and the figures of torch.compile alone and of cast.compile.
+GRAPH_MODE_FIELDS = {"compiled": ("", "compile", "cast_compile"),
+                     "cuda_graphs": (" with CUDA graphs", "cuda_graphs", "cast_cuda_graphs")}
+
+
+class EndToEnd(BaseModel):
+    """Model latency (ms) and parity per deployment mode, from one process: eager and the .cast
+    applied (guards on); torch.compile and ``cast.compile``; with CUDA graphs, the same pair
+    compiled with ``mode="reduce-overhead"``. Speedups are against eager."""
+
+    measured: bool
+    error: str = ""
+    eager_ms: float | None = None
+    cast_ms: float | None = None
+    compile_ms: float | None = None
+    cast_compile_ms: float | None = None
+    cuda_graphs_ms: float | None = None
+    cast_cuda_graphs_ms: float | None = None
+    cast_speedup: float | None = None
+    compile_speedup: float | None = None
+    cast_compile_speedup: float | None = None
+    cuda_graphs_speedup: float | None = None
+    cast_cuda_graphs_speedup: float | None = None
+    cast_error: str = ""  # the model raised with the .cast applied
+    failing_ops: dict[str, str] = {}  # ops whose kernels alone make the model raise or depart from eager
+    cast_compile_kernels: int | None = None  # kernels cast.compile put in the graphs
+    cast_compile_parity_rel_error: float | None = None
+    cast_compile_parity_ok: bool | None = None
+    cast_compile_error: str = ""
+    cast_cuda_graphs_kernels: int | None = None
+    cast_cuda_graphs_parity_rel_error: float | None = None
+    cast_cuda_graphs_parity_ok: bool | None = None
+    cast_cuda_graphs_error: str = ""
+    parity_max_rel_error: float | None = None
+    parity_tolerance: float | None = None
+    parity_ok: bool | None = None  # None: not judged (parity_note says why)
+    parity_note: str = ""
+    eager_repeat_rel_error: float | None = None  # eager against itself, same inputs, buffers and seed
+    compile_parity_rel_error: float | None = None  # torch.compile's own departure from eager
+    cast_kernels: int | None = None  # kernels the .cast loaded for this device; none: cast_ms is not timed
+    compile_error: str = ""
+    kernel_stats: dict[str, dict[str, object]] = {}
+    cast_compile_kernel_stats: dict[str, dict[str, object]] = {}
+    cast_cuda_graphs_kernel_stats: dict[str, dict[str, object]] = {}
+
+
+RUNS_AS_EAGER = "the .cast holds no kernel for this device, so the model runs as eager"
+
+
+RUNS_AS_EAGER = "the .cast holds no kernel for this device, so the model runs as eager"
+
+
+def mode_rows(e: EndToEnd) -> list[tuple[str, float | None, float | None, str]]:
+    """(variant, ms, speedup over eager, parity) per measured deployment mode."""
+    rows = [("eager", e.eager_ms, 1.0, "reference"),
+            (".cast (eager, guards on)", e.cast_ms, e.cast_speedup, parity_word(e))]
+    if e.compile_ms is not None or e.cast_compile_ms is not None:
+        rows += [("torch.compile", e.compile_ms, e.compile_speedup, _sci_word(e.compile_parity_rel_error)),
+                 ("cast.compile", e.cast_compile_ms if e.cast_compile_kernels else e.compile_ms,
+                  e.cast_compile_speedup if e.cast_compile_kernels else e.compile_speedup,
+                  _compiled_parity(e.cast_compile_kernels, e.cast_compile_parity_ok))]
+    if e.cuda_graphs_ms is not None:
+        rows += [("torch.compile reduce-overhead", e.cuda_graphs_ms, e.cuda_graphs_speedup, "—"),
+                 ("cast.compile reduce-overhead",
+                  e.cast_cuda_graphs_ms if e.cast_cuda_graphs_kernels else e.cuda_graphs_ms,
+                  e.cast_cuda_graphs_speedup if e.cast_cuda_graphs_kernels else e.cuda_graphs_speedup,
+                  _compiled_parity(e.cast_cuda_graphs_kernels, e.cast_cuda_graphs_parity_ok))]
+    return rows
+
+
+def _compiled_parity(kernels: int | None, ok: bool | None) -> str:
+    if not kernels:
+        return "no kernel: as torch.compile"
+    return "not judged" if ok is None else "ok" if ok else "MISMATCH"
+
+
+def _sci_word(value: float | None) -> str:
+    return "—" if value is None else f"departs {value:.1e}"
+
+
+def end_to_end_line(e: EndToEnd, width: int = COLUMNS) -> str:
+    """For the terminal: eager against the .cast and the parity verdict, then a line per compiled pair,
+    each wrapped at ``width`` with its continuation indented under it."""
+    if e.cast_kernels == 0:
+        cast = f"eager {number(e.eager_ms, 'ms')}; {RUNS_AS_EAGER}"
+    else:
+        cast = f"eager {number(e.eager_ms, 'ms')}, .cast {number(e.cast_ms, 'ms')} (x{e.cast_speedup or 0:.2f})"
+    parity = (f"parity {parity_word(e)} (max rel error {scientific(e.parity_max_rel_error)}, "
+              f"tolerance {scientific(e.parity_tolerance)})")
+    note = f"; {e.parity_note}" if e.parity_note else ""
+    lines = [f"end to end (guards on): {cast}, {parity}{note}"]
+    rows = mode_rows(e)
+    for plain, with_cast in zip(rows[2::2], rows[3::2], strict=True):
+        lines.append(f"  {plain[0]} {number(plain[1], 'ms')} (x{plain[2] or 0:.2f}), {with_cast[0]} "
+                     f"{number(with_cast[1], 'ms')} (x{with_cast[2] or 0:.2f}), parity {with_cast[3]}")
+    return "\n".join(textwrap.fill(line, width, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 4),
+                                    break_on_hyphens=False) for line in lines)
+
+
+def parity_word(e2e: EndToEnd) -> str:
+    return "not judged" if e2e.parity_ok is None else "ok" if e2e.parity_ok else "MISMATCH"
+
+
+def scientific(value: float | None) -> str:
+    """An error figure for tables and lines; "—" where it was not measured."""
+    return "—" if value is None else f"{value:.2e}"
+
+
+def number(value: float | None, unit: str = "") -> str:
+    """A figure in its unit (``%``, ``x``, ``ms``) for tables and lines; "—" where it was not measured."""
+    if value is None:
+        return "—"
+    if unit == "%":
+        return f"{value:.0f}%"
+    if unit == "x":
+        return f"{value:.2f}x"
+    if unit == "ms":
+        return f"{value:.3f} ms"
+    return f"{value:.4g}"
+
+
+def is_slower(e2e: EndToEnd) -> bool:
+    """Slower with the .cast by more than two medians of the same model differ run to run."""
+    return bool(e2e.measured and e2e.eager_ms and e2e.cast_ms
+                and e2e.cast_ms > e2e.eager_ms * (1 + SLOWER_TOLERANCE))
+
+
+def breaks_parity(e2e: EndToEnd) -> bool:
+    """The model's output with the .cast departed from eager past the parity tolerance, or it raised."""
+    return bool(e2e.measured and (e2e.parity_ok is False or e2e.cast_error))
+
+
+def graph_mode_fails(e2e: EndToEnd, mode: str) -> str:
+    """Why ``cast.compile`` in ``mode`` (``compiled``: torch.compile's default, ``cuda_graphs``:
+    ``mode="reduce-overhead"``) is worse than torch.compile alone in the same mode: it raised,
+    moved the output, or ran slower (empty when none of these, unmeasured, or no kernel served)."""
+    where, plain, cast = GRAPH_MODE_FIELDS[mode]
+    if not e2e.measured or not getattr(e2e, f"{cast}_kernels"):
+        return ""
+    if error := getattr(e2e, f"{cast}_error"):
+        return f"the compiled model{where} raised with the kernels: {error}"
+    if getattr(e2e, f"{cast}_parity_ok") is False:
+        departure = getattr(e2e, f"{cast}_parity_rel_error")
+        return f"the compiled model's output{where} with the kernels departed from eager by {departure:.2e}"
+    cast_ms, plain_ms = getattr(e2e, f"{cast}_ms"), getattr(e2e, f"{plain}_ms")
+    if cast_ms and plain_ms and cast_ms > plain_ms * (1 + SLOWER_TOLERANCE):
+        return (f"the compiled model{where} ran slower with the kernels ({cast_ms:.3f} ms against "
+                f"{plain_ms:.3f} ms for torch.compile alone)")
+    return ""
+
+
+def prune_reason(e2e: EndToEnd) -> str:
+    if e2e.cast_error:
+        return f"left on eager: the model raised with the .cast applied: {e2e.cast_error}"
+    if breaks_parity(e2e):
+        return (f"left on eager: the model's output with the .cast departed from eager by "
+                f"{e2e.parity_max_rel_error:.2e} (tolerance {e2e.parity_tolerance:.2e})")
+    return (f"left on eager: the model ran slower with the .cast ({e2e.cast_ms:.3f} ms against "
+            f"{e2e.eager_ms:.3f} ms eager) and this op's kernels were estimated to save the least")
+
+
+def measure_end_to_end(config: RunConfig, cast_path: Path, backend: str, modes: Collection[str] = ("compiled",),
+                       noise_rel_error: float | None = None) -> EndToEnd:
+    """Run :mod:`forge_service.e2e` in a child process; a failure is reported, not raised.
+
+    ``modes`` are measured besides eager (``compiled``, ``cuda_graphs``); ``noise_rel_error`` is
+    torch.compile's departure from eager from an earlier measurement, for the parity verdict of
+    a measurement that does not compile.
+    """
+    cmd = [sys.executable, "-m", "forge_service.e2e", "--model", config.model_spec, "--cast", str(cast_path),
+           "--device", backend, "--grad-mode", config.grad_mode, "--modes", ",".join(["eager", *modes])]
+    if noise_rel_error is not None:
+        cmd += ["--noise-rel-error", repr(noise_rel_error)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=E2E_TIMEOUT_S,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    except subprocess.TimeoutExpired:
+        return EndToEnd(measured=False, error=f"end-to-end measurement exceeded {E2E_TIMEOUT_S} s")
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return EndToEnd(measured=False, error=" | ".join(tail) or f"exit code {proc.returncode}")
+    e2e = EndToEnd.model_validate_json(proc.stdout.strip().splitlines()[-1])
+    log.info("measured %s (%d kernels): %s", cast_path.name, e2e.cast_kernels or 0, end_to_end_line(e2e))
+    return e2e
