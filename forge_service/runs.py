@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import secrets
@@ -24,7 +25,7 @@ from forge_service.card_search import BUDGET_SPENT, NO_PROPOSAL, CardSearch, Sea
 from forge_service.clients import AgentClient, CaptureClient, SandboxClient, SandboxPool
 from forge_service.config import RunConfig
 from forge_service.kernel_cache import KernelCache
-from forge_service.scheduler import NOT_IN_TOP, plan_cards
+from forge_service.scheduler import NOT_IN_TOP, RefusalFn, device_bandwidth, plan_cards
 from forge_service.store import DB_FILE, CardRow, RunStore, best_candidate
 from kernel_forge.capture.v1 import messages_pb2 as capture_pb2
 from kernel_forge.common.v1 import types_pb2
@@ -220,7 +221,7 @@ class RunManager:
                                                      "copy_bandwidth_gbps": device.copy_bandwidth_gbps}))
             cards = await self._capture(run_id, config, backend)
             if not store.cards():
-                plans = plan_cards(cards, config, device.copy_bandwidth_gbps)
+                plans = plan_cards(cards, config, device_bandwidth(device), proposer_refusal(config, backend))
                 store.put_cards([
                     CardRow(p.card.id, p.card.to_json(), p.rank, p.selected, "pending" if p.selected else "skipped",
                             p.reason, p.budget, p.floor_us)
@@ -303,6 +304,17 @@ class RunManager:
         report = await asyncio.to_thread(build_report, store, config)
         store.update_run(report_json=report.model_dump_json())
         await self._emit(run_id, "run_done", report.summary_line())
+
+
+def proposer_refusal(config: RunConfig, backend: str) -> RefusalFn | None:
+    """What selection asks of the run's proposer before giving a card a slot: the offline
+    templates answer from the catalog the agent service proposes from (same code, no network,
+    no rendering); an LLM writes for any card, so there is nothing to ask (None)."""
+    if config.proposer.strip() != "offline":
+        return None
+    from agent_service.offline.proposer import offline_refusal
+
+    return functools.partial(offline_refusal, backend=backend)
 
 
 def promote_next_card(store: RunStore, config: RunConfig) -> CardRow | None:

@@ -2,20 +2,29 @@
 
 A card's priority is its share of eager time times its headroom (how far eager is from the
 card's memory-bandwidth floor on the sandbox's device). Cards dominated by vendor libraries
-(convolution, matmul, attention) are left to eager unless the run asks for them.
+(convolution, matmul, attention) are left to eager unless the run asks for them. A card the
+proposer has nothing for never takes a slot, and a module card that wraps exactly one
+searchable aten card is that card: the aten card is searched in its place, at its priority.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from forge_service.config import RunConfig
+from kernel_forge.common.v1 import types_pb2
 from kforge_domain.card import OperatorCard
-from kforge_domain.floor import memory_floor_us
+from kforge_domain.floor import BandwidthAtSize, CopyBandwidth, memory_floor_us
 
 MIN_HEADROOM = 0.05
 NOT_IN_TOP = "outside the {k} cards with the most eager time"
+NOT_PROPOSABLE = "the proposer has nothing for this card: {why}"
+SERVED_BY_ATEN_CARD = "served by the one aten card it runs, {op} ({card_id})"
+
+#: Why the run's proposer cannot write a kernel for a card ("" when it can). Asked before any
+#: budget is given, so it must be cheap: the offline proposer asks its template catalog.
+RefusalFn = Callable[[OperatorCard], str]
 
 
 @dataclass(frozen=True)
@@ -29,35 +38,78 @@ class CardPlan:
     score: float
 
 
+def device_bandwidth(device: types_pb2.DeviceInfo) -> CopyBandwidth:
+    """The sandbox device's copy bandwidth by working-set size, as the floor reads it."""
+    return CopyBandwidth(device.copy_bandwidth_gbps, tuple(
+        BandwidthAtSize(p.working_set_bytes, p.gbps) for p in device.copy_bandwidth_by_size))
+
+
 def _matches(card: OperatorCard, targets: Sequence[str]) -> bool:
     return any(t in (card.id, card.op) or card.op.endswith(t) for t in targets)
 
 
-def plan_cards(cards: Sequence[OperatorCard], config: RunConfig, copy_bandwidth_gbps: float) -> list[CardPlan]:
-    """Rank every card and select the ones the run will search, each with its evaluation budget."""
-    scored: list[tuple[float, OperatorCard, str, float | None]] = []
+def _not_searched(card: OperatorCard, config: RunConfig) -> str:
+    """Why the run leaves ``card`` to eager whatever its priority; "" when it may be searched."""
+    if not card.optimisable:
+        return card.reason or "not optimisable"
+    if card.degenerate:
+        return f"degenerate: {card.degenerate}"
+    if config.target_cards and not _matches(card, config.target_cards):
+        return "not a target card"
+    if card.vendor_op and not config.include_vendor_ops and not config.target_cards:
+        return "vendor-library op (convolution, matmul, attention) left to eager"
+    return ""
+
+
+def _runs_inside(card: OperatorCard, module: OperatorCard) -> bool:
+    """Whether ``card`` ran inside one of the module paths ``module`` was called at."""
+    return any(path == where or not where or path.startswith(where + ".")
+               for path in card.module_paths for where in module.module_paths)
+
+
+def plan_cards(cards: Sequence[OperatorCard], config: RunConfig, copy_bandwidth: CopyBandwidth | float,
+               refusal: RefusalFn | None = None) -> list[CardPlan]:
+    """Rank every card and select the ones the run will search, each with its evaluation budget.
+
+    ``refusal`` says why the proposer cannot serve a card; None means it serves every card (an
+    LLM). The ``max_cards`` slots go only to cards it can serve. A module card whose calls ran
+    exactly one searchable aten card (the rest views, vendor ops or nothing) computes what that
+    card computes, so searching both would spend the budget twice on one kernel: the aten card,
+    which the op templates serve, takes the module's place if that ranks it higher.
+    """
+    reasons: dict[str, str] = {}
+    scores: dict[str, float] = {}
+    floors: dict[str, float | None] = {}
     for card in cards:
-        floor = memory_floor_us(card.inputs, card.outputs, copy_bandwidth_gbps)
-        reason = ""
-        if not card.optimisable:
-            reason = card.reason or "not optimisable"
-        elif card.degenerate:
-            reason = f"degenerate: {card.degenerate}"
-        elif config.target_cards and not _matches(card, config.target_cards):
-            reason = "not a target card"
-        elif card.vendor_op and not config.include_vendor_ops and not config.target_cards:
-            reason = "vendor-library op (convolution, matmul, attention) left to eager"
+        floor = memory_floor_us(card.inputs, card.outputs, copy_bandwidth, eager_us=card.eager_us)
         headroom = 1.0
         if floor is not None and card.eager_us:
             headroom = max(MIN_HEADROOM, 1.0 - floor / card.eager_us)
-        scored.append((card.time_share * headroom, card, reason, floor))
-    scored.sort(key=lambda s: (-s[0], s[1].id))
+        reasons[card.id] = _not_searched(card, config)
+        scores[card.id] = card.time_share * headroom
+        floors[card.id] = floor
+    refused = {c.id: refusal(c) for c in cards if not reasons[c.id]} if refusal is not None else {}
+    searchable = [c for c in cards if c.kind == "aten" and not reasons[c.id] and not refused.get(c.id)]
+    for module in cards:
+        if module.kind != "module" or reasons[module.id]:
+            continue
+        inner = [c for c in searchable if _runs_inside(c, module)]
+        if len(inner) == 1:
+            (aten,) = inner
+            reasons[module.id] = SERVED_BY_ATEN_CARD.format(op=aten.op, card_id=aten.id)
+            scores[aten.id] = max(scores[aten.id], scores[module.id])
+    for card_id, why in refused.items():
+        if why and not reasons[card_id]:
+            reasons[card_id] = NOT_PROPOSABLE.format(why=why)
+    ranked = sorted(cards, key=lambda c: (-scores[c.id], c.id))
     plans = []
     picked = 0
-    for rank, (score, card, reason, floor) in enumerate(scored):
+    for rank, card in enumerate(ranked):
+        reason = reasons[card.id]
         selected = not reason and picked < config.max_cards
         if not reason and not selected:
             reason = NOT_IN_TOP.format(k=config.max_cards)
         picked += selected
-        plans.append(CardPlan(card, rank, selected, reason, config.budget_per_card if selected else 0, floor, score))
+        plans.append(CardPlan(card, rank, selected, reason, config.budget_per_card if selected else 0,
+                              floors[card.id], scores[card.id]))
     return plans

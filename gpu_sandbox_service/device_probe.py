@@ -6,7 +6,9 @@ must never touch CUDA. It prints one JSON object on stdout.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import os
 import platform
 import sys
@@ -16,6 +18,59 @@ from pathlib import Path
 import torch
 
 COPY_BYTES = 256 * 1024 * 1024
+#: Per-level cache sizes assumed where the OS reports none (a common desktop/server core).
+DEFAULT_CPU_CACHES = {2: 1024 * 1024, 3: 32 * 1024 * 1024}
+#: Bytes moved per timed sample at a small working set, so the clock's resolution does not count.
+SAMPLE_BYTES = 64 * 1024 * 1024
+
+
+def cpu_cache_sizes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> dict[int, int]:
+    """Data (or unified) cache size by level, from sysfs, else sysconf, else :data:`DEFAULT_CPU_CACHES`."""
+    sizes: dict[int, int] = {}
+    for index in sorted(root.glob("index*")):
+        try:
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            level = int((index / "level").read_text())
+            size = (index / "size").read_text().strip().upper()
+        except (OSError, ValueError):
+            continue
+        scale = {"K": 1024, "M": 1024 * 1024, "G": 1024 * 1024 * 1024}.get(size[-1:], 1)
+        with contextlib.suppress(ValueError):
+            sizes[level] = int(size.rstrip("KMG")) * scale
+    for level, name in ((1, "SC_LEVEL1_DCACHE_SIZE"), (2, "SC_LEVEL2_CACHE_SIZE"), (3, "SC_LEVEL3_CACHE_SIZE")):
+        if level not in sizes and name in os.sysconf_names:
+            value = os.sysconf(name)
+            if value and value > 0:
+                sizes[level] = value
+    return sizes or dict(DEFAULT_CPU_CACHES)
+
+
+def copy_working_sets(caches: dict[int, int]) -> list[int]:
+    """Working sets (source + destination bytes) the CPU copy is measured at: half of each
+    cache above L1 (resident there), twice the last level (mostly spilled), and a DRAM size
+    well beyond it, the last being the device's headline bandwidth."""
+    last = max(caches.values())
+    sizes = {caches[level] // 2 for level in caches if level >= 2}
+    sizes |= {2 * last, min(max(4 * last, COPY_BYTES // 2), 4 * COPY_BYTES)}
+    return sorted(s for s in sizes if s >= 64 * 1024)
+
+
+def cpu_copy_gbps(working_set: int, samples: int = 7) -> float:
+    """The best copy bandwidth (read + write, GB/s) of ``working_set`` bytes of source and
+    destination, copied back to back so that a set that fits a cache stays there: the floor
+    is a bound, and it must not be pessimistic."""
+    src = torch.ones(max(working_set // 8, 1), dtype=torch.float32)
+    dst = torch.empty_like(src)
+    repeats = max(1, SAMPLE_BYTES // max(working_set, 1))
+    dst.copy_(src)
+    best = math.inf
+    for _ in range(samples):
+        started = time.perf_counter()
+        for _ in range(repeats):
+            dst.copy_(src)
+        best = min(best, (time.perf_counter() - started) / repeats)
+    return 2 * src.numel() * 4 / best / 1e9
 
 
 def cpu_facts() -> dict[str, object]:
@@ -26,20 +81,12 @@ def cpu_facts() -> dict[str, object]:
             if line.startswith("model name"):
                 name = line.split(":", 1)[1].strip()
                 break
-    caches = [int(v) for v in (os.sysconf(n) if n in os.sysconf_names else 0
-                               for n in ("SC_LEVEL3_CACHE_SIZE", "SC_LEVEL2_CACHE_SIZE")) if v and v > 0]
+    caches = cpu_cache_sizes()
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    src = torch.ones(COPY_BYTES // 8 // 4, dtype=torch.float32)
-    dst = torch.empty_like(src)
-    samples = []
-    for _ in range(7):
-        started = time.perf_counter()
-        dst.copy_(src)
-        samples.append(time.perf_counter() - started)
-    bandwidth = 2 * src.numel() * 4 / min(samples) / 1e9  # the best copy: a floor must not be pessimistic
+    by_size = [{"working_set_bytes": size, "gbps": cpu_copy_gbps(size)} for size in copy_working_sets(caches)]
     return {"backend": "cpu", "name": name, "arch": f"cpu-{platform.machine()}", "sm_count": os.cpu_count() or 1,
-            "l2_bytes": caches[0] if caches else 32 * 1024 * 1024, "copy_bandwidth_gbps": bandwidth,
-            "memory_bytes": memory, "device_count": 1}
+            "l2_bytes": max(caches.values()), "copy_bandwidth_gbps": by_size[-1]["gbps"],
+            "copy_bandwidth_by_size": by_size, "memory_bytes": memory, "device_count": 1}
 
 
 def cuda_facts() -> dict[str, object]:

@@ -231,7 +231,8 @@ class Evaluator:
             card=request.card, backend=self.backend, library=str(staged_library), sample_inputs=samples,
             module_program=str(program) if program else None, fresh_input_sets=options.fresh_input_sets,
             timing_runs=options.timing_runs, warmup_runs=options.warmup_runs, verify_fresh=verify_fresh,
-            copy_bandwidth_gbps=self._device.copy_bandwidth_gbps, l2_bytes=self._device.l2_bytes,
+            copy_bandwidth_gbps=self._device.copy_bandwidth_gbps,
+            copy_bandwidth_by_size=self._device.copy_bandwidth_by_size, l2_bytes=self._device.l2_bytes,
             floor_slack=self.limits.floor_slack, seed=int.from_bytes(os.urandom(4), "little"),
         )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from kforge_domain.card import OperatorCard
+from kforge_domain.floor import BandwidthAtSize
 from kforge_domain.verdict import BuildFailure, CandidateStatus, RunFigures, Verdict
 
 __all__ = ["CandidateStatus", "DeviceInfo", "EvaluationOptions", "EvaluationRequest", "EvaluationResult", "Limits"]
@@ -106,3 +107,4 @@ class DeviceInfo(BaseModel):
     memory_bytes: int = 0
     device_count: int = 1
     sandbox_id: str = ""
+    copy_bandwidth_by_size: list[BandwidthAtSize] = Field(default_factory=list)

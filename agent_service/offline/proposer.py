@@ -8,8 +8,25 @@ from agent_service.models import Proposal, ProposalRequest
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.catalog import plan_for_card
 from agent_service.offline.knobs import describe_change, next_knobs
+from kforge_domain.card import OperatorCard
 
 NAME = "offline"
+
+
+def offline_refusal(card: OperatorCard, backend: str) -> str:
+    """Why no template family covers ``card`` on ``backend``, or "" when one does.
+
+    It builds the family's plan without rendering a source (milliseconds), so a run can ask it
+    of every card before it spends any budget; a refusal only rendering finds still comes back
+    from :func:`propose_offline` during the search.
+    """
+    try:
+        plan_for_card(card, backend)
+    except UnsupportedCard as exc:
+        return str(exc)
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        return f"card {card.id} ({card.op}) is malformed: {exc!r}"
+    return ""
 
 
 def propose_offline(request: ProposalRequest) -> Proposal:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from gpu_sandbox_service.models import CandidateStatus
 from kforge_domain.card import OperatorCard
+from kforge_domain.floor import BandwidthAtSize
 from kforge_domain.verdict import RunFigures
 
 REQUEST_FILE = "request.json"
@@ -26,6 +27,7 @@ class HarnessRequest(BaseModel):
     warmup_runs: int = 5
     verify_fresh: bool = True
     copy_bandwidth_gbps: float = 0.0
+    copy_bandwidth_by_size: list[BandwidthAtSize] = Field(default_factory=list)
     l2_bytes: int = 0
     floor_slack: float = 0.9
     seed: int = 0

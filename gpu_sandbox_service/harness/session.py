@@ -26,7 +26,7 @@ from gpu_sandbox_service.harness.tensors import (
 from gpu_sandbox_service.harness.timing import Summary, Timer, escaped_work
 from gpu_sandbox_service.models import CandidateStatus
 from kforge_domain.blobs import INPUT_PREFIX, sample_key
-from kforge_domain.floor import memory_floor_us
+from kforge_domain.floor import CopyBandwidth, memory_floor_us
 from packager.abi import AbiError, KernelLibrary, allocate_workspace
 from packager.variant import decode_call
 
@@ -237,9 +237,11 @@ class Session:
         """Device work of the harness itself goes on the candidate's stream, ordered with it."""
         return torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext()
 
-    def floor_us(self) -> float | None:
-        """The card's memory-bandwidth floor; an output eager writes into an input is counted once."""
-        return memory_floor_us(self.card.inputs, self.card.outputs, self.request.copy_bandwidth_gbps, self.aliases)
+    def floor_us(self, eager_us: float | None) -> float | None:
+        """The card's memory-bandwidth floor at its working set's size; an output eager writes into
+        an input is counted once. None where eager, timed here alongside the candidate, beats it."""
+        bandwidth = CopyBandwidth(self.request.copy_bandwidth_gbps, tuple(self.request.copy_bandwidth_by_size))
+        return memory_floor_us(self.card.inputs, self.card.outputs, bandwidth, self.aliases, eager_us)
 
 
 def run_session(request: HarnessRequest) -> HarnessReport:
@@ -251,7 +253,7 @@ def run_session(request: HarnessRequest) -> HarnessReport:
         raise CandidateFailure(CandidateStatus.RUNTIME_ERROR, str(exc)) from exc
     session.verify(library)
     candidate, eager, escaped = session.time(library)
-    floor = session.floor_us()
+    floor = session.floor_us(eager.median_us)
     report = HarnessReport(
         status=CandidateStatus.PASSED, checked_sets=len(session.input_sets),
         rel_l2_error=session.worst_rel_l2, max_scaled_error=session.worst_max_scaled,

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from agent_service.models import DeviceDescription, ProposalRequest
+from agent_service.offline.proposer import propose_offline
 from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.cardkit import card_from_call
 from gpu_sandbox_service.evaluator import Evaluator
@@ -57,6 +59,23 @@ def test_passing_candidate_is_remeasured_and_ships_its_artifact(evaluator: Evalu
     again = run(evaluator, EvaluationRequest(candidate_id="ok2", card=card, source=SOFTMAX_OK, backend="cpu",
                                              options=EvaluationOptions(fresh_input_sets=0, timing_runs=3)))
     assert again.status.value == "PASSED" and again.compile_s == 0.0  # served from the compile cache
+
+
+def test_a_4_mb_group_norm_kernel_is_judged_against_the_floor_of_its_working_set(evaluator: Evaluator) -> None:
+    """The card whose kernels were rejected as faster than DRAM allows: its 8 MB working set stays
+    in the last-level cache, so the floor reads the bandwidth measured at that size, and a floor
+    eager itself beats would be none."""
+    torch.manual_seed(0)
+    card = card_from_call("aten::group_norm.default", [torch.randn(1, 64, 128, 128), 32, torch.randn(64),
+                                                       torch.randn(64), 1e-5, False], {}, evaluator.blobs)
+    proposal = propose_offline(ProposalRequest(card=card, device=DeviceDescription(sm_count=2)))
+    assert proposal.has_proposal, proposal.no_proposal_reason
+    result = run(evaluator, EvaluationRequest(candidate_id="gn", card=card, source=proposal.source, backend="cpu",
+                                              options=EvaluationOptions(fresh_input_sets=1, timing_runs=7)))
+    assert result.status.value == "PASSED", result.error_message + result.log_tail
+    figures = result.figures
+    assert figures and figures.eager_latency_us and figures.floor_us is not None
+    assert figures.floor_us < figures.eager_latency_us
 
 
 def test_strided_and_broadcast_inputs_with_a_scalar_argument(evaluator: Evaluator) -> None:

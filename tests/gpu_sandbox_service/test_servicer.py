@@ -19,6 +19,9 @@ def test_device_info_describes_the_cpu(sandbox: SandboxClient) -> None:
     info = sandbox.stub.GetDeviceInfo(messages_pb2.GetDeviceInfoRequest(), timeout=120)
     assert info.backend == "cpu" and info.arch.startswith("cpu-") and info.sm_count >= 1
     assert info.copy_bandwidth_gbps > 0 and info.toolchain.startswith("g++") and info.sandbox_id
+    by_size = info.copy_bandwidth_by_size  # what the floor reads at a card's working set
+    sizes = [p.working_set_bytes for p in by_size]
+    assert len(sizes) >= 2 and sizes == sorted(sizes) and by_size[-1].gbps == info.copy_bandwidth_gbps
 
 
 def test_upload_checks_digest_and_offsets(sandbox: SandboxClient) -> None:

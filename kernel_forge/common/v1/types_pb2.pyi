@@ -39,7 +39,7 @@ class TensorSpec(_message.Message):
     def __init__(self, shape: _Optional[_Iterable[int]] = ..., stride: _Optional[_Iterable[int]] = ..., dtype: _Optional[str] = ..., storage_offset: _Optional[int] = ..., aligned16: _Optional[bool] = ...) -> None: ...
 
 class DeviceInfo(_message.Message):
-    __slots__ = ("backend", "name", "arch", "sm_count", "l2_bytes", "copy_bandwidth_gbps", "toolchain", "sandbox_id", "memory_bytes")
+    __slots__ = ("backend", "name", "arch", "sm_count", "l2_bytes", "copy_bandwidth_gbps", "toolchain", "sandbox_id", "memory_bytes", "copy_bandwidth_by_size")
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     ARCH_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +49,7 @@ class DeviceInfo(_message.Message):
     TOOLCHAIN_FIELD_NUMBER: _ClassVar[int]
     SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    COPY_BANDWIDTH_BY_SIZE_FIELD_NUMBER: _ClassVar[int]
     backend: str
     name: str
     arch: str
@@ -58,7 +59,16 @@ class DeviceInfo(_message.Message):
     toolchain: str
     sandbox_id: str
     memory_bytes: int
-    def __init__(self, backend: _Optional[str] = ..., name: _Optional[str] = ..., arch: _Optional[str] = ..., sm_count: _Optional[int] = ..., l2_bytes: _Optional[int] = ..., copy_bandwidth_gbps: _Optional[float] = ..., toolchain: _Optional[str] = ..., sandbox_id: _Optional[str] = ..., memory_bytes: _Optional[int] = ...) -> None: ...
+    copy_bandwidth_by_size: _containers.RepeatedCompositeFieldContainer[CopyBandwidthAtSize]
+    def __init__(self, backend: _Optional[str] = ..., name: _Optional[str] = ..., arch: _Optional[str] = ..., sm_count: _Optional[int] = ..., l2_bytes: _Optional[int] = ..., copy_bandwidth_gbps: _Optional[float] = ..., toolchain: _Optional[str] = ..., sandbox_id: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., copy_bandwidth_by_size: _Optional[_Iterable[_Union[CopyBandwidthAtSize, _Mapping]]] = ...) -> None: ...
+
+class CopyBandwidthAtSize(_message.Message):
+    __slots__ = ("working_set_bytes", "gbps")
+    WORKING_SET_BYTES_FIELD_NUMBER: _ClassVar[int]
+    GBPS_FIELD_NUMBER: _ClassVar[int]
+    working_set_bytes: int
+    gbps: float
+    def __init__(self, working_set_bytes: _Optional[int] = ..., gbps: _Optional[float] = ...) -> None: ...
 
 class OperatorCard(_message.Message):
     __slots__ = ("id", "kind", "op", "time_share", "eager_us", "call_count", "optimisable", "card_json")

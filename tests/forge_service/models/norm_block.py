@@ -1,8 +1,8 @@
-"""A block whose hottest cards have nothing to propose (the block's own module card, and the
-LayerNorm module card, which its aten card covers), so the run must hand their place to the next
-card by eager time. A second LayerNorm over a single row of 1024 is the cheapest module card by
-two orders of magnitude, so some module card always stays outside the search however noisy the
-timings are."""
+"""A block whose hottest cards have nothing to propose (the block's own module card, which runs
+several operators, and the LayerNorm module cards, each the same card as the one layer_norm it
+runs), so selection must give the run's slots to the operator cards alone. A second LayerNorm
+over a single row of 1024 is the cheapest module card by two orders of magnitude, so some module
+card always stays outside the search however noisy the timings are."""
 
 import torch
 
