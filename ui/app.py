@@ -13,6 +13,7 @@ navigation = st.navigation([
     st.Page("pages/run.py", title="Run", icon=":material/monitoring:"),
     st.Page("pages/card.py", title="Card", icon=":material/account_tree:"),
     st.Page("pages/candidate.py", title="Candidate", icon=":material/science:"),
+    st.Page("pages/failures.py", title="Failures", icon=":material/bug_report:"),
     st.Page("pages/providers.py", title="Providers", icon=":material/balance:"),
     st.Page("pages/package.py", title="Package", icon=":material/inventory_2:"),
 ])

@@ -7,7 +7,9 @@ so a page can show it instead of a traceback.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import queue
+import threading
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import grpc
@@ -16,10 +18,13 @@ from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from kernel_forge.forge.v1 import service_pb2_grpc as forge_grpc
 from servicekit.errors import KforgeError
 from ui.connection import ForgeTarget, blocking_channel, call_metadata
-from ui.models import CandidateDetail, CardSummary, CardTree, EndToEnd, RunSummary
+from ui.models import CandidateDetail, CardSummary, CardTree, EndToEnd, RunEvent, RunSummary
 
 DEFAULT_TIMEOUT_S = 10.0
 EXPORT_TIMEOUT_S = 120.0
+#: WatchRun replays a run's events at once and then follows it: a pause this long means the
+#: replay is over and the rest would be waiting for the live run.
+EVENTS_IDLE_S = 0.5
 T = TypeVar("T")
 
 
@@ -96,6 +101,16 @@ class ForgeClient:
                             forge_pb2.GetReportRequest(run_id=run_id))
         return EndToEnd.from_report(json.loads(report.json) if report.json else {})
 
+    def run_events(self, run_id: str, idle_s: float = EVENTS_IDLE_S) -> list[RunEvent]:
+        """Every event of the run so far, oldest first: WatchRun read until it ends (a finished
+        run) or falls quiet for ``idle_s`` (a live one, which it would otherwise follow)."""
+        call = self._stub.WatchRun(forge_pb2.WatchRunRequest(run_id=run_id), timeout=self.timeout_s,
+                                   metadata=self._metadata)
+        try:
+            return [RunEvent.from_proto(e) for e in _until_quiet(call, idle_s)]
+        except grpc.RpcError as exc:
+            raise _forge_error(self.address, f"read the events of run {run_id}", exc) from exc
+
     def start_run(self, config: forge_pb2.RunConfig) -> RunSummary:
         return RunSummary.from_proto(self._call("start a run", self._stub.StartRun,
                                                 forge_pb2.StartRunRequest(config=config)))
@@ -121,6 +136,41 @@ class ForgeClient:
         if len(data) != total:
             raise ForgeError(f"the .cast of run {run_id} arrived incomplete ({len(data)} of {total} bytes)")
         return bytes(data)
+
+
+_END = object()
+
+
+def _until_quiet(call: Iterator[T], idle_s: float) -> Iterator[T]:
+    """The stream's messages until it ends or none arrives for ``idle_s``; then it is cancelled.
+
+    The stream is read on a thread of its own because a blocking gRPC stream offers no read with
+    a timeout. A deadline that cuts a followed stream short ends it as quietly as its own end.
+    """
+    arrived: queue.Queue[object] = queue.Queue()
+
+    def pump() -> None:
+        try:
+            for message in call:
+                arrived.put(message)
+        except grpc.RpcError as exc:
+            arrived.put(exc)
+        arrived.put(_END)
+
+    threading.Thread(target=pump, name="forge-stream", daemon=True).start()
+    while True:
+        try:
+            item = arrived.get(timeout=idle_s)
+        except queue.Empty:
+            call.cancel()  # type: ignore[attr-defined]
+            return
+        if item is _END:
+            return
+        if isinstance(item, grpc.RpcError):
+            if isinstance(item, grpc.Call) and item.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                return
+            raise item
+        yield item  # type: ignore[misc]
 
 
 def _forge_error(address: str, what: str, exc: grpc.RpcError) -> ForgeError:

@@ -48,6 +48,7 @@ class RunSummary:
     best_e2e_speedup: float | None
     run_dir: str = ""
     budget_usd: float | None = None
+    time_limit_s: float | None = None
 
     @property
     def active(self) -> bool:
@@ -73,7 +74,35 @@ class RunSummary:
             cards_done=run.cards_done, evaluations_done=run.evaluations_done,
             evaluations_budget=run.evaluations_budget, cost_usd=run.cost.usd, llm_calls=run.cost.llm_calls,
             best_e2e_speedup=_optional(run, "best_e2e_speedup"), run_dir=run.run_dir,
-            budget_usd=_optional(run.config, "budget_usd"),
+            budget_usd=_optional(run.config, "budget_usd"), time_limit_s=_optional(run.config, "time_limit_s"),
+        )
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """One step of a run as the forge logged it (WatchRun): what happened, when, to which card or
+    candidate, and the run's status after it."""
+
+    seq: int
+    timestamp: float
+    kind: str
+    """``status``, ``capture``, ``card_started``, ``candidate``, ``card_done``, ``log`` or ``run_done``."""
+    message: str
+    card_id: str = ""
+    candidate_id: str = ""
+    run_status: str = ""
+    candidate_status: str = ""
+    """The verdict of the event's candidate; empty when it names none or none was reached."""
+    speedup: float | None = None
+
+    @classmethod
+    def from_proto(cls, event: forge_pb2.RunEvent) -> RunEvent:
+        result = event.result if event.HasField("result") else None
+        return cls(
+            seq=event.seq, timestamp=event.timestamp, kind=event.kind, message=event.message,
+            card_id=event.card_id, candidate_id=event.candidate_id, run_status=event.status,
+            candidate_status=status_name(result.status) if result is not None and result.status else "",
+            speedup=_optional(result, "speedup") if result is not None else None,
         )
 
 
@@ -137,6 +166,8 @@ class CardSummary:
     best_candidate_id: str
     evaluations: int
     cost_usd: float
+    budget: int = 0
+    """Evaluations granted to the card; raised while it still improves."""
 
     @property
     def pct_of_floor(self) -> float | None:
@@ -155,7 +186,7 @@ class CardSummary:
             eager_us=eager if eager is not None else (card.card.eager_us or None),
             best_us=_optional(card, "best_latency_us"), speedup=_optional(card, "speedup"),
             floor_us=_optional(card, "floor_us"), best_candidate_id=card.best_candidate_id,
-            evaluations=card.evaluations, cost_usd=card.cost.usd,
+            evaluations=card.evaluations, cost_usd=card.cost.usd, budget=card.budget,
         )
 
 
@@ -175,6 +206,13 @@ class TreeNode:
     """The search's value of the subtree: mean ``ln(eager / latency)`` of its passed evaluations
     (0 is eager speed, positive is faster); None while none passed."""
     description: str
+    order: int = 0
+    """1 for the first candidate the search expanded the tree with, 2 for the next, ...; 0: unknown."""
+
+    @property
+    def slower_than_eager(self) -> bool:
+        """Passed its checks but is no faster than eager: correct, yet no reason to ship it."""
+        return self.status == "PASSED" and self.speedup is not None and self.speedup <= 1.0
 
 
 @dataclass(frozen=True)
@@ -185,8 +223,20 @@ class CardTree:
     nodes: tuple[TreeNode, ...]
     best_candidate_id: str
 
+    def node(self, candidate_id: str) -> TreeNode | None:
+        return next((n for n in self.nodes if n.candidate_id == candidate_id), None)
+
+    @property
+    def best_beats_eager(self) -> bool:
+        best = self.node(self.best_candidate_id)
+        return best is not None and best.speedup is not None and best.speedup > 1.0
+
     def best_lineage(self) -> list[str]:
-        """Candidate ids from the best candidate up to its first ancestor, best first."""
+        """Candidate ids from the best candidate up to its first ancestor, best first; empty when
+        the best is no faster than eager, since the .cast then keeps eager and there is no lineage
+        worth following."""
+        if not self.best_beats_eager:
+            return []
         parents = {n.candidate_id: n.parent_id for n in self.nodes}
         lineage: list[str] = []
         current = self.best_candidate_id
@@ -197,15 +247,17 @@ class CardTree:
 
     @classmethod
     def from_proto(cls, tree: forge_pb2.CardTree) -> CardTree:
+        """The forge lists a card's candidates in the order they were proposed, which is the order
+        the search expanded the tree in: each node's ``order`` is its place in that list."""
         return cls(
             card_id=tree.card_id, best_candidate_id=tree.best_candidate_id,
             nodes=tuple(
                 TreeNode(
                     candidate_id=n.candidate_id, parent_id=n.parent_id, depth=n.depth, status=status_name(n.status),
                     latency_us=_optional(n, "latency_us"), speedup=_optional(n, "speedup"), visits=n.visits,
-                    value=_optional(n, "value"), description=n.description,
+                    value=_optional(n, "value"), description=n.description, order=order,
                 )
-                for n in tree.nodes
+                for order, n in enumerate(tree.nodes, 1)
             ),
         )
 

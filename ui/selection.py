@@ -8,6 +8,9 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
+from ui.models import RunSummary
+from ui.views.formatting import run_label
+
 
 def choose(label: str, param: str, options: Sequence[str], *, page: str,
            format_func: Callable[[str], str] = str, default: str | None = None) -> str:
@@ -40,3 +43,13 @@ def choose(label: str, param: str, options: Sequence[str], *, page: str,
     st.selectbox(label, list(options), key=key, format_func=format_func, on_change=remember)
     chosen: str = st.session_state[key]
     return chosen
+
+
+def choose_run(runs: Sequence[RunSummary], *, page: str) -> str:
+    """The run a page shows (see :func:`choose`); with no run at all the page says where to start
+    one and ends."""
+    if not runs:
+        st.info("No runs yet: start one on the Runs page.")
+        st.stop()
+    labels = {r.run_id: run_label(r) for r in runs}
+    return choose("Run", "run", list(labels), page=page, format_func=labels.__getitem__)

@@ -16,7 +16,7 @@ import streamlit as st
 
 from ui.client import ForgeClient, ForgeError
 from ui.connection import ForgeTarget
-from ui.models import CandidateDetail, CardSummary, CardTree, EndToEnd, RunSummary
+from ui.models import CandidateDetail, CardSummary, CardTree, EndToEnd, RunEvent, RunSummary
 
 LIVE_TTL_S = 2.0
 T = TypeVar("T")
@@ -48,6 +48,11 @@ def list_runs(key: str) -> list[RunSummary]:
 @st.cache_data(ttl=LIVE_TTL_S, show_spinner=False)
 def get_run(key: str, run_id: str) -> RunSummary:
     return _client(key).get_run(run_id)
+
+
+@st.cache_data(ttl=LIVE_TTL_S, show_spinner=False)
+def run_events(key: str, run_id: str) -> list[RunEvent]:
+    return _client(key).run_events(run_id)
 
 
 @st.cache_data(ttl=LIVE_TTL_S, show_spinner=False)

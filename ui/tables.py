@@ -13,25 +13,28 @@ from datetime import datetime, timezone
 import pandas as pd
 
 from ui.models import CardSummary, CardTree, RunSummary
+from ui.run_story import outcome_word
 
 OTHER_CARDS = "other cards"
 
 
 def runs_frame(runs: Sequence[RunSummary]) -> pd.DataFrame:
-    """One row per run: what it optimises, how far it got and what it cost."""
+    """One row per run: what it optimises, how far it got (a bar while active, how it ended once
+    finished) and what it cost."""
     return pd.DataFrame(
         [
             {
                 "run": r.run_id, "model": r.model, "backend": r.backend, "proposer": r.proposer, "status": r.status,
-                "progress": r.progress, "evaluations": f"{r.evaluations_done}/{r.evaluations_budget}",
+                "progress": r.progress if r.active else None, "outcome": outcome_word(r),
+                "evaluations": f"{r.evaluations_done}/{r.evaluations_budget}",
                 "cards": f"{r.cards_done}/{r.cards_total}", "cost $": r.cost_usd,
                 "e2e speedup": r.best_e2e_speedup,
                 "started": datetime.fromtimestamp(r.created_at, tz=timezone.utc) if r.created_at else None,
             }
             for r in runs
         ],
-        columns=["run", "model", "backend", "proposer", "status", "progress", "evaluations", "cards", "cost $",
-                 "e2e speedup", "started"],
+        columns=["run", "model", "backend", "proposer", "status", "progress", "outcome", "evaluations", "cards",
+                 "cost $", "e2e speedup", "started"],
     )
 
 
@@ -42,13 +45,13 @@ def cards_frame(cards: Sequence[CardSummary]) -> pd.DataFrame:
             {
                 "card": c.card_id, "op": c.op, "share": c.time_share, "calls": c.call_count, "eager µs": c.eager_us,
                 "best µs": c.best_us, "speedup": c.speedup, "% of floor": c.pct_of_floor, "status": c.status,
-                "class": c.audit_class, "evaluations": c.evaluations, "cost $": c.cost_usd,
-                "reason": c.reason,
+                "class": c.audit_class, "evaluations": c.evaluations, "granted": c.budget or None,
+                "cost $": c.cost_usd, "reason": c.reason or None,
             }
             for c in cards
         ],
         columns=["card", "op", "share", "calls", "eager µs", "best µs", "speedup", "% of floor", "status", "class",
-                 "evaluations", "cost $", "reason"],
+                 "evaluations", "granted", "cost $", "reason"],
     )
 
 
@@ -83,20 +86,21 @@ def time_breakdown(cards: Sequence[CardSummary], top: int = 8) -> pd.DataFrame:
 
 
 def candidates_frame(tree: CardTree) -> pd.DataFrame:
-    """The candidates of a card, in the order they were proposed, with the search's visits and
-    value of each one's subtree."""
+    """The candidates of a card, in the order the search expanded the tree with them, with the
+    search's visits and value of each one's subtree."""
     best = set(tree.best_lineage())
     return pd.DataFrame(
         [
             {
-                "candidate": n.candidate_id, "parent": n.parent_id or "eager", "depth": n.depth, "status": n.status,
+                "order": n.order or None, "candidate": n.candidate_id, "parent": n.parent_id or "eager",
+                "depth": n.depth, "status": n.status,
                 "latency µs": n.latency_us, "speedup": n.speedup, "visits": n.visits, "value": n.value,
                 "best lineage": n.candidate_id in best, "description": n.description,
             }
             for n in tree.nodes
         ],
-        columns=["candidate", "parent", "depth", "status", "latency µs", "speedup", "visits", "value", "best lineage",
-                 "description"],
+        columns=["order", "candidate", "parent", "depth", "status", "latency µs", "speedup", "visits", "value",
+                 "best lineage", "description"],
     )
 
 

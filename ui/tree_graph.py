@@ -1,14 +1,16 @@
 """A card's revision tree as Graphviz DOT: passed nodes coloured by their speedup against eager,
-the others by status; labelled by speedup and by the search's statistics of their subtree
-(visits, value).
+the others by status; labelled by the order the search expanded the tree in, speedup and the
+search's statistics of their subtree (visits, value); each node a link to its candidate.
 
 The browser renders DOT (``st.graphviz_chart``), so no Graphviz binary is needed. The root is
-eager PyTorch; the best candidate and its ancestors are drawn with heavy blue outlines and edges.
+eager PyTorch; the best candidate and its ancestors, when it beats eager, are drawn with heavy
+blue outlines and edges.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from ui.models import CardTree, TreeNode
 
@@ -46,9 +48,11 @@ def _quote(text: str) -> str:
 
 
 def node_label(node: TreeNode) -> str:
-    """Short id, then the speedup when it passed, else the status, then visits and value."""
+    """Short id and expansion order, then the speedup when it passed, else the status, then
+    visits and value."""
     verdict = f"×{node.speedup:.2f}" if node.status == "PASSED" and node.speedup is not None else node.status.lower()
-    return f"{short_id(node.candidate_id)}\n{verdict}\n{search_stats(node)}"
+    order = f" #{node.order}" if node.order else ""
+    return f"{short_id(node.candidate_id)}{order}\n{verdict}\n{search_stats(node)}"
 
 
 def search_stats(node: TreeNode) -> str:
@@ -62,8 +66,9 @@ def short_id(candidate_id: str) -> str:
     return candidate_id[:8]
 
 
-def card_tree_dot(tree: CardTree) -> str:
-    """DOT source of the tree, top to bottom, eager PyTorch at the root."""
+def card_tree_dot(tree: CardTree, link: Callable[[str], str] | None = None) -> str:
+    """DOT source of the tree, top to bottom, eager PyTorch at the root; with ``link``, clicking a
+    node opens ``link(candidate_id)`` in the same tab."""
     lineage = set(tree.best_lineage())
     lines = [
         "digraph revisions {",
@@ -80,6 +85,8 @@ def card_tree_dot(tree: CardTree) -> str:
             "fillcolor": node_fill(node),
             "tooltip": node.description or node.candidate_id,
         }
+        if link is not None:
+            attrs |= {"URL": link(node.candidate_id), "target": "_self"}
         extra = f', color="{BEST_COLOUR}", penwidth=3' if best else ""
         rendered = ", ".join(f"{k}={_quote(v)}" for k, v in attrs.items())
         lines.append(f"  {_quote(node.candidate_id)} [{rendered}{extra}];")

@@ -3,17 +3,12 @@
 import streamlit as st
 
 from ui import state
-from ui.selection import choose
+from ui.selection import choose, choose_run
 from ui.views import candidate as view
-from ui.views.formatting import card_label, run_label
+from ui.views.formatting import card_label, verdict_text
 
 st.title("Candidate")
-runs = state.fetch(state.list_runs)
-if not runs:
-    st.info("No runs yet: start one on the Runs page.")
-    st.stop()
-run_labels = {r.run_id: run_label(r) for r in runs}
-run_id = choose("Run", "run", list(run_labels), page="candidate", format_func=run_labels.__getitem__)
+run_id = choose_run(state.fetch(state.list_runs), page="candidate")
 cards = [c for c in state.fetch(state.list_cards, run_id) if c.evaluations]
 if not cards:
     st.info("No card of this run has candidates yet.")
@@ -29,8 +24,8 @@ if not nodes:
 
 def candidate_label(candidate_id: str) -> str:
     node = nodes[candidate_id]
-    best = " · best" if candidate_id == tree.best_candidate_id else ""
-    return f"{candidate_id} · {node.status.lower()}{best} · {node.description[:60]}"
+    best = " · best" if candidate_id == tree.best_candidate_id and tree.best_beats_eager else ""
+    return f"#{node.order} {candidate_id} · {verdict_text(node.status, node.speedup)}{best} · {node.description[:60]}"
 
 
 candidate_id = choose("Candidate", "candidate", list(nodes), page="candidate", format_func=candidate_label,

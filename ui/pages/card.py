@@ -1,19 +1,16 @@
-"""Card: the MCTS revision tree of one card and its candidates."""
+"""Card: the MCTS revision tree of one card and its candidates, each a way to open one."""
+
+from urllib.parse import urlencode
 
 import streamlit as st
 
 from ui import state
-from ui.selection import choose
+from ui.selection import choose, choose_run
 from ui.views import card as view
-from ui.views.formatting import card_label, run_label
+from ui.views.formatting import card_label
 
 st.title("Card")
-runs = state.fetch(state.list_runs)
-if not runs:
-    st.info("No runs yet: start one on the Runs page.")
-    st.stop()
-run_labels = {r.run_id: run_label(r) for r in runs}
-run_id = choose("Run", "run", list(run_labels), page="card", format_func=run_labels.__getitem__)
+run_id = choose_run(state.fetch(state.list_runs), page="card")
 cards = [c for c in state.fetch(state.list_cards, run_id) if c.optimisable or c.evaluations]
 if not cards:
     st.info("This run has no cards yet.")
@@ -25,11 +22,18 @@ card_id = choose("Card", "card", list(by_id), page="card", format_func=lambda i:
 card = by_id[card_id]
 view.render_card_header(card)
 tree = state.fetch(state.card_tree, run_id, card_id)
-view.render_tree(tree)
-view.render_candidates(tree)
+
+
+def candidate_query(candidate_id: str) -> dict[str, str]:
+    return {"run": run_id, "card": card_id, "candidate": candidate_id}
+
+
+view.render_tree(tree, link=lambda candidate_id: "candidate?" + urlencode(candidate_query(candidate_id)))
+selected = view.render_candidates(tree)
+if selected is not None:
+    st.switch_page("pages/candidate.py", query_params=candidate_query(selected))
 if tree.nodes:
     ids = [n.candidate_id for n in tree.nodes]
     default = tree.best_candidate_id or ids[0]
     chosen = st.selectbox("Candidate", ids, index=ids.index(default) if default in ids else 0)
-    st.page_link("pages/candidate.py", label=f"Open candidate {chosen}",
-                 query_params={"run": run_id, "card": card_id, "candidate": chosen})
+    st.page_link("pages/candidate.py", label=f"Open candidate {chosen}", query_params=candidate_query(chosen))

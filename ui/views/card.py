@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from ui.models import CardSummary, CardTree
 from ui.tables import candidates_frame
 from ui.tree_graph import SPEEDUP_FILL, STATUS_FILL, card_tree_dot
-from ui.views.formatting import SPEEDUP_COLUMN, TEXT_COLUMN, US_COLUMN, render_table, speedup_text, us_text
+from ui.views.formatting import SPEEDUP_COLUMN, TEXT_COLUMN, US_COLUMN, select_row, speedup_text, us_text
 
 VISITS_COLUMN = st.column_config.NumberColumn(help="Evaluations in this candidate's subtree, failures counted")
 VALUE_COLUMN = st.column_config.NumberColumn(
@@ -24,13 +26,14 @@ def render_card_header(card: CardSummary) -> None:
     cols[3].metric("Speedup", speedup_text(card.speedup))
 
 
-def render_tree(tree: CardTree) -> None:
-    """The revision tree; blue outlines mark the best candidate and its ancestors."""
+def render_tree(tree: CardTree, link: Callable[[str], str] | None = None) -> None:
+    """The revision tree, each node a link to its candidate; blue outlines mark the best candidate
+    and its ancestors when it beats eager."""
     st.subheader("Revision tree")
     if not tree.nodes:
         st.info("No candidates yet for this card.")
         return
-    st.graphviz_chart(card_tree_dot(tree))
+    st.graphviz_chart(card_tree_dot(tree, link))
     entries = [(fill, text) for _, fill, text in SPEEDUP_FILL]
     entries += [(fill, status.lower()) for status, fill in STATUS_FILL.items() if status != "PASSED"]
     legend = " · ".join(
@@ -38,13 +41,24 @@ def render_tree(tree: CardTree) -> None:
         for fill, text in entries
     )
     st.html(f'<div style="font-size:0.8em">{legend} · <b style="color:#1f4fd1">best lineage</b>'
-            " · n: evaluations in the subtree · v: its mean ln(eager / latency)</div>")
+            " · #: the order the search expanded the tree in · n: evaluations in the subtree"
+            " · v: its mean ln(eager / latency) · click a node to open its candidate</div>")
+    best = tree.node(tree.best_candidate_id)
+    if best is not None and not tree.best_beats_eager:
+        st.warning(f"No kernel beats eager for this card: the fastest that passed, {best.candidate_id}, runs at "
+                   f"{speedup_text(best.speedup)}, so the .cast keeps eager PyTorch and no lineage is drawn.")
 
 
-def render_candidates(tree: CardTree) -> None:
+ORDER_COLUMN = st.column_config.NumberColumn("#", help="The order the search expanded the tree in")
+
+
+def render_candidates(tree: CardTree) -> str | None:
+    """The candidates table; the id of the candidate whose row was selected, if one was."""
     st.subheader("Candidates")
     if not tree.nodes:
-        return
-    render_table(candidates_frame(tree), wrap=True,
-                 column_config={"latency µs": US_COLUMN, "speedup": SPEEDUP_COLUMN, "visits": VISITS_COLUMN,
-                                "value": VALUE_COLUMN, "description": TEXT_COLUMN})
+        return None
+    st.caption("Select a row to open its candidate.")
+    rows = select_row(candidates_frame(tree), key=f"candidates:{tree.card_id}", wrap=True,
+                      column_config={"order": ORDER_COLUMN, "latency µs": US_COLUMN, "speedup": SPEEDUP_COLUMN,
+                                     "visits": VISITS_COLUMN, "value": VALUE_COLUMN, "description": TEXT_COLUMN})
+    return tree.nodes[rows].candidate_id if rows is not None else None

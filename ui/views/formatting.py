@@ -36,6 +36,31 @@ def us_text(value: float | None, spread: float | None = None) -> str:
     return f"{value:.2f} µs" + (f" (IQR {spread:.2f})" if spread is not None else "")
 
 
+def duration_text(seconds: float | None) -> str:
+    """``42 s``, ``3 min 05 s``, ``2 h 04 min``."""
+    if seconds is None:
+        return ABSENT
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def verdict_text(status: str, speedup: float | None) -> str:
+    """A candidate's verdict in words; a kernel that passed but is no faster than eager says so."""
+    if status != "PASSED":
+        return status.lower().replace("_", " ") if status else ABSENT
+    if speedup is None:
+        return "passed"
+    if speedup < 1.0:
+        return f"passed, {speedup_text(speedup)} (slower than eager)"
+    return f"passed, {speedup_text(speedup)}" + (" (no faster than eager)" if speedup == 1.0 else "")
+
+
 def usd_text(value: float) -> str:
     return f"${value:.4f}" if value else "$0"
 
@@ -59,6 +84,16 @@ def render_table(frame: pd.DataFrame, column_config: Mapping[str, Any] | None = 
     lines per row instead of being cut off (a clicked cell shows all of its text)."""
     st.dataframe(frame, hide_index=True, placeholder=ABSENT, column_config=column_config,
                  row_height=WRAPPING_ROW_HEIGHT if wrap else None)
+
+
+def select_row(frame: pd.DataFrame, key: str, column_config: Mapping[str, Any] | None = None,
+               wrap: bool = False) -> int | None:
+    """A table like :func:`render_table` whose rows can be selected; the selected row's position."""
+    event = st.dataframe(frame, hide_index=True, placeholder=ABSENT, column_config=column_config,
+                         row_height=WRAPPING_ROW_HEIGHT if wrap else None, key=key, on_select="rerun",
+                         selection_mode="single-row")
+    rows = event.selection.rows if event is not None else []  # type: ignore[union-attr]
+    return int(rows[0]) if rows else None
 
 
 def run_label(run: RunSummary) -> str:

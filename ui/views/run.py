@@ -29,7 +29,9 @@ def render_progress(run: RunSummary) -> None:
     st.caption(f"{run.model} · {run.backend} · proposer {run.proposer} · {run.run_dir}")
     cols = st.columns(5)
     cols[0].metric("Status", run.status, icon=status_icon(run.status))
-    cols[1].metric("Evaluations", f"{run.evaluations_done}/{run.evaluations_budget}")
+    cols[1].metric("Spent / granted", f"{run.evaluations_done} / {run.evaluations_budget}",
+                   help="evaluations: candidates evaluated, against those granted to the cards searched "
+                        "(a card still improving when its share runs out is granted more)")
     cols[2].metric("Cards done", f"{run.cards_done}/{run.cards_total}")
     budget = f" of ${run.budget_usd:.2f}" if run.budget_usd is not None else ""
     cols[3].metric("Cost", usd_text(run.cost_usd) + budget)
@@ -83,6 +85,11 @@ def render_end_to_end(e2e: EndToEnd) -> None:
                + " · ".join(f"{mode.name} {ms_text(mode.ms)}" for mode in modes[1:]) + "; speedups are over eager.")
 
 
+#: Op names fit a medium column; a large one pushed the table's last columns out of view.
+OP_COLUMN = st.column_config.TextColumn(width="medium")
+GRANTED_COLUMN = st.column_config.NumberColumn(help="evaluations granted to the card, raised while it improves")
+
+
 def render_card_table(cards: Sequence[CardSummary]) -> None:
     """Time share, eager and best latency, speedup, % of the bandwidth floor, status and class."""
     if not cards:
@@ -93,8 +100,9 @@ def render_card_table(cards: Sequence[CardSummary]) -> None:
     render_table(
         cards_frame(shown),
         column_config={
-            "op": TEXT_COLUMN, "share": SHARE_COLUMN, "eager µs": US_COLUMN, "best µs": US_COLUMN,
+            "op": OP_COLUMN, "share": SHARE_COLUMN, "eager µs": US_COLUMN, "best µs": US_COLUMN,
             "speedup": SPEEDUP_COLUMN, "% of floor": PCT_COLUMN, "cost $": USD_COLUMN, "reason": TEXT_COLUMN,
+            "granted": GRANTED_COLUMN,
         },
         wrap=any(c.reason for c in shown),
     )

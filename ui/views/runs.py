@@ -22,7 +22,8 @@ def render_runs_table(runs: Sequence[RunSummary]) -> None:
         runs_frame(runs),
         column_config={
             "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent",
-                                                        help="evaluations done against the budget"),
+                                                        help="an active run's evaluations done against its budget"),
+            "outcome": st.column_config.TextColumn(help="how a finished run ended against its evaluation budget"),
             "cost $": USD_COLUMN, "e2e speedup": SPEEDUP_COLUMN,
             "started": st.column_config.DatetimeColumn("started", format="YYYY-MM-DD HH:mm"),
         },
