@@ -2,9 +2,9 @@
 
 It holds a run made by a real small ``kforge optimize`` of ``examples/small_cnn.py`` on the cpu
 backend, plus runs seeded through the forge's run store for states that run never reaches (an
-LLM proposer with its prompts and dollars, a failure). The forge is the embedded one ``kforge ui``
-starts, with its own capture, agent and sandbox services, served from a child process
-(``tests/service_process.py`` says why).
+LLM proposer with its prompts and dollars, a run that failed, a run whose candidates failed). The
+forge is the embedded one ``kforge ui`` starts, with its own capture, agent and sandbox services,
+served from a child process (``tests/service_process.py`` says why).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.ui.forge_process import forge_process
-from tests.ui.seeding import seed_failed_run, seed_llm_run
+from tests.ui.seeding import seed_failed_run, seed_failures_run, seed_llm_run
 from ui.connection import FORGE_ENV_VAR
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,6 +51,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> SeededRuns:
     outcome = optimize_small_cnn(runs)
     seed_llm_run(runs, str(MODEL_SPEC))
     seed_failed_run(runs)
+    seed_failures_run(runs)
     return SeededRuns(runs, str(outcome["run"]["run_id"]))  # type: ignore[index]
 
 

@@ -1,6 +1,8 @@
 """Runs written through the forge's own run store, for states a small offline run never reaches:
 an LLM-proposed run (prompts, answers, dollars, a compile error, a revision of a revision, a
-.cast) and a run that failed. The forge service then serves them like any other run."""
+.cast), a run that failed, and a run whose candidates failed every way while its only kernel that
+passed is slower than eager, with the events a live run logs. The forge service then serves them
+like any other run."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from packager.variant import variant_key
 
 LLM_RUN_ID = "20260101-000000-11111a"
 FAILED_RUN_ID = "20260101-000000-22222b"
+FAILURES_RUN_ID = "20260101-000000-33333c"
 LLM_PROPOSER = "openai/gpt-4.1"
 FAILED_ERROR = "capture failed: ModuleNotFoundError: No module named 'missing_model'"
 FIRST_SOURCE = """#include "kf_abi.h"
@@ -122,4 +125,63 @@ def seed_failed_run(runs_dir: Path) -> None:
     config = RunConfig(model_spec="missing_model.py", backend="cpu")
     store.create_run(FAILED_RUN_ID, config.model_dump_json(), "missing_model")
     store.update_run(status="failed", error=FAILED_ERROR)
+    store.close()
+
+
+SLOWER_SPEEDUP = 0.87
+#: The failures run's candidates: (id, parent, status, description, error message, log tail).
+FAILURES = (
+    ("e5e5e5e5e5e5", "d4d4d4d4d4d4", types_pb2.COMPILE_ERROR, "drop a semicolon", "compilation failed",
+     COMPILE_LOG),
+    ("f6f6f6f6f6f6", "d4d4d4d4d4d4", types_pb2.RUNTIME_ERROR, "read past the end", "kf_launch returned 3",
+     "kernel.cpp: out-of-bounds read at element 4096"),
+    ("a7a7a7a7a7a7", "", types_pb2.WRONG_RESULT, "skip the sign test", "output 0 departs from eager",
+     "rel_l2 3.1e-01 over the float32 tolerance 1.0e-05"),
+    ("b8b8b8b8b8b8", "", types_pb2.TIMEOUT, "spin until done", "evaluation ran past 30 s", ""),
+)
+SLOWER_ID = "d4d4d4d4d4d4"
+
+
+def seed_failures_run(runs_dir: Path) -> None:
+    """A finished offline run of one relu card: one kernel passed at x0.87 (slower than eager)
+    and four failed (compile, runtime, wrong result, timeout), with the events the forge logs."""
+    store = RunStore(runs_dir / FAILURES_RUN_ID)
+    config = RunConfig(model_spec="examples/relu_chain.py", backend="cpu", proposer="offline", budget_per_card=6,
+                       max_cards=1)
+    store.create_run(FAILURES_RUN_ID, config.model_dump_json(), "relu_chain")
+    card = relu_card(time_share=0.3, eager_us=EAGER_US)
+    store.put_cards([CardRow(card.id, card.to_json(), 0, True, "done", "stopped improving", 6, FLOOR_US)])
+    store.add_event("status", "run started", status="running")
+    store.add_event("capture", "captured 1 cards", status="running")
+    store.add_event("card_started", f"searching {card.op} (30.0% of eager time)", card.id, status="running")
+    slower = _result(SLOWER_ID, types_pb2.PASSED, latency_us=EAGER_US / SLOWER_SPEEDUP, latency_spread_us=3.0,
+                     speedup=SLOWER_SPEEDUP, eager_latency_us=EAGER_US, eager_spread_us=5.0, floor_us=FLOOR_US,
+                     rel_l2_error=0.0, max_scaled_error=0.0, compile_s=0.7, total_s=1.9, audit_class="custom")
+    plan = [(SLOWER_ID, "", FIRST_SOURCE, "a bounds check per element", slower)]
+    plan += [(cid, parent, BROKEN_SOURCE, description, _result(cid, status, error_message=error, log_tail=log))
+             for cid, parent, status, description, error, log in FAILURES]
+    nodes = {"": 0}
+    for node_id, (cid, parent, source, description, result) in enumerate(plan, 1):
+        nodes[cid] = node_id
+        store.add_candidate(cid, card.id, parent, node_id, "offline", add_child_op(nodes[parent], node_id, cid))
+        store.set_proposal(cid, source, description, {}, {}, [], card.id, None)
+        passed = result.status == types_pb2.PASSED
+        store.put_result(result, card.id, tell_op(node_id, passed, result.latency_us if passed else None,
+                                                  result.latency_spread_us if passed else None))
+        store.add_event("candidate", f"{description}: {types_pb2.CandidateStatus.Name(result.status).lower()}",
+                        card.id, cid, status="running")
+    store.add_event("card_done", f"{card.op}: stopped improving", card.id, status="running")
+    report = RunReport(
+        run_id=FAILURES_RUN_ID, model_spec=config.model_spec, backend="cpu", device="test cpu",
+        cards=[CardReport(card_id=card.id, op=card.op, kind="aten", time_share=0.3, status="done",
+                          reason="stopped improving", eager_us=EAGER_US, best_us=EAGER_US / SLOWER_SPEEDUP,
+                          speedup=SLOWER_SPEEDUP, floor_us=FLOOR_US, pct_of_floor=17.4, audit_class="fallback",
+                          evaluations=len(plan), cost_usd=0.0)],
+        end_to_end=EndToEnd(measured=True, eager_ms=1.0, cast_ms=1.0, cast_speedup=1.0, compile_ms=0.8,
+                            compile_speedup=1.25, cast_kernels=0, parity_ok=True),
+        cast_path=None, kernels_packaged=0,
+    )
+    store.update_run(status="done", report_json=report.model_dump_json())
+    store.add_event("run_done", "no kernel beat eager; model x1.00 end to end", status="running")
+    store.add_event("status", "run finished", status="done")
     store.close()

@@ -1,5 +1,6 @@
 """Every page in headless Chromium against the dashboard served by Streamlit: no exception, no
-error alert, and a screenshot of each (``KFORGE_UI_SCREENSHOTS=docs/screenshots`` keeps them)."""
+error alert, no "None" or traceback, and a screenshot of each (``KFORGE_UI_SCREENSHOTS=docs/screenshots``
+keeps them); the sidebar keeps the chosen run, and a node of the revision tree opens its candidate."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from playwright.sync_api import Page, sync_playwright
 
 from servicekit.security import Security
-from tests.ui.seeding import LLM_RUN_ID
+from tests.ui.seeding import FAILURES, FAILURES_RUN_ID, LLM_RUN_ID
 from ui.cli import streamlit_command
 from ui.connection import ForgeTarget
 
@@ -36,6 +37,9 @@ PAGES = [
     ("candidate", f"candidate?run={LLM_RUN_ID}&candidate=b2b2b2b2b2b2", "Candidate", '[data-testid="stCode"]'),
     ("providers", "providers", "Providers", '[data-testid="stVegaLiteChart"]'),
     ("package", "package?run={optimized}", "Package", '[data-testid="stDataFrame"]'),
+    ("run-failures", f"run?run={FAILURES_RUN_ID}", "Run", '[data-testid="stVegaLiteChart"]'),
+    ("card-failures", f"card?run={FAILURES_RUN_ID}", "Card", '[data-testid="stGraphVizChart"] svg'),
+    ("failures", f"failures?run={FAILURES_RUN_ID}", "Failures", '[data-testid="stExpander"]'),
 ]
 
 
@@ -88,21 +92,55 @@ def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.mark.parametrize(("name", "path", "title", "ready"), PAGES, ids=[p[0] for p in PAGES])
-def test_page_loads_without_errors(browser_page: Page, dashboard_url: str, screenshot_dir: Path,
-                                   optimized_run_id: str, name: str, path: str, title: str, ready: str) -> None:
-    page = browser_page
-    page.goto(f"{dashboard_url}/{path.format(optimized=optimized_run_id)}", timeout=PAGE_TIMEOUT_MS)
+def _settle(page: Page, title: str, ready: str) -> None:
+    """Wait for the page titled ``title`` to show ``ready`` and for its script to finish."""
     page.get_by_role("heading", name=title, exact=True).wait_for(timeout=PAGE_TIMEOUT_MS)
     page.locator(ready).first.wait_for(timeout=PAGE_TIMEOUT_MS)
     page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
                            timeout=PAGE_TIMEOUT_MS)
-    page.wait_for_timeout(800)  # let charts finish drawing before the screenshot
+    page.wait_for_timeout(800)  # let charts finish drawing
+
+
+def _assert_clean(page: Page, name: str) -> str:
+    """No exception, no error alert, no literal None and no traceback on the page; its text."""
     for selector in ERROR_SELECTORS:
         found = page.locator(selector)
         assert found.count() == 0, f"{name}: {found.first.inner_text()}"
     shown = page.inner_text("body")
     assert "None" not in shown and "Traceback" not in shown, f"{name}: {shown[:3000]}"
+    return shown
+
+
+@pytest.mark.parametrize(("name", "path", "title", "ready"), PAGES, ids=[p[0] for p in PAGES])
+def test_page_loads_without_errors(browser_page: Page, dashboard_url: str, screenshot_dir: Path,
+                                   optimized_run_id: str, name: str, path: str, title: str, ready: str) -> None:
+    page = browser_page
+    page.goto(f"{dashboard_url}/{path.format(optimized=optimized_run_id)}", timeout=PAGE_TIMEOUT_MS)
+    _settle(page, title, ready)
+    shown = _assert_clean(page, name)
+    if name == "failures":
+        assert all(description in shown for _, _, _, description, _, _ in FAILURES), shown[:3000]
     shot = screenshot_dir / f"{name}.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
+
+
+def test_the_sidebar_keeps_the_chosen_run_from_run_to_card(browser_page: Page, dashboard_url: str) -> None:
+    page = browser_page
+    page.goto(f"{dashboard_url}/run?run={LLM_RUN_ID}", timeout=PAGE_TIMEOUT_MS)  # not the run listed first
+    _settle(page, "Run", '[data-testid="stVegaLiteChart"]')
+    page.get_by_test_id("stSidebarNav").get_by_role("link", name="Card", exact=True).click()
+    _settle(page, "Card", '[data-testid="stGraphVizChart"] svg')
+    shown = _assert_clean(page, "card after run")
+    assert "This run has no cards yet" not in shown, shown[:3000]
+    assert f"run={LLM_RUN_ID}" in page.url and "c3c3c3c3 #3" in shown  # the LLM run's tree, not another's
+
+
+def test_a_node_of_the_revision_tree_opens_its_candidate(browser_page: Page, dashboard_url: str) -> None:
+    page = browser_page
+    page.goto(f"{dashboard_url}/card?run={LLM_RUN_ID}", timeout=PAGE_TIMEOUT_MS)
+    _settle(page, "Card", '[data-testid="stGraphVizChart"] svg')
+    page.locator('[data-testid="stGraphVizChart"] svg g.node', has_text="b2b2b2b2").locator("a").first.click()
+    _settle(page, "Candidate", '[data-testid="stCode"]')
+    shown = _assert_clean(page, "candidate from the tree")
+    assert "candidate=b2b2b2b2b2b2" in page.url and "COMPILE_ERROR" in shown

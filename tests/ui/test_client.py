@@ -12,9 +12,20 @@ import pytest
 from forge_service.runs import CAST_FILE
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from servicekit.security import Security
-from tests.ui.seeding import ANSWER, COMPILE_LOG, FAILED_ERROR, FAILED_RUN_ID, LLM_PROPOSER, LLM_RUN_ID
+from tests.ui.seeding import (
+    ANSWER,
+    COMPILE_LOG,
+    FAILED_ERROR,
+    FAILED_RUN_ID,
+    FAILURES,
+    FAILURES_RUN_ID,
+    LLM_PROPOSER,
+    LLM_RUN_ID,
+    SLOWER_ID,
+)
 from ui.client import ForgeClient, ForgeError
 from ui.connection import ForgeTarget
+from ui.models import status_name
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +60,16 @@ def test_runs_cards_tree_and_candidates_come_back_as_plain_data(client: ForgeCli
     assert cast == (runs_dir / LLM_RUN_ID / CAST_FILE).read_bytes()
 
 
+def test_run_events_replay_a_finished_run_in_order_with_each_candidates_verdict(client: ForgeClient) -> None:
+    events = client.run_events(FAILURES_RUN_ID)
+    assert [e.seq for e in events] == sorted(e.seq for e in events)
+    assert (events[0].message, events[-1].kind, events[-1].run_status) == ("run started", "status", "done")
+    verdicts = {e.candidate_id: e.candidate_status for e in events if e.kind == "candidate"}
+    assert verdicts == {SLOWER_ID: "PASSED", **{cid: status_name(status) for cid, _, status, *_ in FAILURES}}
+    assert next(e.speedup for e in events if e.candidate_id == SLOWER_ID) == pytest.approx(0.87)
+    assert client.run_events(LLM_RUN_ID) == []  # seeded without events: the stream ends at once
+
+
 def test_refusals_carry_the_forge_status_and_say_what_failed(client: ForgeClient) -> None:
     with pytest.raises(ForgeError, match="NOT_FOUND: no run 'nope'") as info:
         client.get_run("nope")
@@ -67,3 +88,5 @@ def test_a_forge_that_is_down_is_reported_as_unreachable() -> None:
     with pytest.raises(ForgeError, match=f"forge service at {address} is not reachable") as info:
         client.list_runs()
     assert info.value.unavailable
+    with pytest.raises(ForgeError, match="not reachable"):
+        client.run_events(LLM_RUN_ID)

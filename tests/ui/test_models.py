@@ -5,7 +5,7 @@ import pytest
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from tests.ui import factories
-from ui.models import CandidateDetail, CardSummary, CardTree, RunSummary, status_name
+from ui.models import CandidateDetail, CardSummary, CardTree, RunEvent, RunSummary, status_name
 
 
 def test_run_summary_reads_progress_cost_and_an_absent_speedup_as_none() -> None:
@@ -44,6 +44,28 @@ def test_best_lineage_runs_from_the_best_candidate_to_its_first_ancestor() -> No
     assert factories.tree("").best_lineage() == []
     looped = CardTree("c", (factories.node("a", "b"), factories.node("b", "a")), "a")
     assert looped.best_lineage() == ["a", "b"]
+
+
+def test_a_best_no_faster_than_eager_has_no_lineage() -> None:
+    slower = CardTree("c", (factories.node("a", speedup=0.87), factories.node("b", "a", speedup=1.0)), "a")
+    assert not slower.best_beats_eager and slower.best_lineage() == []
+    assert slower.nodes[0].slower_than_eager and not factories.node("c", speedup=1.01).slower_than_eager
+
+
+def test_tree_nodes_carry_the_order_the_search_expanded_the_tree_in() -> None:
+    tree = CardTree.from_proto(forge_pb2.CardTree(card_id="c", nodes=[
+        forge_pb2.TreeNode(candidate_id=cid) for cid in ("x", "y", "z")]))
+    assert [n.order for n in tree.nodes] == [1, 2, 3]
+
+
+def test_run_event_carries_its_candidates_verdict_when_there_is_one() -> None:
+    event = RunEvent.from_proto(forge_pb2.RunEvent(
+        seq=4, timestamp=10.5, kind="candidate", message="unroll: passed", card_id="c", candidate_id="k",
+        status="running", result=types_pb2.CandidateResult(status=types_pb2.PASSED, speedup=0.87)))
+    assert (event.kind, event.candidate_status, event.speedup, event.run_status) == (
+        "candidate", "PASSED", 0.87, "running")
+    note = RunEvent.from_proto(forge_pb2.RunEvent(seq=5, kind="log", message="budget raised"))
+    assert note.candidate_status == "" and note.speedup is None
 
 
 def test_tree_and_candidate_name_unevaluated_candidates_pending() -> None:

@@ -19,6 +19,7 @@ from tests.ui.seeding import (
     CONV_FALLBACK,
     FAILED_ERROR,
     FAILED_RUN_ID,
+    FAILURES_RUN_ID,
     LLM_PROPOSER,
     LLM_RUN_ID,
     PROMPT,
@@ -52,7 +53,7 @@ def test_runs_page_lists_every_run_with_progress_cost_and_speedup() -> None:
 def test_run_page_shows_progress_cards_and_the_time_plot() -> None:
     at = open_page("run", run=LLM_RUN_ID)
     metrics = _metrics(at)
-    assert metrics["Evaluations"] == "3/3" and metrics["End-to-end speedup"] == "×1.25"
+    assert metrics["Spent / granted"] == "3 / 3" and metrics["End-to-end speedup"] == "×1.25"
     assert metrics["Cost"] == "$0.0375" and metrics["Status"] == "done"
     # a finished run says how it ended, not a share of its budget
     assert not at.get("progress") and "done: the evaluation budget is spent (3 of 3 budgeted evaluations)" in texts(
@@ -151,7 +152,7 @@ def test_every_page_shows_a_forge_that_is_down(monkeypatch: pytest.MonkeyPatch) 
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     monkeypatch.setenv(FORGE_ENV_VAR, f"127.0.0.1:{port}")
-    for page in ("runs", "run", "card", "candidate", "providers", "package"):
+    for page in ("runs", "run", "card", "candidate", "failures", "providers", "package"):
         at = open_page(page)
         assert any("not reachable" in e for e in texts(at.error)), page
 
@@ -179,7 +180,7 @@ def test_run_page_of_the_optimized_run_shows_its_searched_card(optimized_run_id:
     at = open_page("run", run=optimized_run_id)
     run = forge.get_run(optimized_run_id)
     metrics = _metrics(at)
-    assert metrics["Evaluations"] == f"{run.evaluations_done}/{run.evaluations_budget}"
+    assert metrics["Spent / granted"] == f"{run.evaluations_done} / {run.evaluations_budget}"
     shown = f"×{run.best_e2e_speedup:.2f}" if run.best_e2e_speedup is not None else "—"
     assert metrics["End-to-end speedup"] == shown
     searched = [c for c in forge.list_cards(optimized_run_id) if c.evaluations]
@@ -256,15 +257,17 @@ PAGE_VISITS = [
     ("card", {"run": "{optimized}"}), ("card", {"run": LLM_RUN_ID}), ("candidate", {"run": "{optimized}"}),
     ("candidate", {"run": LLM_RUN_ID}), ("candidate", {"run": LLM_RUN_ID, "candidate": "b2b2b2b2b2b2"}),
     ("providers", {}), ("package", {"run": "{optimized}"}), ("package", {"run": LLM_RUN_ID}),
+    ("failures", {"run": "{optimized}"}), ("failures", {"run": LLM_RUN_ID}), ("run", {"run": FAILURES_RUN_ID}),
+    ("failures", {"run": FAILURES_RUN_ID}), ("card", {"run": FAILURES_RUN_ID}), ("candidate", {"run": FAILURES_RUN_ID}),
 ]
 
 
 @pytest.mark.parametrize(("page", "query"), PAGE_VISITS,
                          ids=[f"{page}-{'-'.join(query.values()) or 'all'}" for page, query in PAGE_VISITS])
-def test_no_page_shows_a_literal_none(optimized_run_id: str, page: str, query: dict[str, str]) -> None:
+def test_no_page_shows_a_literal_none_or_a_traceback(optimized_run_id: str, page: str, query: dict[str, str]) -> None:
     at = open_page(page, **{key: value.format(optimized=optimized_run_id) for key, value in query.items()})
     shown = page_text(at)
-    assert shown and [text for text in shown if "None" in text] == []
+    assert shown and [text for text in shown if "None" in text or "Traceback" in text] == []
 
 
 def test_the_run_headline_shows_torch_compile_beside_the_cast(optimized_run_id: str, forge: ForgeClient) -> None:

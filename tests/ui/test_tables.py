@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from tests.ui import factories
+from ui.models import CardTree
 from ui.tables import (
     OTHER_CARDS,
     candidates_frame,
@@ -18,12 +19,21 @@ from ui.tables import (
 
 
 def test_runs_frame_shows_progress_against_budget_cost_and_speedup() -> None:
-    frame = runs_frame([factories.run("a", evaluations_done=2, evaluations_budget=8, cost_usd=0.25,
-                                      best_e2e_speedup=None)])
+    frame = runs_frame([factories.run("a", status="running", evaluations_done=2, evaluations_budget=8,
+                                      cost_usd=0.25, best_e2e_speedup=None)])
     row = frame.iloc[0]
     assert (row["run"], row["evaluations"], row["progress"], row["cost $"]) == ("a", "2/8", 0.25, 0.25)
-    assert row["e2e speedup"] is None
+    assert row["e2e speedup"] is None and row["outcome"] is None
     assert runs_frame([]).empty and "status" in runs_frame([]).columns
+
+
+def test_a_finished_run_shows_how_it_ended_instead_of_a_share_of_its_budget() -> None:
+    frame = runs_frame([factories.run("spent"), factories.run("early", evaluations_done=5, evaluations_budget=6),
+                        factories.run("failed", status="failed", evaluations_done=0, evaluations_budget=4)])
+    frame = frame.set_index("run")
+    assert frame["progress"].isna().all()
+    assert frame["outcome"].to_dict() == {"spent": "budget spent", "early": "stopped early at 5 of 6",
+                                          "failed": "failed at 0 of 4"}
 
 
 def test_cards_frame_has_the_issue_columns() -> None:
@@ -58,6 +68,11 @@ def test_candidates_frame_marks_the_best_lineage_and_eager_parents() -> None:
     frame = candidates_frame(factories.tree("k3")).set_index("candidate")
     assert frame["best lineage"].to_dict() == {"k1": True, "k2": False, "k3": True, "k4": False}
     assert frame.loc["k1", "parent"] == "eager" and frame.loc["k2", "parent"] == "k1"
+
+
+def test_candidates_frame_draws_no_lineage_to_a_best_slower_than_eager() -> None:
+    tree = CardTree("c", (factories.node("k1", speedup=0.87), factories.node("k2", "k1", speedup=0.5)), "k1")
+    assert not candidates_frame(tree)["best lineage"].any()
 
 
 def test_candidates_frame_shows_the_visits_and_value_of_each_subtree() -> None:

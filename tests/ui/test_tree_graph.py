@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from tests.ui import factories
 from ui.models import CardTree
@@ -55,6 +56,23 @@ def test_descriptions_with_quotes_cannot_break_the_graph() -> None:
 def test_label_shows_status_when_not_passed() -> None:
     label = node_label(factories.node("abcdefghijkl", status="TIMEOUT", speedup=None, value=None))
     assert label == "abcdefgh\ntimeout\nn=1 v=—"
+
+
+def test_label_shows_the_order_the_search_expanded_the_tree_in() -> None:
+    assert node_label(replace(factories.node("abcdefghijkl", speedup=2.0), order=4)).startswith("abcdefgh #4\n")
+
+
+def test_each_node_links_to_its_candidate_and_the_root_to_nothing() -> None:
+    dot = card_tree_dot(factories.tree(), link=lambda candidate_id: f"candidate?candidate={candidate_id}")
+    for candidate_id in ("k1", "k2", "k3", "k4"):
+        assert f'URL="candidate?candidate={candidate_id}", target="_self"' in _node_line(dot, candidate_id)
+    assert "URL" not in _node_line(dot, ROOT_ID) and "URL" not in card_tree_dot(factories.tree())
+
+
+def test_a_best_slower_than_eager_gets_no_lineage() -> None:
+    tree = CardTree("c", (factories.node("a", speedup=0.87), factories.node("b", "a", "COMPILE_ERROR", None)), "a")
+    assert BEST_COLOUR not in card_tree_dot(tree)
+    assert node_fill(tree.nodes[0]) == SPEEDUP_FILL[0][1]
 
 
 def test_label_shows_the_visits_and_value_of_the_subtree() -> None:
