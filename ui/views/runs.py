@@ -18,8 +18,11 @@ def render_runs_table(runs: Sequence[RunSummary]) -> None:
     if not runs:
         st.info("No runs yet. Start one below, or with `kforge optimize MODEL_SPEC`.")
         return
+    frame = runs_frame(runs)
+    if not any(r.active for r in runs):  # an empty bar column would push the last columns out of view
+        frame = frame.drop(columns="progress")
     render_table(
-        runs_frame(runs),
+        frame,
         column_config={
             "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent",
                                                         help="an active run's evaluations done against its budget"),
