@@ -209,6 +209,15 @@ async def evaluate_all(work: Path, started: float) -> dict[str, Any]:
     return {"device": device.model_dump(), "isolation": evaluator.isolation, "rows": rows}
 
 
+def hidden_time(rows: list[dict[str, Any]]) -> list[str]:
+    """Escaping cases that passed faster than the same work done on the given stream: time the
+    harness did not see. A passed escaping case slower than that had its hidden work counted."""
+    honest = {r["card"]: r.get("latency_us") for r in rows if r["case"] == "given_stream" and r.get("status") == "PASSED"}
+    return [f"{r['card']}/{r['case']}" for r in rows
+            if not r["honest"] and r.get("status") == "PASSED" and r.get("latency_us") and honest.get(r["card"])
+            and r["latency_us"] < 0.9 * honest[r["card"]]]
+
+
 def run(out_dir: Path) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
