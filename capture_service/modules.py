@@ -19,6 +19,7 @@ from torch.utils._pytree import tree_leaves
 
 from capture_service.layout import clone_exact, tensor_spec
 from capture_service.ops import OpTraits
+from capture_service.program_graph import program_graph
 from capture_service.recorder import MUTATES, OperatorRecorder
 from capture_service.records import CallSample, SamplePolicy, VariantRecord, cpu_copy
 from packager.variant import (
@@ -272,8 +273,9 @@ def _module_replayer(module: torch.nn.Module, template: Mapping[str, Any]) -> Ca
     return replay
 
 
-def export_program(variant: ModuleVariant) -> bytes:
-    """The module's forward on its first sample as a saved ``torch.export`` program.
+def export_program(variant: ModuleVariant) -> tuple[bytes, dict[str, Any] | None]:
+    """The module's forward on its first sample as a saved ``torch.export`` program, and the
+    program's calls as JSON (:mod:`capture_service.program_graph`) where they can be described.
 
     Runs outside inference mode on fresh copies of the sample, since export cannot trace
     inference tensors.
@@ -284,4 +286,4 @@ def export_program(variant: ModuleVariant) -> bytes:
         program = torch.export.export(variant.module, tuple(args), kwargs)
     buffer = io.BytesIO()
     torch.export.save(program, buffer)
-    return buffer.getvalue()
+    return buffer.getvalue(), program_graph(program, variant.template)

@@ -49,6 +49,7 @@ class VariantRecord:
     degenerate: str = ""
     vendor_op: bool = False
     program_blob: str | None = None
+    program_graph: dict[str, Any] | None = None  # capture_service.program_graph
     eager_us: float | None = None
 
     def add_path(self, path: str) -> None:

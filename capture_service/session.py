@@ -98,7 +98,8 @@ def _export_programs(variants: Sequence[ModuleVariant], store: BlobStore, progre
     progress(CaptureProgress("exporting", f"exporting {len(todo)} module programs", 0.4))
     for variant in todo:
         try:
-            variant.record.program_blob = store.put(export_program(variant), PROGRAM_SUFFIX)
+            program, variant.record.program_graph = export_program(variant)
+            variant.record.program_blob = store.put(program, PROGRAM_SUFFIX)
         except Exception as exc:
             variant.record.mark_not_optimisable(f"torch.export failed: {describe_exception(exc)}")
 
@@ -187,6 +188,7 @@ def _card(record: VariantRecord, samples: list[Sample], device: str) -> Operator
         degenerate=record.degenerate,
         vendor_op=record.vendor_op,
         module_program_blob=record.program_blob,
+        module_graph=record.program_graph,
         module_attributes=_module_attributes(record),
     )
 

@@ -85,6 +85,10 @@ class OperatorCard(BaseModel):
     module_program_blob: str | None = Field(
         default=None, description="for module cards: torch.export program of the module (sha256)"
     )
+    module_graph: dict[str, Any] | None = Field(
+        default=None,
+        description="for module cards: the aten calls the forward makes, as JSON (capture_service.program_graph)",
+    )
     module_attributes: dict[str, Any] = Field(
         default_factory=dict,
         description="for module cards: the instance's scalar attributes (eps, num_groups, ...) that its forward reads",

@@ -27,14 +27,15 @@ class TensorArg:
     device: str
 
 
-def _decode(value: Any, card: OperatorCard) -> Any:
+def decode_argument(value: Any, card: OperatorCard) -> Any:
+    """A template-encoded argument: tensors as :class:`TensorArg`, dtypes and enums as tagged strings."""
     if isinstance(value, dict) and len(value) == 1:
         ((tag, payload),) = value.items()
         if tag == "tensor":
             device = card.key.get("tensors", [{}] * (payload + 1))[payload].get("device", card.device)
             return TensorArg(int(payload), card.inputs[payload], str(device))
         if tag == "list":
-            return [_decode(v, card) for v in payload]
+            return [decode_argument(v, card) for v in payload]
         if tag == "float":
             return float(payload)
         if tag in ("dtype", "device", "enum"):
@@ -52,15 +53,21 @@ def split_op_name(op: str) -> tuple[str, str]:
 
 def bind_aten_call(card: OperatorCard) -> dict[str, Any]:
     """Arguments of an aten card by schema name, defaults included."""
+    args = [decode_argument(a, card) for a in card.template.get("args", [])]
+    kwargs = {k: decode_argument(v, card) for k, v in card.template.get("kwargs", {}).items()}
+    return bind_schema(card.op, args, kwargs)
+
+
+def bind_schema(op: str, args: list[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Decoded arguments of a call to the aten overload ``op`` by schema name, defaults included."""
     import torch
 
-    base, overload = split_op_name(card.op)
+    base, overload = split_op_name(op)
     try:
         schema = getattr(getattr(torch.ops.aten, base), overload)._schema
     except (AttributeError, RuntimeError) as exc:
-        raise UnsupportedCard(f"{card.op}: not an aten overload this torch knows") from exc
-    args = [_decode(a, card) for a in card.template.get("args", [])]
-    kwargs = {k: _decode(v, card) for k, v in card.template.get("kwargs", {}).items()}
+        raise UnsupportedCard(f"{op}: not an aten overload this torch knows") from exc
+    kwargs = dict(kwargs)
     bound: dict[str, Any] = {}
     for i, argument in enumerate(schema.arguments):
         if i < len(args) and not argument.kwarg_only:
@@ -70,18 +77,18 @@ def bind_aten_call(card: OperatorCard) -> dict[str, Any]:
         elif argument.has_default_value():
             bound[argument.name] = argument.default_value
         else:
-            raise UnsupportedCard(f"{card.op}: argument {argument.name!r} missing from the card's template")
+            raise UnsupportedCard(f"{op}: argument {argument.name!r} missing from the call")
     if len(args) > len(schema.arguments):
-        raise UnsupportedCard(f"{card.op}: {len(args)} positional arguments, schema takes {len(schema.arguments)}")
+        raise UnsupportedCard(f"{op}: {len(args)} positional arguments, schema takes {len(schema.arguments)}")
     if kwargs:
-        raise UnsupportedCard(f"{card.op}: unexpected keyword arguments {sorted(kwargs)}")
+        raise UnsupportedCard(f"{op}: unexpected keyword arguments {sorted(kwargs)}")
     return bound
 
 
 def module_tensors(card: OperatorCard) -> tuple[list[TensorArg], dict[str, TensorArg]]:
     """A module card's forward tensors (in order) and its state tensors by name."""
-    args = [_decode(a, card) for a in card.template.get("args", [])]
-    kwargs = {k: _decode(v, card) for k, v in card.template.get("kwargs", {}).items()}
+    args = [decode_argument(a, card) for a in card.template.get("args", [])]
+    kwargs = {k: decode_argument(v, card) for k, v in card.template.get("kwargs", {}).items()}
     state_pairs = kwargs.pop(STATE_KWARG, [])
     kwargs.pop(ATTRIBUTES_KWARG, None)  # the same values as card.module_attributes
     if any(not isinstance(a, TensorArg) for a in args) or kwargs:

@@ -1,6 +1,7 @@
 """Which template family a card belongs to: the one table from aten op names to family plan builders.
 
-Module cards go to :func:`agent_service.offline.modules.module_plan`, which lists module classes.
+Module cards go to :func:`agent_service.offline.modules.module_plan`, which lists module classes,
+and where their class is not listed to the fuser (:mod:`agent_service.offline.fused`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from typing import Any
 
 from agent_service.offline import ops_elementwise, ops_rowwise
 from agent_service.offline.call import UnsupportedCard, bind_aten_call, split_op_name
-from agent_service.offline.modules import module_plan
+from agent_service.offline.fused import fused_plan
+from agent_service.offline.modules import CoveredByAtenCard, module_plan
 from agent_service.offline.plan import KernelPlan
 from capture_service.cards import OperatorCard
 
@@ -66,13 +68,26 @@ def _check_card(card: OperatorCard, backend: str) -> None:
             raise UnsupportedCard(f"an input lives on {device}, the kernel runs on {backend}")
 
 
+def _module_or_fused_plan(card: OperatorCard) -> KernelPlan:
+    """A listed module class's template, else the fuser over the module's captured program."""
+    try:
+        return module_plan(card)
+    except CoveredByAtenCard:
+        raise
+    except UnsupportedCard as listed:
+        try:
+            return fused_plan(card)
+        except UnsupportedCard as fused:
+            raise UnsupportedCard(f"{listed}; the fuser: {fused}") from None
+
+
 def plan_for_card(card: OperatorCard, backend: str) -> KernelPlan:
     """The plan of the family that covers ``card``; :class:`UnsupportedCard` says why none does."""
     if backend not in ("cpu", "cuda"):
         raise UnsupportedCard(f"backend {backend!r} has no templates")
     _check_card(card, backend)
     if card.kind == "module":
-        return module_plan(card)
+        return _module_or_fused_plan(card)
     base = split_op_name(card.op)[0]
     build = ATEN_OPS.get(base)
     if build is None:

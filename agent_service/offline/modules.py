@@ -207,6 +207,10 @@ COVERED_BY_ATEN_CARDS = {
 }
 
 
+class CoveredByAtenCard(UnsupportedCard):
+    """The module runs one op whose aten card the templates serve: that card is the one to search."""
+
+
 def module_plan(card: OperatorCard) -> KernelPlan:
     """The plan for a module card whose class the catalog lists."""
     name = card.op.rsplit(".", 1)[-1]
@@ -227,5 +231,5 @@ def module_plan(card: OperatorCard) -> KernelPlan:
     if match:
         return _norm_activation(card, match.group(1), match.group(2), forward, state)
     if name in COVERED_BY_ATEN_CARDS:
-        raise UnsupportedCard(f"{card.op}: covered by its aten card ({COVERED_BY_ATEN_CARDS[name]})")
+        raise CoveredByAtenCard(f"{card.op}: covered by its aten card ({COVERED_BY_ATEN_CARDS[name]})")
     raise UnsupportedCard(f"no offline template knows the module class {card.op}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
@@ -12,6 +13,7 @@ from typing import Any
 import torch
 
 from agent_service.offline.cxx import CUDA_PRELUDE
+from capture_service.program_graph import program_graph
 from kforge_domain.card import OperatorCard, TensorSpec
 from packager.abi import KernelLibrary
 from packager.variant import decode_call, module_attributes, module_variant_key, tensor_signature, variant_key
@@ -49,16 +51,20 @@ def aten_card(
 
 def module_card(module: torch.nn.Module, args: Sequence[torch.Tensor],
                 attributes: dict[str, Any] | None = None) -> tuple[OperatorCard, list[torch.Tensor]]:
-    """A module card; ``attributes`` default to what capture records (submodules' by their path)."""
+    """A module card; ``attributes`` default to what capture records (submodules' by their path), and
+    its program's calls are described as capture describes them."""
     key = module_variant_key(module, args, {})
     attributes = module_attributes(module) if attributes is None else attributes
     data = key.to_json()
     state = [t for _, t in module.named_parameters()] + [t for _, t in module.named_buffers()]
     with torch.inference_mode():
         outs = _outputs(module(*args))
+    with torch.no_grad():
+        program = torch.export.export(module, tuple(a.detach().clone() for a in args))
+    graph = program_graph(program, json.loads(key.template))
     card = OperatorCard(id=key.id, kind="module", op=key.op, device=args[0].device.type, key=data,
                         inputs=[spec(t) for t in [*args, *state]], outputs=[spec(o) for o in outs],
-                        module_attributes=attributes)
+                        module_attributes=attributes, module_graph=graph)
     return card, outs
 
 

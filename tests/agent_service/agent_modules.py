@@ -68,3 +68,42 @@ class GroupNormSiLU(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return nn.functional.silu(self.norm(x))
+
+
+class Swish(nn.Module):
+    """``x * sigmoid(x)`` written out, as models that predate nn.SiLU do."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(x)
+
+
+class GeluTanhWrittenOut(nn.Module):
+    """The tanh GELU in Python: eager runs it as eight passes over memory."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+class BiasReLU(nn.Module):
+    """A per-channel bias (a parameter, broadcast) then an activation."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(channels, 1, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x + self.bias)
+
+
+class UpcastResidual(nn.Module):
+    """Half-precision inputs computed in fp32 and cast back: ``(a.float() * 2 + b.float()).to(a.dtype)``."""
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return (a.float() * 2.0 + b.float()).to(a.dtype)
+
+
+class SumThenScale(nn.Module):
+    """A reduction in the chain: not elementwise."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.sum(dim=-1, keepdim=True) * x

@@ -16,12 +16,17 @@ from agent_service.offline.proposer import propose_offline
 from kforge_domain.card import OperatorCard
 from tests.agent_service.agent_cards import aten_card, compile_cpu, fresh_like, module_card, reference, run_kernel
 from tests.agent_service.agent_modules import (
+    BiasReLU,
     GeluAndMul,
+    GeluTanhWrittenOut,
     Gemma3RMSNorm,
     GroupNormSiLU,
     LlamaRMSNorm,
     Qwen3_5MoeRMSNormGated,
     SiluAndMul,
+    SumThenScale,
+    Swish,
+    UpcastResidual,
 )
 
 aten = torch.ops.aten
@@ -248,6 +253,11 @@ MODULE_CASES = [
     ("torch_leaky_relu", lambda: torch.nn.LeakyReLU(0.3), [r(4, 40)], None, "module_activation"),
     ("torch_relu6_f16", torch.nn.ReLU6, [r(4, 40, dtype=f16) * 8], None, "module_activation"),
     ("torch_hardsigmoid", torch.nn.Hardsigmoid, [r(4, 40) * 4], None, "module_activation"),
+    ("fused_swish", Swish, [r(6, 70)], None, "fused_elementwise"),
+    ("fused_gelu_tanh_written_out_bf16", GeluTanhWrittenOut, [r(4, 96, dtype=bf16)], None, "fused_elementwise"),
+    ("fused_bias_relu_channels_last", lambda: BiasReLU(8), [_cl(r(2, 8, 5, 5))], None, "fused_elementwise"),
+    ("fused_upcast_residual_f16", UpcastResidual, [r(3, 40, dtype=f16), r(3, 40, dtype=f16)], None,
+     "fused_elementwise"),
 ]
 
 
@@ -269,6 +279,19 @@ def test_module_family_compiles_and_matches_eager(case: tuple[Any, ...], build_d
             return [module(*inputs[: len(args)])]
 
     _verify(card, call, inputs_for, family, build_dir)
+
+
+def test_the_fuser_names_the_call_that_is_not_elementwise() -> None:
+    card, _ = module_card(SumThenScale(), [r(4, 16)])
+    proposal = propose_offline(ProposalRequest(card=card, device=CPU))
+    assert not proposal.has_proposal
+    assert "the fuser: aten::sum.dim_IntList is not an elementwise op the fuser knows" in proposal.no_proposal_reason
+
+
+def test_a_module_without_a_described_program_gets_no_fused_kernel() -> None:
+    card, _ = module_card(Swish(), [r(4, 16)])
+    proposal = propose_offline(ProposalRequest(card=card.model_copy(update={"module_graph": None}), device=CPU))
+    assert not proposal.has_proposal and "capture described no program" in proposal.no_proposal_reason
 
 
 def test_batch_norm_writes_saved_statistics_when_the_card_has_them(build_dir: Path) -> None:

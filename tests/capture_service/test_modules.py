@@ -73,7 +73,7 @@ def test_module_key_and_sample_follow_the_template() -> None:
 def test_exported_program_reproduces_the_module() -> None:
     modules = _capture(Block().eval(), torch.randn(2, 4, 8))
     (fused,) = [v for v in modules.card_variants() if v.record.op.endswith("Sequential")]
-    program = torch.export.load(io.BytesIO(export_program(fused)))
+    program = torch.export.load(io.BytesIO(export_program(fused)[0]))
     sample = fused.record.samples[0]
     assert torch.allclose(program.module()(sample.inputs[0].clone()), sample.outputs[0], atol=1e-6)
 
