@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +25,11 @@ WARMUP = 3
 MIN_REPEATS = 5
 MIN_SECONDS = 1.0
 ROUNDS = 3  # eager and .cast alternate, so both see the same machine conditions
+MAX_ROUNDS = 12  # more rounds while the speedup's interval is wider than TIGHT_INTERVAL
+TIGHT_INTERVAL = 0.02  # half-width of the speedup's 95% interval, relative, that ends the rounds
+MAX_EXTRA_SECONDS = 6.0  # time the extra rounds may take on top of the first ROUNDS
+# Two-sided 95% Student t quantiles by degrees of freedom (rounds - 1).
+T95 = {2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228, 11: 2.201}
 NOISE_FACTOR = 2.0
 # A .cast moving the output further than this is wrong, unless torch.compile alone moves it about as far.
 MAX_PARITY_TOLERANCE = 0.25
@@ -196,12 +203,41 @@ def failing_ops(cast: Any, model: torch.nn.Module, start: StartState, reference:
     return failing
 
 
+def speedup_interval(ratios: list[float]) -> tuple[float, float] | None:
+    """The 95% interval of the speedup from per-round ratios (eager / .cast medians of one round),
+    on their logarithms, where speedups multiply; None below three rounds."""
+    if len(ratios) < 3:
+        return None
+    logs = [math.log(r) for r in ratios]
+    half = T95.get(len(logs) - 1, 2.0) * statistics.stdev(logs) / math.sqrt(len(logs))
+    centre = statistics.fmean(logs)
+    return math.exp(centre - half), math.exp(centre + half)
+
+
+def is_tight(interval: tuple[float, float] | None) -> bool:
+    return interval is not None and math.sqrt(interval[1] / interval[0]) - 1 <= TIGHT_INTERVAL
+
+
+def noise_reason(interval: tuple[float, float] | None, rounds: int, samples: list[float]) -> str:
+    """Why the figure is noisy: the interval it reached, the spread of the eager samples, the load."""
+    width = f"±{math.sqrt(interval[1] / interval[0]) - 1:.1%}" if interval else "unknown"
+    spread = (statistics.quantiles(samples, n=4)[2] - statistics.quantiles(samples, n=4)[0]) / statistics.median(
+        samples) if len(samples) >= 4 else float("nan")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"the speedup's 95% interval is still {width} after {rounds} rounds (target ±{TIGHT_INTERVAL:.0%}); "
+            f"eager's interquartile spread is {spread:.1%} of its median; load average {load:.1f} on "
+            f"{os.cpu_count()} cores")
+
+
 def measure_eager(cast: Any, model: torch.nn.Module, start: StartState, inputs: Any, device: str,
                   reference: Any) -> dict[str, Any]:
-    """Eager against the .cast applied (guards on), interleaved; the .cast's output for parity."""
+    """Eager against the .cast applied (guards on), interleaved round by round until the speedup's
+    95% interval is tight (or the rounds run out: the figure is then marked noisy, with why);
+    the .cast's output for parity."""
     result: dict[str, Any] = {}
     eager: list[float] = []
     casted: list[float] = []
+    ratios: list[float] = []
     serving = any(k.serves_eager for k in cast.kernels.values())
     with_cast: Any = None
     if serving:
@@ -210,13 +246,26 @@ def measure_eager(cast: Any, model: torch.nn.Module, start: StartState, inputs: 
                 with_cast = start.call(model)
         except Exception as exc:
             result["cast_error"] = f"{type(exc).__name__}: {exc}"[:300]
-    for _ in range(ROUNDS):
-        eager += sample_ms(lambda: call(model, inputs), device, MIN_SECONDS / ROUNDS)
-        if serving and "cast_error" not in result:  # a .cast with no kernel for this device runs as eager
+    timed = serving and "cast_error" not in result  # a .cast with no kernel for this device runs as eager
+    started = time.perf_counter()
+    for round_ in range(MAX_ROUNDS):
+        if round_ >= ROUNDS and (not timed or is_tight(speedup_interval(ratios))
+                                 or time.perf_counter() - started > MIN_SECONDS + MAX_EXTRA_SECONDS):
+            break
+        plain = sample_ms(lambda: call(model, inputs), device, MIN_SECONDS / ROUNDS)
+        eager += plain
+        if timed:
             with cast.applied_to(model):
-                casted += sample_ms(lambda: call(model, inputs), device, MIN_SECONDS / ROUNDS)
+                with_kernels = sample_ms(lambda: call(model, inputs), device, MIN_SECONDS / ROUNDS)
+            casted += with_kernels
+            ratios.append(statistics.median(plain) / statistics.median(with_kernels))
     result["eager_ms"] = statistics.median(eager)
     result["cast_ms"] = statistics.median(casted) if casted else None
+    interval = speedup_interval(ratios)
+    if timed:
+        result.update(cast_speedup_interval=list(interval) if interval else None, speedup_rounds=len(ratios))
+        if not is_tight(interval):
+            result["noisy"] = noise_reason(interval, len(ratios), eager)
     result["kernel_stats"] = cast.stats()
     result["with_cast"] = with_cast if serving else reference
     return result

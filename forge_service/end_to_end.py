@@ -45,6 +45,9 @@ class EndToEnd(BaseModel):
     cuda_graphs_ms: float | None = None
     cast_cuda_graphs_ms: float | None = None
     cast_speedup: float | None = None
+    cast_speedup_interval: list[float] | None = None  # 95% interval of cast_speedup, from interleaved rounds
+    speedup_rounds: int | None = None
+    noisy: str = ""  # why cast_speedup's interval stayed wide (load, spread); empty when tight
     compile_speedup: float | None = None
     cast_compile_speedup: float | None = None
     cuda_graphs_speedup: float | None = None
@@ -112,17 +115,28 @@ def end_to_end_line(e: EndToEnd, width: int = COLUMNS) -> str:
     if e.cast_kernels == 0:
         cast = f"eager {number(e.eager_ms, 'ms')}; {RUNS_AS_EAGER}"
     else:
-        cast = f"eager {number(e.eager_ms, 'ms')}, .cast {number(e.cast_ms, 'ms')} (x{e.cast_speedup or 0:.2f})"
+        cast = (f"eager {number(e.eager_ms, 'ms')}, .cast {number(e.cast_ms, 'ms')} (x{e.cast_speedup or 0:.2f}"
+                f"{speedup_interval_words(e)}, same interleaved series)")
     parity = (f"parity {parity_word(e)} (max rel error {scientific(e.parity_max_rel_error)}, "
               f"tolerance {scientific(e.parity_tolerance)})")
     note = f"; {e.parity_note}" if e.parity_note else ""
     lines = [f"end to end (guards on): {cast}, {parity}{note}"]
+    if e.noisy:
+        lines.append(f"  noisy: {e.noisy}")
     rows = mode_rows(e)
     for plain, with_cast in zip(rows[2::2], rows[3::2], strict=True):
         lines.append(f"  {plain[0]} {number(plain[1], 'ms')} (x{plain[2] or 0:.2f}), {with_cast[0]} "
                      f"{number(with_cast[1], 'ms')} (x{with_cast[2] or 0:.2f}), parity {with_cast[3]}")
     return "\n".join(textwrap.fill(line, width, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 4),
                                     break_on_hyphens=False) for line in lines)
+
+
+def speedup_interval_words(e: EndToEnd) -> str:
+    """``", 95% CI 1.07-1.11"`` where the interleaved rounds gave an interval."""
+    if not e.cast_speedup_interval:
+        return ""
+    low, high = e.cast_speedup_interval
+    return f", 95% CI {low:.2f}-{high:.2f}"
 
 
 def parity_word(e2e: EndToEnd) -> str:

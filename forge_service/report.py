@@ -98,6 +98,12 @@ class RunReport(BaseModel):
             ]
             if e.parity_note:
                 lines.append(f"Parity {e.parity_note}.")
+            if e.cast_speedup_interval:
+                low, high = e.cast_speedup_interval
+                lines.append(f"The .cast's speedup over eager, {number(e.cast_speedup, 'x')}, comes from "
+                             f"{e.speedup_rounds} interleaved rounds; its 95% interval is {low:.2f}x to {high:.2f}x.")
+            if e.noisy:
+                lines.append(f"Noisy figure: {e.noisy}.")
             if e.cast_kernels == 0:
                 lines.append(f"{RUNS_AS_EAGER.capitalize()}.")
             if e.cast_error:

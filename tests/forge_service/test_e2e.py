@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from forge_service.e2e import max_rel_error, parity_tolerance, parity_verdict
+from forge_service.e2e import (
+    MAX_ROUNDS,
+    ROUNDS,
+    is_tight,
+    max_rel_error,
+    noise_reason,
+    parity_tolerance,
+    parity_verdict,
+    speedup_interval,
+)
 from packager.format import build_cast
 from packager.manifest import ModelIdentity
 from tests.packager.conftest import SOFTMAX, compile_kernel, compiled_kept, entry, softmax_card
@@ -122,6 +131,24 @@ def test_each_deployment_mode_is_measured_with_its_own_parity(tmp_path: Path) ->
     assert result["cast_compile_kernel_stats"][card.id]["hits"] > 0
     assert result["cast_compile_speedup"] == result["eager_ms"] / result["cast_compile_ms"]
     assert "cuda_graphs_ms" not in result
+    # Eager and the .cast interleaved until the speedup's interval is tight, or marked noisy with why.
+    assert ROUNDS <= result["speedup_rounds"] <= MAX_ROUNDS
+    low, high = result["cast_speedup_interval"]
+    assert low <= high
+    if "noisy" in result:
+        assert "95% interval is still" in result["noisy"] and "load average" in result["noisy"]
+    else:
+        assert is_tight((low, high))
+
+
+def test_the_speedup_interval_is_over_rounds_and_tight_only_when_they_agree() -> None:
+    assert speedup_interval([2.0, 2.0]) is None  # two rounds give no interval
+    low, high = speedup_interval([2.0, 2.0, 2.0])
+    assert low == pytest.approx(2.0) and high == pytest.approx(2.0) and is_tight((low, high))
+    wide = speedup_interval([1.5, 2.0, 2.6])
+    assert wide is not None and wide[0] < 2.0 < wide[1] and not is_tight(wide)
+    assert is_tight(speedup_interval([1.99, 2.0, 2.01, 2.0]))
+    assert "after 3 rounds" in noise_reason(wide, 3, [1.0, 1.1, 1.2, 1.3, 2.0])
 
 
 def test_the_ops_that_break_the_output_are_named(tmp_path: Path) -> None:

@@ -75,7 +75,8 @@ def test_the_terminal_line_says_when_the_cast_runs_as_eager_or_parity_is_not_jud
     unjudged = EndToEnd(measured=True, eager_ms=2.0, cast_ms=1.0, cast_speedup=2.0, cast_kernels=1, parity_ok=None,
                         parity_note="not judged: eager's own output changed by 5.00e-01")
     line = flat_line(unjudged)
-    assert ".cast 1.000 ms (x2.00)" in line and "parity not judged" in line and "5.00e-01" in line
+    assert ".cast 1.000 ms (x2.00, same interleaved series)" in line
+    assert "parity not judged" in line and "5.00e-01" in line
     assert "Parity not judged: eager's own output" in RunReport(
         run_id="r", model_spec="m.py", backend="cpu", device="cpu", cards=[], end_to_end=unjudged, cast_path=None,
         kernels_packaged=1).markdown()
@@ -126,10 +127,24 @@ def test_the_terminal_lines_fit_100_columns_each_continuation_indented_under_its
     text = end_to_end_line(e2e)
     assert_fits(text)
     lines = text.splitlines()
-    assert lines[0].startswith("end to end (guards on): eager 4.000 ms, .cast 3.000 ms (x1.33)")
+    assert lines[0].startswith("end to end (guards on): eager 4.000 ms, .cast 3.000 ms (x1.33, same")
     assert not lines[0].startswith(" ") and all(line.startswith("    ") for line in lines[1:3])
     assert [line for line in lines if line.startswith("  torch.compile ")] == [
         "  torch.compile 2.000 ms (x2.00), cast.compile 1.600 ms (x2.50), parity ok",
         "  torch.compile reduce-overhead 1.000 ms (x4.00), cast.compile reduce-overhead 1.000 ms (x4.00),"]
     assert lines[-1] == "      parity no kernel: as torch.compile"
     assert "eager's own output changed by 5.00e-01 between two runs on the same inputs" in flat_line(e2e)
+
+
+def test_the_speedup_shows_its_interval_and_a_noisy_figure_says_why() -> None:
+    e2e = EndToEnd(measured=True, eager_ms=4.0, cast_ms=2.0, cast_speedup=2.0, cast_kernels=1, parity_ok=True,
+                   cast_speedup_interval=[1.9, 2.1], speedup_rounds=5,
+                   noisy="the speedup's 95% interval is still ±5.0% after 12 rounds")
+    line = flat_line(e2e)
+    assert ".cast 2.000 ms (x2.00, 95% CI 1.90-2.10, same interleaved series)" in line
+    assert "noisy: the speedup's 95% interval is still ±5.0% after 12 rounds" in line
+    assert_fits(end_to_end_line(e2e))
+    markdown = RunReport(run_id="r", model_spec="m.py", backend="cpu", device="cpu", cards=[], end_to_end=e2e,
+                         cast_path=None, kernels_packaged=1).markdown()
+    assert "comes from 5 interleaved rounds; its 95% interval is 1.90x to 2.10x" in markdown
+    assert "Noisy figure: the speedup's 95% interval is still" in markdown
