@@ -2,9 +2,11 @@
 
 Each process starts through :mod:`gpu_sandbox_service.launcher`, wrapped in bubblewrap when it
 works here (a read-only view of the filesystem with only the private run directory writable, a
-fresh ``/tmp``, no network, its own PID namespace, no capabilities). Without bubblewrap the
-launcher creates the network and PID namespaces itself where the kernel permits. Either way the
-environment is an allow-list (no keys or tokens reach a candidate), output is capped, and a
+fresh ``/tmp``). Without bubblewrap the launcher creates the namespaces itself where the kernel
+permits: network, PID with a mount namespace and a fresh ``/proc``, IPC and UTS. Either way it
+sets no_new_privs, installs a seccomp deny-list where the architecture is known, and, when the
+server runs as root, drops to ``nobody`` where that user can run the interpreter in the work dir.
+The environment is an allow-list (no keys or tokens reach a candidate), output is capped, and a
 timeout kills the whole process group.
 """
 
@@ -16,6 +18,7 @@ import functools
 import json
 import logging
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -23,7 +26,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from gpu_sandbox_service.models import Limits
@@ -42,33 +45,79 @@ EXIT_LAUNCH_FAILED = 125  # the launcher could not set up isolation (see launche
 
 @dataclass(frozen=True)
 class Profile:
-    """Which namespaces a sandboxed process gets: bubblewrap's, or the launcher's own."""
+    """What a sandboxed process gets: bubblewrap's view or the launcher's own namespaces, and more.
+
+    ``own_proc``: a mount namespace with a fresh ``/proc`` for the PID namespace (bubblewrap's
+    ``--proc``); ``unprivileged``: it runs as ``nobody`` rather than as the server's root.
+    """
 
     bubblewrap: bool
     network: bool
     pid: bool
+    own_proc: bool = False
+    ipc_uts: bool = False
+    seccomp: bool = False
+    unprivileged: bool = False
 
     def describe(self) -> str:
         where = "bubblewrap (read-only fs)" if self.bubblewrap else "launcher"
-        spaces = [name for name, on in (("network", self.network), ("pid", self.pid)) if on]
-        return f"{where}, {' + '.join(spaces) + ' namespaces' if spaces else 'no namespaces'}"
+        pid = "pid (own /proc)" if self.own_proc else "pid"
+        spaces = [name for name, on in (("network", self.network), (pid, self.pid), ("ipc + uts", self.ipc_uts)) if on]
+        text = f"{where}, {' + '.join(spaces) + ' namespaces' if spaces else 'no namespaces'}"
+        extras = [name for name, on in (("seccomp deny-list", self.seccomp), ("unprivileged user", self.unprivileged))
+                  if on]
+        return ", ".join([text, *extras])
+
+    def lacks(self, required: Profile) -> list[str]:
+        """What ``required`` has that this profile does not, named for a person."""
+        return [PROTECTIONS[f.name] for f in fields(self) if getattr(required, f.name) and not getattr(self, f.name)]
 
 
-def profiles(features: IsolationFeatures, gpu: bool) -> list[Profile]:
-    """The profiles to try, strongest first.
+PROTECTIONS = {
+    "bubblewrap": "bubblewrap (read-only filesystem)", "network": "network namespace", "pid": "PID namespace",
+    "own_proc": "a private /proc (mount namespace)", "ipc_uts": "IPC and UTS namespaces",
+    "seccomp": "seccomp deny-list", "unprivileged": "an unprivileged user",
+}
+#: What ``kforge serve sandbox --require-isolation`` insists on for compiles and candidates: no
+#: network, no view of other processes, no syscalls that mount, trace or make namespaces. Not
+#: bubblewrap (the GPU host has none) nor the unprivileged user (it depends on where the
+#: interpreter and the work dir live); both are used whenever they are available.
+REQUIRED_ISOLATION = Profile(bubblewrap=False, network=True, pid=True, own_proc=True, ipc_uts=True, seccomp=True)
 
-    CPU runs get the strongest this machine allows. GPU runs may need less: under the launcher's
-    own namespaces every CUDA call failed on an H200 host (cudaErrorOperatingSystem;
-    bench/results/gpu_suite_2026-11-30_h200.md), so a GPU sandbox tries each weaker profile with
-    a canary kernel (:func:`choose_profile`) and keeps the strongest that works.
+
+def profiles(features: IsolationFeatures, gpu: bool, work_dir: Path | None = None) -> list[Profile]:
+    """The profiles to try, strongest first; ``work_dir`` holds the run dirs (see :func:`user_blocker`).
+
+    CPU runs get the strongest this machine allows. GPU runs may need less (a namespace harmless
+    on one host broke CUDA on another), so a GPU sandbox tries them in turn with a canary kernel
+    (:mod:`gpu_sandbox_service.kernel_isolation`), giving up one protection per step, those most
+    likely to upset a driver first, each with bubblewrap and then with the launcher alone, and
+    keeps the strongest that works.
     """
+    levels = [strongest_profile(features, work_dir)]
+    if not gpu:
+        return levels
+    for weaker in ({"unprivileged": False}, {"seccomp": False}, {"pid": False, "own_proc": False},
+                   {"network": False}, {"ipc_uts": False}):
+        levels.append(replace(levels[-1], **weaker))
+    ladder = [p for level in levels for p in (level, _launcher_alone(level, features))]
+    return list(dict.fromkeys(ladder))
+
+
+def _launcher_alone(profile: Profile, features: IsolationFeatures) -> Profile:
+    """``profile`` without bubblewrap, keeping only what the launcher can create here."""
+    pid = profile.pid and features.namespaces
+    return replace(profile, bubblewrap=False, network=profile.network and features.namespaces, pid=pid,
+                   own_proc=pid and profile.own_proc and features.own_proc,
+                   ipc_uts=profile.ipc_uts and features.ipc_uts)
+
+
+def strongest_profile(features: IsolationFeatures, work_dir: Path | None) -> Profile:
     bubblewrap = features.bubblewrap is not None
     namespaces = bubblewrap or features.namespaces
-    strongest = Profile(bubblewrap, namespaces, namespaces)
-    if not gpu:
-        return [strongest]
-    weaker = [Profile(bubblewrap, namespaces, False), Profile(bubblewrap, False, False), Profile(False, False, False)]
-    return list(dict.fromkeys([strongest, *weaker]))
+    unprivileged = features.user is not None and work_dir is not None and user_blocker(work_dir) is None
+    return Profile(bubblewrap, namespaces, namespaces, own_proc=bubblewrap or (namespaces and features.own_proc),
+                   ipc_uts=bubblewrap or features.ipc_uts, seccomp=features.seccomp, unprivileged=unprivileged)
 
 
 async def choose_profile(candidates: Sequence[Profile], works: Callable[[Profile], Awaitable[str | None]]
@@ -88,10 +137,18 @@ async def choose_profile(candidates: Sequence[Profile], works: Callable[[Profile
 
 @dataclass(frozen=True)
 class IsolationFeatures:
-    """What this machine lets the sandbox use; probed once per process."""
+    """What this machine lets the sandbox use; probed once per process.
+
+    ``namespaces``: the launcher's network + PID namespaces; ``own_proc``: a mount namespace with
+    a fresh /proc in them; ``user``: the (uid, gid) to run as when the server runs as root.
+    """
 
     bubblewrap: str | None
     namespaces: bool
+    own_proc: bool = False
+    ipc_uts: bool = False
+    seccomp: bool = False
+    user: tuple[int, int] | None = None
 
     def describe(self) -> str:
         if self.bubblewrap:
@@ -99,16 +156,78 @@ class IsolationFeatures:
         return "namespaces (no network, pid namespace)" if self.namespaces else "process group and rlimits only"
 
 
+_ALL_NAMESPACES = {"new_network": True, "new_pid": True, "new_mount": True, "new_ipc": True, "new_uts": True}
+
+
 @functools.cache
 def detect_features() -> IsolationFeatures:
-    """Probe bubblewrap and unshare once; fall back quietly, and log what is missing."""
+    """Probe bubblewrap, the launcher's namespaces and seccomp once; log what is missing."""
     bwrap = shutil.which("bwrap")
-    if bwrap and _works([bwrap, *_BWRAP_BASE, "--unshare-net", "--unshare-pid", "--dev", "/dev", "--", "/bin/true"]):
-        return IsolationFeatures(bwrap, namespaces=True)
-    config = json.dumps({"cwd": "/", "new_network": True, "new_pid": True})
-    namespaces = _works([*_launcher_argv(config), "/bin/true"])
-    log.warning("bubblewrap unavailable: candidates see the real filesystem (namespaces: %s)", namespaces)
-    return IsolationFeatures(None, namespaces)
+    probe = [bwrap, *_BWRAP_BASE, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--dev", "/dev",
+             "--", "/bin/true"] if bwrap else []
+    bubblewrap = bwrap if bwrap and _works(probe) else None
+    if _launches({**_ALL_NAMESPACES, "seccomp": True}):
+        features = IsolationFeatures(bubblewrap, True, own_proc=True, ipc_uts=True, seccomp=True, user=nobody())
+    else:
+        features = IsolationFeatures(
+            bubblewrap, _launches({"new_network": True, "new_pid": True}),
+            own_proc=_launches({"new_pid": True, "new_mount": True}),
+            ipc_uts=_launches({"new_ipc": True, "new_uts": True}), seccomp=_launches({"seccomp": True}), user=nobody())
+    if bubblewrap is None:
+        log.warning("bubblewrap unavailable: candidates see the real filesystem (launcher: %s)",
+                    strongest_profile(features, None).describe())
+    return features
+
+
+def _launches(config: dict[str, bool]) -> bool:
+    return _works([*_launcher_argv(json.dumps({"cwd": "/", **config})), "/bin/true"])
+
+
+def nobody() -> tuple[int, int] | None:
+    """Whom to run sandboxed processes as: ``nobody`` when the server is root, else no one else."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam("nobody")
+    except KeyError:
+        return NOBODY, NOBODY
+    return entry.pw_uid, entry.pw_gid
+
+
+NOBODY = 65534
+_USER_CHECK = """
+import importlib.util, os, sys
+paths, work = sys.argv[1:-1], sys.argv[-1]
+sys.path[:0] = paths
+problems = [f"cannot import {m}" for m in ("torch", "gpu_sandbox_service", "packager")
+            if importlib.util.find_spec(m) is None]
+problems += [] if os.access(work, os.X_OK) else [f"cannot reach {work}"]
+print("; ".join(problems))
+sys.exit(1 if problems else 0)
+"""
+
+
+@functools.cache
+def user_blocker(work_dir: Path) -> str | None:
+    """Why the unprivileged user cannot run the sandbox's Python children in ``work_dir`` (None: it can).
+
+    Dropping root only works where that user can execute the interpreter, import the project and
+    torch, and reach the work dir; a private home (``/root``, a 0700 temporary dir) stops it.
+    """
+    user = nobody()
+    if user is None:
+        return f"the server already runs unprivileged (uid {os.geteuid()})"
+    paths = [p for p in sys.path if p and Path(p).is_dir()]
+    config = json.dumps({"cwd": "/", "user": list(user)})
+    argv = [*_launcher_argv(config), sys.executable, "-I", "-c", _USER_CHECK, *paths, str(Path(work_dir).resolve())]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"checking as uid {user[0]} failed: {exc}"
+    if done.returncode == 0:
+        return None
+    why = (done.stdout + done.stderr).strip().splitlines()
+    return f"as uid {user[0]}: {why[-1] if why else f'exit status {done.returncode}'}"
 
 
 def _works(argv: list[str]) -> bool:
@@ -119,8 +238,8 @@ def _works(argv: list[str]) -> bool:
 
 
 _BWRAP_BASE = [
-    "--ro-bind", "/", "/", "--proc", "/proc", "--tmpfs", "/tmp", "--unshare-ipc", "--die-with-parent",
-    "--new-session", "--cap-drop", "ALL",
+    "--ro-bind", "/", "/", "--proc", "/proc", "--tmpfs", "/tmp", "--die-with-parent", "--new-session",
+    "--cap-drop", "ALL",
 ]
 
 
@@ -138,6 +257,32 @@ def _tmp_paths_needed() -> list[str]:
 
 def _launcher_argv(config: str) -> list[str]:
     return [*python_module_command("gpu_sandbox_service.launcher"), config, "--"]
+
+
+def launcher_config(profile: Profile, run_dir: Path, limits: ResourceLimits,
+                    user: tuple[int, int] | None) -> dict[str, object]:
+    """What the launcher applies under ``profile`` (namespaces only where bubblewrap does not)."""
+    own = not profile.bubblewrap
+    config: dict[str, object] = {
+        "cwd": str(run_dir), "limits": limits.as_config(), "no_new_privs": True, "seccomp": profile.seccomp,
+        "new_network": own and profile.network, "new_pid": own and profile.pid,
+        "new_mount": own and profile.own_proc, "new_ipc": own and profile.ipc_uts, "new_uts": own and profile.ipc_uts,
+    }
+    if profile.unprivileged:
+        if user is None:
+            raise RuntimeError("an unprivileged profile was asked for, but the server is not root")
+        config["user"] = list(user)
+    return config
+
+
+def bubblewrap_command(bwrap: str, profile: Profile, run_dir: Path, gpu: bool) -> list[str]:
+    """bubblewrap's part of the command line; the launcher inside keeps what it needs to drop root."""
+    dev = ["--dev-bind", "/dev", "/dev"] if gpu else ["--dev", "/dev"]
+    spaces = [flag for flag, on in (("--unshare-net", profile.network), ("--unshare-pid", profile.pid),
+                                    ("--unshare-ipc", profile.ipc_uts), ("--unshare-uts", profile.ipc_uts)) if on]
+    caps = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if profile.unprivileged else []
+    return [bwrap, *_BWRAP_BASE, *caps, *spaces, *dev, *_tmp_paths_needed(), "--bind", str(run_dir), str(run_dir),
+            "--chdir", str(run_dir), "--"]
 
 
 def allowed_environment(run_dir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -216,24 +361,22 @@ async def run_isolated(
 ) -> ProcessOutcome:
     """Run ``argv`` isolated with ``run_dir`` as its only writable directory.
 
-    ``profile`` defaults to the strongest this machine allows (:func:`profiles`). With
+    ``profile`` defaults to the strongest this machine allows for run dirs beside ``run_dir``
+    (:func:`profiles`). With
     ``result_pipe`` the program gets ``KF_RESULT_FD``, a pipe to write its answer to; the answer
     is kept apart from its (capped) stdout/stderr, which the candidate shares.
     """
     features = detect_features()
-    profile = profile or profiles(features, gpu)[0]
-    own = not profile.bubblewrap
-    config = {"cwd": str(run_dir), "limits": limits.as_config(),
-              "new_network": own and profile.network, "new_pid": own and profile.pid}
+    run_dir = run_dir.resolve()
+    profile = profile or profiles(features, gpu, run_dir.parent)[0]
+    config = launcher_config(profile, run_dir, limits, features.user)
     command = [*_launcher_argv(json.dumps(config)), *argv]
     if profile.bubblewrap:
         if features.bubblewrap is None:
             raise RuntimeError("a bubblewrap profile was asked for, but bubblewrap does not work here")
-        dev = ["--dev-bind", "/dev", "/dev"] if gpu else ["--dev", "/dev"]
-        spaces = [flag for flag, on in (("--unshare-net", profile.network), ("--unshare-pid", profile.pid)) if on]
-        run_dir = run_dir.resolve()
-        command = [features.bubblewrap, *_BWRAP_BASE, *spaces, *dev, *_tmp_paths_needed(), "--bind", str(run_dir),
-                   str(run_dir), "--chdir", str(run_dir), "--", *command]
+        command = [*bubblewrap_command(features.bubblewrap, profile, run_dir, gpu), *command]
+    if features.user is not None and profile.unprivileged:
+        os.chown(run_dir, *features.user)  # the one directory the dropped user may write
     environment = dict(env or allowed_environment(run_dir))
     read_fd, write_fd = os.pipe() if result_pipe else (-1, -1)
     pass_fds: tuple[int, ...] = ()

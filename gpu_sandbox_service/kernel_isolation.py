@@ -18,7 +18,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from gpu_sandbox_service.compiler import Compiler
-from gpu_sandbox_service.isolation import ProcessOutcome, Profile, choose_profile, detect_features, profiles
+from gpu_sandbox_service.isolation import (
+    REQUIRED_ISOLATION,
+    ProcessOutcome,
+    Profile,
+    choose_profile,
+    detect_features,
+    profiles,
+    strongest_profile,
+    user_blocker,
+)
 from gpu_sandbox_service.pycommand import python_module_command
 from servicekit.errors import FailedPrecondition
 
@@ -85,7 +94,7 @@ async def choose_kernel_profile(backend: str, compiler: Compiler, scratch: Path,
         return outcome.log_tail.strip()[-500:] or f"exit status {outcome.returncode}"
 
     try:
-        ladder = candidates or profiles(detect_features(), gpu=backend == "cuda")
+        ladder = candidates or profiles(detect_features(), gpu=backend == "cuda", work_dir=scratch)
         profile, failures = await choose_profile(ladder, problem_under)
     except RuntimeError as exc:
         raise FailedPrecondition(f"not even a trivial kernel runs in this sandbox: {exc}") from exc
@@ -93,3 +102,38 @@ async def choose_kernel_profile(backend: str, compiler: Compiler, scratch: Path,
         log.warning("%s candidates get weaker isolation; the canary failed under %s", backend, failure)
     log.info("%s candidates run under %s", backend, profile.describe())
     return profile
+
+
+def served_profiles(backend: str, scratch: Path, kernel_isolation: str) -> dict[str, Profile]:
+    """What runs under which profile in a sandbox whose run dirs lie in ``scratch``.
+
+    Compiles and cpu candidates get the strongest profile; cuda candidates the one the canary
+    chose, which the evaluator describes as ``kernel_isolation``.
+    """
+    strongest = strongest_profile(detect_features(), scratch)
+    kernel = strongest
+    if backend == "cuda":
+        ladder = profiles(detect_features(), gpu=True, work_dir=scratch)
+        chosen = next((p for p in ladder if p.describe() == kernel_isolation), None)
+        if chosen is None:
+            raise FailedPrecondition(f"cuda candidates run under an unknown profile: {kernel_isolation}")
+        kernel = chosen
+    return {"compiles": strongest, f"{backend} candidates": kernel}
+
+
+def isolation_statement(served: dict[str, Profile], scratch: Path) -> list[str]:
+    """One line per kind of process, and why the unprivileged user is not used where it is not."""
+    lines = [f"{what}: {profile.describe()}" for what, profile in served.items()]
+    blocker = user_blocker(scratch)
+    if blocker is not None:
+        lines.append(f"processes keep the server's user, not nobody: {blocker}")
+    return lines
+
+
+def require_isolation(served: dict[str, Profile]) -> None:
+    """FailedPrecondition naming what is missing wherever a profile is weaker than the required one."""
+    gaps = [f"{what} lack {', '.join(missing)}" for what, p in served.items()
+            if (missing := p.lacks(REQUIRED_ISOLATION))]
+    if gaps:
+        raise FailedPrecondition(f"--require-isolation: {'; '.join(gaps)} "
+                                 f"(required: {REQUIRED_ISOLATION.describe()})")

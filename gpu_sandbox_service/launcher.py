@@ -1,28 +1,45 @@
 """The launcher: a tiny program between the sandbox and a compiler or candidate process.
 
 ``python -I -m gpu_sandbox_service.launcher CONFIG_JSON -- PROGRAM ARGS...`` applies, after exec
-and before it execs PROGRAM: its own session, death with its parent, network and PID namespaces
-(when asked and the kernel permits; the outer bubblewrap view provides them otherwise), resource
-limits, a private working directory and, where possible, an unprivileged user. Doing this in a
-separate program keeps ``preexec_fn`` (unsafe in a threaded server) out of the server.
+and before it execs PROGRAM: its own session, death with its parent, the namespaces asked for
+(network, PID, mount, IPC, UTS; an outer bubblewrap provides them otherwise), resource limits,
+a private working directory, an unprivileged user, no_new_privs and a seccomp deny-list. Doing
+this in a separate program keeps ``preexec_fn`` (unsafe in a threaded server) out of the server.
 
-With a PID namespace the launcher's first child is the namespace's init: it reaps orphans and
-exits with PROGRAM's status, which makes the kernel kill whatever PROGRAM left behind.
+With a PID namespace the launcher's first child is the namespace's init: with a mount namespace
+of its own it mounts a fresh ``/proc`` (CUDA fails with error 304 in a PID namespace that still
+sees the host's ``/proc``, as bench/gpu/isolation_probe.py measured on an H200 host), then it
+reaps orphans and exits with PROGRAM's status, which makes the kernel kill whatever PROGRAM left.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
+import platform
 import resource
 import signal
+import struct
 import sys
 
-CLONE_NEWNET = 0x40000000
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
-PR_SET_PDEATHSIG = 1
+CLONE_NEWNET = 0x40000000
+NAMESPACE_FLAGS = (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID
+                   | CLONE_NEWNET)
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS = 1, 22, 38
+SECCOMP_MODE_FILTER = 2
 EXIT_LAUNCH_FAILED = 125
+
+_NAMESPACES = {"new_network": CLONE_NEWNET, "new_pid": CLONE_NEWPID, "new_mount": CLONE_NEWNS,
+               "new_ipc": CLONE_NEWIPC, "new_uts": CLONE_NEWUTS}
 
 _RLIMITS = {
     "cpu_time_s": resource.RLIMIT_CPU,
@@ -33,9 +50,89 @@ _RLIMITS = {
     "address_space_bytes": resource.RLIMIT_AS,
 }
 
+#: Syscalls no compiler or kernel needs and an escape would: tracing, mounts, modules, keys, kexec,
+#: namespaces, bpf. They fail with EPERM; so does clone() asking for a namespace.
+DENIED_SYSCALLS = (
+    "ptrace", "personality", "pivot_root", "chroot", "mount", "umount2", "swapon", "reboot", "init_module",
+    "delete_module", "kexec_load", "kexec_file_load", "add_key", "request_key", "keyctl", "unshare", "setns",
+    "perf_event_open", "open_by_handle_at", "process_vm_readv", "process_vm_writev", "finit_module", "bpf",
+    "userfaultfd", "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+)
+# Numbers shared by both architectures (added after the tables were unified).
+_UNIFIED = {"open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433,
+            "mount_setattr": 442, "clone3": 435}
+_X86_64 = {
+    "ptrace": 101, "personality": 135, "pivot_root": 155, "chroot": 161, "mount": 165, "umount2": 166,
+    "swapon": 167, "reboot": 169, "init_module": 175, "delete_module": 176, "kexec_load": 246,
+    "kexec_file_load": 320, "add_key": 248, "request_key": 249, "keyctl": 250, "unshare": 272, "setns": 308,
+    "perf_event_open": 298, "open_by_handle_at": 304, "process_vm_readv": 310, "process_vm_writev": 311,
+    "finit_module": 313, "bpf": 321, "userfaultfd": 323, "clone": 56,
+}
+_AARCH64 = {
+    "ptrace": 117, "personality": 92, "pivot_root": 41, "chroot": 51, "mount": 40, "umount2": 39, "swapon": 224,
+    "reboot": 142, "init_module": 105, "delete_module": 106, "kexec_load": 104, "kexec_file_load": 294,
+    "add_key": 217, "request_key": 218, "keyctl": 219, "unshare": 97, "setns": 268, "perf_event_open": 241,
+    "open_by_handle_at": 265, "process_vm_readv": 270, "process_vm_writev": 271, "finit_module": 273, "bpf": 280,
+    "userfaultfd": 282, "clone": 220,
+}
+# machine -> (AUDIT_ARCH_*, syscall numbers, whether x32 numbers must be refused too)
+SECCOMP_ARCHES = {"x86_64": (0xC000003E, _X86_64 | _UNIFIED, True),
+                  "aarch64": (0xC00000B7, _AARCH64 | _UNIFIED, False)}
+_LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
+_ALLOW, _ERRNO = 0x7FFF0000, 0x00050000
+_X32_SYSCALL_BIT = 0x40000000
+_ARGS0_LOW = 16  # offsetof(struct seccomp_data, args[0]), low word on little-endian machines
+
+
+def seccomp_supported(machine: str | None = None) -> bool:
+    """Whether the deny-list knows this architecture's syscall numbers."""
+    return (machine or platform.machine()) in SECCOMP_ARCHES
+
+
+def seccomp_filter(machine: str) -> bytes:
+    """The classic-BPF deny-list for ``machine``.
+
+    Another architecture's calls (32-bit compat, x32) are refused outright, since their numbers
+    differ; clone3 answers ENOSYS so that libc falls back to clone, whose flags can be checked.
+    """
+    audit, numbers, x32 = SECCOMP_ARCHES[machine]
+    program: list[str | tuple[int, str | None, str | None, int]] = [
+        (_LD_ABS, None, None, 4), (_JEQ, None, "deny", audit), (_LD_ABS, None, None, 0)]
+    if x32:
+        program.append((_JGE, "deny", None, _X32_SYSCALL_BIT))
+    program += [(_JEQ, "enosys", None, numbers["clone3"]), (_JEQ, "clone", None, numbers["clone"])]
+    program += [(_JEQ, "deny", None, numbers[name]) for name in DENIED_SYSCALLS]
+    program += [(_RET, None, None, _ALLOW), "clone", (_LD_ABS, None, None, _ARGS0_LOW),
+                (_JSET, "deny", None, NAMESPACE_FLAGS), (_RET, None, None, _ALLOW),
+                "deny", (_RET, None, None, _ERRNO | errno.EPERM), "enosys", (_RET, None, None, _ERRNO | errno.ENOSYS)]
+    return _assemble(program)
+
+
+def _assemble(program: list[str | tuple[int, str | None, str | None, int]]) -> bytes:
+    """struct sock_filter[]: strings are labels, jump targets name them (None: the next instruction)."""
+    labels: dict[str, int] = {}
+    instructions: list[tuple[int, str | None, str | None, int]] = []
+    for line in program:
+        if isinstance(line, str):
+            labels[line] = len(instructions)
+        else:
+            instructions.append(line)
+
+    def offset(at: int, target: str | None) -> int:
+        return 0 if target is None else labels[target] - at - 1
+
+    return b"".join(struct.pack("HBBI", code, offset(i, jt), offset(i, jf), k)
+                    for i, (code, jt, jf, k) in enumerate(instructions))
+
 
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        number = ctypes.get_errno()
+        raise OSError(number, f"{what}: {os.strerror(number)}")
 
 
 def _die_with_parent() -> None:
@@ -43,9 +140,16 @@ def _die_with_parent() -> None:
 
 
 def _unshare(flags: int) -> None:
-    if _libc().unshare(flags) != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"unshare: {os.strerror(errno)}")
+    _check(_libc().unshare(flags), "unshare")
+
+
+def _private_mounts() -> None:
+    """Mounts made from here on (the fresh /proc) stay in this namespace."""
+    _check(_libc().mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+
+
+def _mount_proc() -> None:
+    _check(_libc().mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
 
 
 def _apply_limits(limits: dict[str, int]) -> None:
@@ -60,16 +164,37 @@ def _drop_user(uid: int, gid: int) -> None:
     os.setuid(uid)
 
 
+def _no_new_privs() -> None:
+    _check(_libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
+
+
+def _install_seccomp() -> None:
+    machine = platform.machine()
+    if not seccomp_supported(machine):
+        raise OSError(errno.ENOSYS, f"seccomp: no deny-list for {machine}")
+    code = seccomp_filter(machine)
+    buffer = ctypes.create_string_buffer(code, len(code))
+    fprog = struct.pack("HxxxxxxP", len(code) // 8, ctypes.addressof(buffer))
+    _check(_libc().prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.c_char_p(fprog), 0, 0), "prctl(seccomp)")
+
+
 def _exec(program: list[str], config: dict[str, object]) -> None:
     os.chdir(str(config["cwd"]))
     _apply_limits(dict(config.get("limits", {})))  # type: ignore[call-overload]
     user = config.get("user")
     if isinstance(user, list):
         _drop_user(int(user[0]), int(user[1]))
-    os.execv(program[0], program)
+    if config.get("no_new_privs") or config.get("seccomp"):
+        _no_new_privs()
+    if config.get("seccomp"):
+        _install_seccomp()
+    try:
+        os.execv(program[0], program)
+    except OSError as exc:
+        raise OSError(exc.errno, f"exec {program[0]}: {exc.strerror}") from exc
 
 
-def _reap_until(child: int) -> int:
+def reap_until(child: int) -> int:
     """Act as init: reap everything, return the exit code of ``child`` (128+N for signal N)."""
     while True:
         try:
@@ -78,6 +203,28 @@ def _reap_until(child: int) -> int:
             return EXIT_LAUNCH_FAILED
         if pid == child:
             return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+
+
+def _enter_namespaces(config: dict[str, object]) -> None:
+    flags = 0
+    for key, flag in _NAMESPACES.items():
+        if config.get(key):
+            flags |= flag
+    if flags:
+        _unshare(flags)
+    if config.get("new_mount"):
+        _private_mounts()
+
+
+def _run_as_init(program: list[str], config: dict[str, object]) -> int:
+    """PID 1 of the new namespace: its own /proc, then PROGRAM as its only child."""
+    _die_with_parent()
+    if config.get("new_mount"):
+        _mount_proc()
+    child = os.fork()
+    if child == 0:
+        _exec(program, config)
+    return reap_until(child)
 
 
 def main(argv: list[str]) -> int:
@@ -90,19 +237,13 @@ def main(argv: list[str]) -> int:
         if os.getsid(0) != os.getpid():
             os.setsid()
         _die_with_parent()
-        flags = (CLONE_NEWNET if config.get("new_network") else 0) | (CLONE_NEWPID if config.get("new_pid") else 0)
-        if flags:
-            _unshare(flags)
+        _enter_namespaces(config)
         if not config.get("new_pid"):
             _exec(program, config)
         init = os.fork()
         if init:
-            return _reap_until(init)
-        _die_with_parent()
-        child = os.fork()
-        if child == 0:
-            _exec(program, config)
-        return _reap_until(child)
+            return reap_until(init)
+        return _run_as_init(program, config)
     except OSError as exc:
         print(f"launcher: cannot isolate {program[0]}: {exc}", file=sys.stderr)
         return EXIT_LAUNCH_FAILED
@@ -111,4 +252,5 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     code = main(sys.argv[1:])
     sys.stdout.flush()
+    sys.stderr.flush()
     os._exit(code)

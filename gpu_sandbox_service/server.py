@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import functools
+import logging
+import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.evaluator import Evaluator
+from gpu_sandbox_service.kernel_isolation import isolation_statement, require_isolation, served_profiles
 from gpu_sandbox_service.models import Limits
 from gpu_sandbox_service.servicer import SandboxServicer
 from kernel_forge.sandbox.v1 import service_pb2, service_pb2_grpc
@@ -16,18 +21,36 @@ from servicekit.security import Security
 from servicekit.server import BoundServer, ServiceBinding, create_server
 
 SERVICE_NAME = service_pb2.DESCRIPTOR.services_by_name["SandboxService"].full_name
+log = logging.getLogger(__name__)
 
 
 async def start(address: str = "127.0.0.1:0", *, backend: str = "auto", work_dir: Path | None = None,
                 workers: int | None = None, limits: Limits | None = None,
-                security: Security | None = None) -> BoundServer:
-    """Start a SandboxService on ``address``; ``work_dir`` keeps blobs and the compile cache."""
+                security: Security | None = None, require_isolation: bool = False,
+                say: Callable[[str], None] = log.info) -> BoundServer:
+    """Start a SandboxService on ``address``; ``work_dir`` keeps blobs and the compile cache.
+
+    Before listening it states through ``say`` which isolation compiles and candidates get (a
+    cuda sandbox runs its canary for that), and with ``require_isolation`` refuses to start,
+    naming what is missing, when that is weaker than ``isolation.REQUIRED_ISOLATION``.
+    """
     root = Path(work_dir).resolve() if work_dir is not None else Path(tempfile.mkdtemp(prefix="kforge-sandbox-"))
     blobs = BlobStore(root / "blobs")
     evaluator = Evaluator(root, backend, blobs, limits, workers=workers)
+    await state_isolation(evaluator, require_isolation, say)
     servicer = SandboxServicer(evaluator, blobs)
     binding = ServiceBinding(servicer, service_pb2_grpc.add_SandboxServiceServicer_to_server, SERVICE_NAME)
     return await create_server([binding], address, security=security)
+
+
+async def state_isolation(evaluator: Evaluator, required: bool, say: Callable[[str], None]) -> None:
+    if evaluator.backend == "cuda":
+        await evaluator.device_info()  # its canary picks the profile cuda candidates run under
+    served = served_profiles(evaluator.backend, evaluator.scratch, evaluator.isolation)
+    for line in isolation_statement(served, evaluator.scratch):
+        say(f"sandbox isolation: {line}")
+    if required:
+        require_isolation(served)
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,10 +61,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, help="run slots (default: one per visible GPU; 1 for cpu)")
     parser.add_argument("--compile-timeout", type=float, default=Limits().compile_timeout_s, metavar="S")
     parser.add_argument("--run-timeout", type=float, default=Limits().run_timeout_s, metavar="S")
+    parser.add_argument("--require-isolation", action="store_true",
+                        help="refuse to start unless compiles and candidates get network, PID (own /proc), IPC "
+                             "and UTS namespaces and the seccomp deny-list")
     add_security_arguments(parser)
 
 
 async def start_from_args(args: argparse.Namespace) -> BoundServer:
     limits = Limits(compile_timeout_s=args.compile_timeout, run_timeout_s=args.run_timeout)
     return await start(args.address, backend=args.backend, work_dir=args.work_dir, workers=args.workers,
-                       limits=limits, security=security_from_args(args))
+                       limits=limits, security=security_from_args(args), require_isolation=args.require_isolation,
+                       say=functools.partial(print, file=sys.stderr, flush=True))

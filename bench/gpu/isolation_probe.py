@@ -49,15 +49,6 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-AUDIT_ARCH_X86_64 = 0xC000003E
-#: Syscalls a kernel never needs (x86_64 numbers): tracing, mounts, modules, keys, namespaces, bpf.
-SECCOMP_DENY_X86_64 = {
-    "ptrace": 101, "personality": 135, "pivot_root": 155, "chroot": 161, "mount": 165, "umount2": 166,
-    "swapon": 167, "reboot": 169, "init_module": 175, "delete_module": 176, "kexec_load": 246, "add_key": 248,
-    "request_key": 249, "keyctl": 250, "unshare": 272, "perf_event_open": 298, "open_by_handle_at": 304,
-    "setns": 308, "process_vm_readv": 310, "process_vm_writev": 311, "finit_module": 313, "bpf": 321,
-    "userfaultfd": 323,
-}
 NOBODY = 65534
 CASE_TIMEOUT_S = 45.0
 DEADLINE_S = 100.0
@@ -77,22 +68,13 @@ def _check(result: int, what: str) -> None:
         raise OSError(errno, f"{what}: {os.strerror(errno)}")
 
 
-def _seccomp_filter() -> bytes:
-    """A classic-BPF program: deny-listed syscalls fail with EPERM, everything else runs."""
-    deny = sorted(SECCOMP_DENY_X86_64.values())
-    n = len(deny)
-    ld, jeq, ret = 0x20, 0x15, 0x06
-    allow, eperm = 0x7FFF0000, 0x00050000 | 1
-    program = [(ld, 0, 0, 4), (jeq, 0, n + 1, AUDIT_ARCH_X86_64), (ld, 0, 0, 0)]
-    program += [(jeq, n - j, 0, nr) for j, nr in enumerate(deny)]
-    program += [(ret, 0, 0, allow), (ret, 0, 0, eperm)]
-    return b"".join(struct.pack("HBBI", *instruction) for instruction in program)
-
-
 def _install_seccomp() -> None:
-    if platform.machine() != "x86_64":
-        raise OSError(0, f"the deny-list knows x86_64 syscall numbers only, not {platform.machine()}")
-    code = _seccomp_filter()
+    """The sandbox's own deny-list (gpu_sandbox_service.launcher), installed the way it does."""
+    from gpu_sandbox_service.launcher import seccomp_filter, seccomp_supported
+
+    if not seccomp_supported():
+        raise OSError(0, f"the sandbox has no seccomp deny-list for {platform.machine()}")
+    code = seccomp_filter(platform.machine())
     buffer = ctypes.create_string_buffer(code, len(code))
     prog = struct.pack("HxxxxxxP", len(code) // 8, ctypes.addressof(buffer))
     libc = _libc()
@@ -125,18 +107,10 @@ def _exec_program(program: list[str], config: dict[str, Any]) -> None:
         raise OSError(exc.errno, f"exec {program[0]}: {exc.strerror}") from exc
 
 
-def _wait_for(child: int) -> int:
-    while True:
-        try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            return 125
-        if pid == child:
-            return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
-
-
 def enter(config: dict[str, Any], program: list[str]) -> int:
     """Create the namespaces ``config`` names, then run ``program`` in them (exit 125: could not)."""
+    from gpu_sandbox_service.launcher import reap_until
+
     try:
         libc = _libc()
         uid, gid = os.getuid(), os.getgid()
@@ -157,11 +131,11 @@ def enter(config: dict[str, Any], program: list[str]) -> int:
             _exec_program(program, config)
         init = os.fork()  # the PID namespace's init: the first child
         if init:
-            return _wait_for(init)
+            return reap_until(init)
         child = os.fork()
         if child == 0:
             _exec_program(program, config)
-        return _wait_for(child)
+        return reap_until(child)
     except OSError as exc:
         print(f"probe launcher: {exc}", file=sys.stderr, flush=True)
         return 125
@@ -205,10 +179,10 @@ class Case:
 
     name: str
     config: dict[str, bool] = field(default_factory=dict)
-    profile: tuple[bool, bool, bool] | None = None  # (bubblewrap, network, pid)
+    profile: Any = None  # an isolation.Profile
 
 
-def raw_cases(root: bool, bubblewrap: bool) -> list[Case]:
+def raw_cases(root: bool, work: Path) -> list[Case]:
     combos = [
         "", "net", "pid", "net+pid", "mount", "mount+pid", "mount+pid+proc", "net+mount+pid+proc", "ipc+uts",
         "user", "user+net", "user+pid", "user+mount+pid+proc", "user+net+mount+pid+proc+ipc+uts",
@@ -218,16 +192,15 @@ def raw_cases(root: bool, bubblewrap: bool) -> list[Case]:
     if root:
         combos += ["drop_user", "net+mount+pid+proc+ipc+uts+drop_user+seccomp"]
     cases = [Case(f"probe: {c or 'none'}", {k: True for k in c.split("+") if k}) for c in combos]
-    ladder = [(False, False, False), (False, True, False), (False, False, True), (False, True, True)]
-    if bubblewrap:
-        ladder += [(True, False, False), (True, True, False), (True, True, True)]
-    return cases + [Case("sandbox: " + _describe(p), profile=p) for p in ladder]
+    return cases + [Case("sandbox: " + p.describe(), profile=p) for p in sandbox_ladder(work)]
 
 
-def _describe(profile: tuple[bool, bool, bool]) -> str:
-    from gpu_sandbox_service.isolation import Profile
+def sandbox_ladder(work: Path) -> list[Any]:
+    """The profiles a cuda sandbox with run dirs in ``work`` tries, plus the one that failed before (pid
+    namespace without its own /proc)."""
+    from gpu_sandbox_service.isolation import Profile, detect_features, profiles
 
-    return Profile(*profile).describe()
+    return [*profiles(detect_features(), gpu=True, work_dir=work), Profile(False, True, True)]
 
 
 def build_canary(work: Path) -> tuple[Path | None, str]:
@@ -279,7 +252,7 @@ def _run_raw(case: Case, library: Path | None, run_dir: Path) -> dict[str, Any]:
 
 
 def _run_profile(case: Case, library: Path | None, run_dir: Path) -> dict[str, Any]:
-    from gpu_sandbox_service.isolation import Profile, ResourceLimits, run_isolated
+    from gpu_sandbox_service.isolation import ResourceLimits, run_isolated
     from gpu_sandbox_service.kernel_isolation import CANARY
     from gpu_sandbox_service.models import Limits
 
@@ -292,7 +265,7 @@ def _run_profile(case: Case, library: Path | None, run_dir: Path) -> dict[str, A
         [*CANARY, "cuda", str(run_dir / "canary.so")], run_dir=run_dir,
         limits=ResourceLimits.for_run(limits, "cuda"), timeout_s=CASE_TIMEOUT_S,
         output_cap_bytes=limits.output_cap_bytes, log_tail_bytes=limits.log_tail_bytes, gpu=True,
-        profile=Profile(*case.profile)))
+        profile=case.profile))
     return _outcome(outcome.returncode, outcome.log_tail, outcome.timed_out)
 
 
@@ -316,7 +289,8 @@ def _kill_group(pgid: int) -> None:
 
 
 def run_case(case: Case, library: Path | None, work: Path, started: float) -> dict[str, Any]:
-    row: dict[str, Any] = {"case": case.name, "config": case.config, "profile": case.profile}
+    row: dict[str, Any] = {"case": case.name, "config": case.config,
+                           "profile": case.profile.describe() if case.profile else None}
     if time.perf_counter() - started > DEADLINE_S:
         return {**row, "ok": False, "error": "skipped: deadline"}
     case_started = time.perf_counter()
@@ -393,7 +367,7 @@ def run(out_dir: Path) -> dict[str, Any]:
             work.chmod(0o755)
             library, build = build_canary(work)
             results["canary_build"] = build
-            cases = raw_cases(os.geteuid() == 0, results["host"]["bwrap"] is not None)
+            cases = raw_cases(os.geteuid() == 0, work)
             with ThreadPoolExecutor(PARALLEL) as pool:
                 rows = list(pool.map(lambda c: run_case(c, library, work, started), cases))
     except Exception as exc:
