@@ -66,10 +66,12 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def run(out_dir: Path) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    rows = [optimize(op, out_dir) for op in os.environ.get("KF_BENCH_OPS", DEFAULT_OPS).split(",") if op]
+    rows: list[dict[str, Any]] = []
     result = {"script": "single_ops", "date": time.strftime("%Y-%m-%d %H:%M:%S"),
               "mb": os.environ.get("KF_BENCH_MB", "256"), "rows": rows}
-    (out_dir / "single_ops.json").write_text(json.dumps(result, indent=1))
+    for op in [op for op in os.environ.get("KF_BENCH_OPS", DEFAULT_OPS).split(",") if op]:
+        rows.append(optimize(op, out_dir))
+        (out_dir / "single_ops.json").write_text(json.dumps(result, indent=1))  # each run kept as it ends
     print(table(rows))
     return result
 
