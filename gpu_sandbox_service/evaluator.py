@@ -1,12 +1,16 @@
 """The evaluator: audit, compile, then verify and time a candidate in an isolated process.
 
-The server process only orchestrates: it never loads candidate code nor touches CUDA.
+The server process only orchestrates: it never loads candidate code nor touches CUDA. Each
+candidate runs in a process no earlier candidate ran in: forked from its slot's fork server
+(:mod:`gpu_sandbox_service.forkserver`), or started cold when the fork server is turned off
+(``KF_SANDBOX_FORK_SERVER=0``) or cannot start. A re-measure always starts cold.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import platform
 import shutil
@@ -21,6 +25,7 @@ from gpu_sandbox_service.audit import AuditReport, audit_source
 from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.compiler import Compiler, detect_toolchain
 from gpu_sandbox_service.device import describe_device, resolve_backend
+from gpu_sandbox_service.forkserver import LIFETIME_S, ForkServer
 from gpu_sandbox_service.harness.protocol import REQUEST_FILE, HarnessReport, HarnessRequest
 from gpu_sandbox_service.isolation import (
     EXIT_LAUNCH_FAILED,
@@ -40,19 +45,27 @@ from gpu_sandbox_service.models import (
     EvaluationResult,
     Limits,
 )
-from gpu_sandbox_service.pool import WorkerPool
+from gpu_sandbox_service.pool import Slot, WorkerPool
 from gpu_sandbox_service.pycommand import python_module_command
 from kforge_domain.verdict import BuildFailure
 from servicekit.errors import FailedPrecondition, InvalidArgument, Unavailable
 
+log = logging.getLogger(__name__)
+
 HARNESS = python_module_command("gpu_sandbox_service.harness")
+FORK_SERVER_SETTING = "KF_SANDBOX_FORK_SERVER"
+
+
+def fork_server_default() -> bool:
+    """On unless ``KF_SANDBOX_FORK_SERVER`` is ``0``."""
+    return os.environ.get(FORK_SERVER_SETTING, "1").strip() != "0"
 
 
 class Evaluator:
     """Evaluates candidates for one backend; ``work_dir`` holds the compile cache and run dirs."""
 
     def __init__(self, work_dir: Path, backend: str, blob_store: BlobStore, limits: Limits | None = None,
-                 workers: int | None = None) -> None:
+                 workers: int | None = None, fork_server: bool | None = None) -> None:
         self.work_dir = Path(work_dir)
         self.backend = resolve_backend(backend)
         self.blobs = blob_store
@@ -66,6 +79,8 @@ class Evaluator:
         self._pool: WorkerPool | None = None
         self._profile: Profile | None = None  # None: the strongest isolation (cpu); cuda picks its own
         self._ready = asyncio.Lock()
+        self.fork_server_enabled = fork_server_default() if fork_server is None else fork_server
+        self._fork_servers: dict[int, ForkServer] = {}
 
     async def device_info(self) -> DeviceInfo:
         """The device, described once (in a child process)."""
@@ -130,7 +145,7 @@ class Evaluator:
         report, log = await self._run(request, compiled.library, verify_fresh=True)
         self._apply(result, report, log)
         if result.status == CandidateStatus.PASSED and request.options.remeasure:
-            again, log = await self._run(request, compiled.library, verify_fresh=False)
+            again, log = await self._run(request, compiled.library, verify_fresh=False, cold=True)
             if again.status == CandidateStatus.PASSED:
                 self._apply(result, again, log)
                 result.remeasured = True
@@ -160,18 +175,37 @@ class Evaluator:
             digests.append(request.card.module_program_blob)
         return digests
 
-    async def _run(self, request: EvaluationRequest, library: Path, verify_fresh: bool) -> tuple[HarnessReport, str]:
-        """One fresh isolated harness process; returns its report (synthesised if it died)."""
+    async def _run(self, request: EvaluationRequest, library: Path, verify_fresh: bool,
+                   cold: bool = False) -> tuple[HarnessReport, str]:
+        """One candidate process (forked, or ``cold``); its report (synthesised if it died)."""
         assert self._device is not None and self._pool is not None
-        run_dir = self.scratch / f"run-{uuid.uuid4().hex}"
-        run_dir.mkdir()
+        staging = self.scratch / f"run-{uuid.uuid4().hex}"
+        staging.mkdir()
+        timeout = request.options.run_timeout_s or self.limits.run_timeout_s
         try:
-            harness_request = self._stage(request, library, run_dir, verify_fresh)
-            (run_dir / REQUEST_FILE).write_text(harness_request.model_dump_json())
-            timeout = request.options.run_timeout_s or self.limits.run_timeout_s
-            outcome = await self._spawn(HARNESS, run_dir, timeout, self._profile, result_pipe=True)
+            await asyncio.to_thread(self._stage_files, request, library, staging)
+            async with self._pool.run_slot() as slot:
+                server = None if cold else await self._fork_server(slot)
+                outcome = None
+                if server is not None:
+                    run_dir = server.root / staging.name
+                    self._write_request(request, run_dir, staging, verify_fresh)
+                    staging.rename(run_dir)
+                    try:
+                        outcome = await server.run(run_dir, timeout, self.limits.output_cap_bytes,
+                                                   self.limits.log_tail_bytes)
+                    finally:
+                        if not await asyncio.to_thread(server.scrub):
+                            await server.stop()
+                    if outcome is None:
+                        staging.mkdir()
+                        await asyncio.to_thread(self._stage_files, request, library, staging)
+                if outcome is None:
+                    run_dir = staging
+                    self._write_request(request, run_dir, staging, verify_fresh)
+                    outcome = await self._spawn_in(slot, HARNESS, run_dir, timeout, self._profile, result_pipe=True)
         finally:
-            await asyncio.to_thread(shutil.rmtree, run_dir, True)
+            await asyncio.to_thread(shutil.rmtree, staging, True)
         log = outcome.log_tail.replace(str(run_dir) + "/", "")
         if outcome.timed_out:
             return HarnessReport(status=CandidateStatus.TIMEOUT,
@@ -200,35 +234,77 @@ class Evaluator:
                      result_pipe: bool = False) -> ProcessOutcome:
         """Run ``argv`` isolated in one of the pool's slots, with a candidate run's limits."""
         assert self._pool is not None
-        async with self._pool.run_slot() as slot_env:
-            if self.backend == "cpu":
-                # Eager's and the candidate's OpenMP pools share the cores; spinning idle
-                # threads of one would bill their time to the other.
-                slot_env = {**slot_env, "OMP_WAIT_POLICY": "PASSIVE"}
-            return await run_isolated(
-                argv, run_dir=run_dir, limits=ResourceLimits.for_run(self.limits, self.backend), timeout_s=timeout_s,
-                output_cap_bytes=self.limits.output_cap_bytes, log_tail_bytes=self.limits.log_tail_bytes,
-                env=allowed_environment(run_dir, slot_env), gpu=self.backend == "cuda", result_pipe=result_pipe,
-                profile=profile,
-            )
+        async with self._pool.run_slot() as slot:
+            return await self._spawn_in(slot, argv, run_dir, timeout_s, profile, result_pipe)
+
+    async def _spawn_in(self, slot: Slot, argv: list[str], run_dir: Path, timeout_s: float, profile: Profile | None,
+                        result_pipe: bool = False) -> ProcessOutcome:
+        slot_env = slot.env
+        if self.backend == "cpu":
+            # Eager's and the candidate's OpenMP pools share the cores; spinning idle
+            # threads of one would bill their time to the other.
+            slot_env = {**slot_env, "OMP_WAIT_POLICY": "PASSIVE"}
+        return await run_isolated(
+            argv, run_dir=run_dir, limits=ResourceLimits.for_run(self.limits, self.backend), timeout_s=timeout_s,
+            output_cap_bytes=self.limits.output_cap_bytes, log_tail_bytes=self.limits.log_tail_bytes,
+            env=allowed_environment(run_dir, slot_env), gpu=self.backend == "cuda", result_pipe=result_pipe,
+            profile=profile,
+        )
+
+    async def _fork_server(self, slot: Slot) -> ForkServer | None:
+        """The slot's fork server, (re)started when needed; None (cold processes) when it is off
+        or cannot start here."""
+        if not self.fork_server_enabled:
+            return None
+        server = self._fork_servers.get(slot.index)
+        if server is not None and server.usable:
+            return server
+        if server is not None:
+            await server.stop()
+        profile = self._profile or profiles(detect_features(), gpu=self.backend == "cuda")[0]
+        # bubblewrap gives the zygote a /tmp (and on cpu a /dev) of its own, emptied between children
+        private = (["/tmp"] + (["/dev/shm"] if self.backend == "cpu" else [])) if profile.bubblewrap else []
+        server = ForkServer(self.scratch / f"zygote-{slot.index}-{uuid.uuid4().hex[:8]}", private)
+        problem = await server.start(
+            lambda argv, root: self._spawn_in(slot, argv, root, LIFETIME_S, self._profile))
+        if problem is not None:
+            log.warning("no fork server here (%s): every candidate starts a cold process", problem)
+            self.fork_server_enabled = False
+            self._fork_servers.pop(slot.index, None)
+            return None
+        self._fork_servers[slot.index] = server
+        return server
+
+    async def close(self) -> None:
+        """Stop the fork servers; the next candidate would start them again."""
+        servers, self._fork_servers = list(self._fork_servers.values()), {}
+        for server in servers:
+            await server.stop()
 
     def _stage(self, request: EvaluationRequest, library: Path, run_dir: Path, verify_fresh: bool) -> HarnessRequest:
         """Put what the harness reads into its run dir; it sees nothing else of the sandbox."""
-        assert self._device is not None
-        staged_library = run_dir / "candidate.so"
-        shutil.copyfile(library, staged_library)
-        samples = []
+        self._stage_files(request, library, run_dir)
+        return self._harness_request(request, run_dir, verify_fresh)
+
+    def _stage_files(self, request: EvaluationRequest, library: Path, folder: Path) -> None:
+        shutil.copyfile(library, folder / "candidate.so")
         for i, sample in enumerate(request.card.samples):
-            target = run_dir / f"sample{i}.safetensors"
-            _copy_private(self.blobs.path(sample.inputs_blob), target)
-            samples.append(str(target))
-        program = None
+            _copy_private(self.blobs.path(sample.inputs_blob), folder / f"sample{i}.safetensors")
         if request.card.module_program_blob:
-            program = run_dir / "module.pt2"
-            _copy_private(self.blobs.path(request.card.module_program_blob), program)
+            _copy_private(self.blobs.path(request.card.module_program_blob), folder / "module.pt2")
+
+    def _write_request(self, request: EvaluationRequest, run_dir: Path, folder: Path, verify_fresh: bool) -> None:
+        """``folder``'s request, naming its files where the harness will find them: in ``run_dir``."""
+        harness_request = self._harness_request(request, run_dir, verify_fresh)
+        (folder / REQUEST_FILE).write_text(harness_request.model_dump_json())
+
+    def _harness_request(self, request: EvaluationRequest, run_dir: Path, verify_fresh: bool) -> HarnessRequest:
+        assert self._device is not None
+        program = run_dir / "module.pt2" if request.card.module_program_blob else None
         options = request.options
         return HarnessRequest(
-            card=request.card, backend=self.backend, library=str(staged_library), sample_inputs=samples,
+            card=request.card, backend=self.backend, library=str(run_dir / "candidate.so"),
+            sample_inputs=[str(run_dir / f"sample{i}.safetensors") for i in range(len(request.card.samples))],
             module_program=str(program) if program else None, fresh_input_sets=options.fresh_input_sets,
             timing_runs=options.timing_runs, warmup_runs=options.warmup_runs, verify_fresh=verify_fresh,
             copy_bandwidth_gbps=self._device.copy_bandwidth_gbps,

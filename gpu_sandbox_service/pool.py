@@ -1,7 +1,8 @@
 """Worker slots: one per visible GPU for running (timing is exclusive per GPU), more for compiling.
 
-A slot is not a long-lived process: each candidate gets a fresh process in its slot, so a
-sticky CUDA error dies with the process that caused it and the next candidate starts clean.
+Each candidate gets a fresh process in its slot (forked from the slot's fork server, or started
+cold), so a sticky CUDA error dies with the process that caused it and the next candidate starts
+clean.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 
 def visible_gpus(device_count: int) -> list[str]:
@@ -18,6 +20,14 @@ def visible_gpus(device_count: int) -> list[str]:
     if visible is not None:
         return [d.strip() for d in visible.split(",") if d.strip()]
     return [str(i) for i in range(device_count)]
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One run slot: its number (which names its fork server) and the environment of its processes."""
+
+    index: int
+    env: dict[str, str]
 
 
 class WorkerPool:
@@ -32,14 +42,14 @@ class WorkerPool:
         else:
             slots = [{} for _ in range(max(1, workers or 1))]
         self.size = len(slots)
-        self._free: asyncio.Queue[dict[str, str]] = asyncio.Queue()
-        for slot in slots:
-            self._free.put_nowait(slot)
+        self._free: asyncio.Queue[Slot] = asyncio.Queue()
+        for index, env in enumerate(slots):
+            self._free.put_nowait(Slot(index, env))
         self.compile_slots = asyncio.Semaphore(max(1, os.cpu_count() or 1))
 
     @contextlib.asynccontextmanager
-    async def run_slot(self) -> AsyncIterator[dict[str, str]]:
-        """Exclusive use of one device slot; yields the environment its process gets."""
+    async def run_slot(self) -> AsyncIterator[Slot]:
+        """Exclusive use of one device slot."""
         slot = await self._free.get()
         try:
             yield slot

@@ -1,0 +1,150 @@
+"""Seconds per candidate through the real Evaluator, split into build, start, checks and timing,
+and candidates per minute with 1 and 2 sandboxes, on a small card and a large one.
+
+Every candidate carries a nonce so the compile cache never serves it. The split comes from the
+evaluator's own ``compile_s`` and ``total_s`` and from the same harness session run in this
+process on the same card: ``start`` is what the isolated process adds (its start, imports,
+staging and reporting), ``checks`` the references plus verification, ``timing`` the timed series.
+
+    python bench/gpu/throughput.py OUT_DIR [--backend cpu|cuda] [--candidates N] [--big-mb MB]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from gpu_sandbox_service.blobs import BlobStore  # noqa: E402
+from gpu_sandbox_service.cardkit import card_from_call  # noqa: E402
+from gpu_sandbox_service.evaluator import Evaluator  # noqa: E402
+from gpu_sandbox_service.harness.session import Session  # noqa: E402
+from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest  # noqa: E402
+from kforge_domain.card import OperatorCard  # noqa: E402
+from packager.abi import KernelLibrary  # noqa: E402
+
+CORPUS = REPO / "tests" / "gpu_sandbox_service" / "corpus"
+SUFFIX = {"cpu": "cpp", "cuda": "cu"}
+
+
+def softmax_source(backend: str) -> str:
+    folder = CORPUS / backend
+    return (folder / "_prelude.inc").read_text() + "\n" + (folder / f"softmax_ok.{SUFFIX[backend]}").read_text()
+
+
+def softmax_card(store: BlobStore, backend: str, megabytes: float) -> OperatorCard:
+    """A float32 softmax card whose input is ``megabytes`` MiB (rows of 4096)."""
+    cols = 4096
+    rows = max(1, int(megabytes * 2**20 / 4 / cols))
+    torch.manual_seed(0)
+    device = "cuda" if backend == "cuda" else "cpu"
+    return card_from_call("aten::_softmax.default", [torch.randn(rows, cols, device=device) * 3, -1, False], {}, store)
+
+
+def fresh_request(card: OperatorCard, backend: str, options: EvaluationOptions) -> EvaluationRequest:
+    source = f"// nonce {uuid.uuid4().hex}\n{softmax_source(backend)}"
+    return EvaluationRequest(candidate_id=uuid.uuid4().hex[:8], card=card, source=source, backend=backend,
+                             options=options)
+
+
+def in_process_phases(evaluator: Evaluator, request: EvaluationRequest) -> dict[str, float]:
+    """The harness session of ``request`` run here: references, checks and timing, in seconds."""
+    library = next((evaluator.work_dir / "cache").glob("*.so"))
+    with tempfile.TemporaryDirectory(dir=evaluator.scratch) as tmp:
+        harness_request = evaluator._stage(request, library, Path(tmp), verify_fresh=True)
+        started = time.perf_counter()
+        session = Session(harness_request)
+        kernel = KernelLibrary(harness_request.library)
+        references = time.perf_counter()
+        session.verify(kernel)
+        verified = time.perf_counter()
+        session.time(kernel)
+        timed = time.perf_counter()
+    return {"references_s": references - started, "verify_s": verified - references, "timing_s": timed - verified}
+
+
+async def one_sandbox(evaluator: Evaluator, card: OperatorCard, n: int, options: EvaluationOptions
+                      ) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for _ in range(n):
+        result = await evaluator.evaluate(fresh_request(card, evaluator.backend, options))
+        rows.append({"status": result.status.value, "total_s": result.total_s, "compile_s": result.compile_s,
+                     "error": result.error_message[:200]})
+    return rows
+
+
+async def measure_card(root: Path, backend: str, label: str, megabytes: float, n: int,
+                       options: EvaluationOptions) -> dict[str, object]:
+    store = BlobStore(root / "blobs")
+    card = softmax_card(store, backend, megabytes)
+    evaluators = [Evaluator(root / f"sandbox{i}", backend, store) for i in range(2)]
+    await evaluators[0].device_info()
+    await evaluators[1].device_info()
+    await one_sandbox(evaluators[0], card, 1, options)  # warm: first process start, page cache
+    rows = await one_sandbox(evaluators[0], card, n, options)
+    phases = [in_process_phases(evaluators[0], fresh_request(card, backend, options)) for _ in range(2)]
+    started = time.perf_counter()
+    both = await asyncio.gather(*(one_sandbox(e, card, n, options) for e in evaluators))
+    two_s = time.perf_counter() - started
+    for evaluator in evaluators:
+        close = getattr(evaluator, "close", None)
+        if close is not None:
+            await close()
+    totals = [float(r["total_s"]) for r in rows]  # type: ignore[arg-type]
+    builds = [float(r["compile_s"]) for r in rows]  # type: ignore[arg-type]
+    references = statistics.median(p["references_s"] for p in phases)
+    verify = statistics.median(p["verify_s"] for p in phases)
+    timing = statistics.median(p["timing_s"] for p in phases)
+    total, build = statistics.median(totals), statistics.median(builds)
+    return {
+        "card": label, "input_mb": megabytes, "candidates": n,
+        "statuses": sorted({str(r["status"]) for r in rows + [r for b in both for r in b]}),
+        "median_total_s": total, "build_s": build, "start_s": max(0.0, total - build - references - verify - timing),
+        "checks_s": references + verify, "timing_s": timing,
+        "per_minute_1": 60.0 / (sum(totals) / len(totals)), "per_minute_2": 60.0 * 2 * n / two_s,
+        "fork_server": getattr(evaluators[0], "fork_server_enabled", False), "rows": rows,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--backend", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--candidates", type=int, default=5)
+    parser.add_argument("--big-mb", type=float, default=None, help="the large card's input (256 on cuda, 16 on cpu)")
+    parser.add_argument("--label", default="", help="a suffix of the JSON file's name")
+    args = parser.parse_args()
+    big = args.big_mb or (256.0 if args.backend == "cuda" else 16.0)
+    options = EvaluationOptions()
+    with tempfile.TemporaryDirectory() as tmp:
+        cards = [asyncio.run(measure_card(Path(tmp) / name, args.backend, name, mb, args.candidates, options))
+                 for name, mb in (("small", 1.0), ("large", big))]
+    print(f"{'card':6} {'MB':>6} {'total s':>8} {'build':>7} {'start':>7} {'checks':>7} {'timing':>7} "
+          f"{'/min x1':>8} {'/min x2':>8}  statuses")
+    for c in cards:
+        print(f"{c['card']:6} {c['input_mb']:>6g} {c['median_total_s']:>8.2f} {c['build_s']:>7.2f} "
+              f"{c['start_s']:>7.2f} {c['checks_s']:>7.2f} {c['timing_s']:>7.2f} {c['per_minute_1']:>8.1f} "
+              f"{c['per_minute_2']:>8.1f}  {','.join(c['statuses'])}")  # type: ignore[arg-type]
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    device = torch.cuda.get_device_name() if args.backend == "cuda" else platform.processor() or platform.machine()
+    out = args.out_dir / f"throughput_{args.backend}{'_' + args.label if args.label else ''}.json"
+    out.write_text(json.dumps({"backend": args.backend, "device": device, "cpu_count": os.cpu_count(),
+                               "torch": torch.__version__, "cards": cards}, indent=1))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
