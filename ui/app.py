@@ -9,13 +9,13 @@ from ui import state
 
 st.set_page_config(page_title="Kernel Forge", page_icon=":material/bolt:", layout="wide")
 navigation = st.navigation([
-    st.Page("pages/runs.py", title="Runs", icon=":material/list:", default=True),
-    st.Page("pages/run.py", title="Run", icon=":material/monitoring:"),
-    st.Page("pages/card.py", title="Card", icon=":material/account_tree:"),
-    st.Page("pages/candidate.py", title="Candidate", icon=":material/science:"),
-    st.Page("pages/failures.py", title="Failures", icon=":material/bug_report:"),
-    st.Page("pages/providers.py", title="Providers", icon=":material/balance:"),
-    st.Page("pages/package.py", title="Package", icon=":material/inventory_2:"),
+    st.Page("screens/runs.py", title="Runs", icon=":material/list:", default=True),
+    st.Page("screens/run.py", title="Run", icon=":material/monitoring:"),
+    st.Page("screens/card.py", title="Card", icon=":material/account_tree:"),
+    st.Page("screens/candidate.py", title="Candidate", icon=":material/science:"),
+    st.Page("screens/failures.py", title="Failures", icon=":material/bug_report:"),
+    st.Page("screens/providers.py", title="Providers", icon=":material/balance:"),
+    st.Page("screens/package.py", title="Package", icon=":material/inventory_2:"),
 ])
 st.sidebar.caption(f"forge service: `{state.forge_address()}`")
 navigation.run()

@@ -26,14 +26,14 @@ class RunStory:
 
 
 def outcome_word(run: RunSummary) -> str | None:
-    """How a finished run ended against its budget, in a few words; None while it is active (its
-    progress bar says it). A finished run never shows a bar stuck at a share of its budget."""
+    """How a finished run ended against its budget, in a word or two beside its evaluations done /
+    budgeted; None while it is active (its progress bar says it). A finished run never shows a bar
+    stuck at a share of its budget."""
     if run.active:
         return None
-    used = f"{run.evaluations_done} of {run.evaluations_budget}"
     if run.status == "done":
-        return "budget spent" if run.evaluations_done >= run.evaluations_budget else f"stopped early at {used}"
-    return f"{run.status} at {used}"
+        return "budget spent" if run.evaluations_done >= run.evaluations_budget else "stopped early"
+    return run.status
 
 
 def run_phase(run: RunSummary, events: Sequence[RunEvent]) -> str:

@@ -19,11 +19,11 @@ HIDDEN_FIELDS = {"id", "form_id"}
 
 
 def open_page(page: str, **query: str) -> AppTest:
-    """Run the app, switch to ``pages/<page>.py`` with ``query`` in the URL; fail on any exception."""
+    """Run the app, switch to ``screens/<page>.py`` with ``query`` in the URL; fail on any exception."""
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT_S)
     at.query_params.update(query)
     at.run()
-    at.switch_page(f"pages/{page}.py").run()
+    at.switch_page(f"screens/{page}.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 

@@ -1,9 +1,12 @@
 """Every page in headless Chromium against the dashboard served by Streamlit: no exception, no
 error alert, no "None" or traceback, and a screenshot of each (``KFORGE_UI_SCREENSHOTS=docs/screenshots``
-keeps them); the sidebar keeps the chosen run, and a node of the revision tree opens its candidate."""
+keeps them); every table fits a 1400 px wide window without scrolling sideways; a fresh dashboard
+whose first request is a page link shows the app's own navigation and the linked run; the sidebar
+keeps the chosen run, and a node of the revision tree opens its candidate."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -16,18 +19,21 @@ import pytest
 from playwright.sync_api import Page, sync_playwright
 
 from servicekit.security import Security
-from tests.ui.seeding import FAILURES, FAILURES_RUN_ID, LLM_RUN_ID
+from tests.ui.seeding import EAGER_US, FAILURES, FAILURES_RUN_ID, LLM_PROPOSER, LLM_RUN_ID, relu_card
 from ui.cli import streamlit_command
 from ui.connection import ForgeTarget
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+VIEWPORT = {"width": 1400, "height": 1700}
 START_TIMEOUT_S = 60.0
 PAGE_TIMEOUT_MS = 30_000
 ERROR_SELECTORS = ('[data-testid="stException"]', '[data-testid="stAlertContentError"]')
 # (screenshot name, URL path and query, title the page shows, an element that shows it finished)
 # "{optimized}" stands for the run made by the real `kforge optimize`.
+CHART, GRAPH = '[data-testid="stVegaLiteChart"]', '[data-testid="stGraphVizChart"] svg'
+TABLE = '[data-testid="stDataFrame"]'
 PAGES = [
     ("runs", "", "Runs", '[data-testid="stDataFrame"]'),
     ("run", "run?run={optimized}", "Run", '[data-testid="stVegaLiteChart"]'),
@@ -49,8 +55,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def dashboard_url(forge_address: str) -> Iterator[str]:
+@contextlib.contextmanager
+def serve_dashboard(forge_address: str) -> Iterator[str]:
+    """A dashboard of its own, served by ``streamlit run`` as ``kforge ui`` starts it; its URL."""
     port = _free_port()
     env = {**os.environ, **ForgeTarget(forge_address, Security()).to_environ()}
     proc = subprocess.Popen(streamlit_command(port, "127.0.0.1"), env=env, stdout=subprocess.DEVNULL,
@@ -75,11 +82,17 @@ def dashboard_url(forge_address: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def dashboard_url(forge_address: str) -> Iterator[str]:
+    with serve_dashboard(forge_address) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 def browser_page() -> Iterator[Page]:
     assert CHROMIUM.is_file(), "Debian's chromium is missing: scripts/setup.sh installs it"
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        page = browser.new_page(viewport={"width": 1400, "height": 1700})
+        page = browser.new_page(viewport=VIEWPORT)  # type: ignore[arg-type]
         yield page
         browser.close()
 
@@ -144,3 +157,68 @@ def test_a_node_of_the_revision_tree_opens_its_candidate(browser_page: Page, das
     _settle(page, "Candidate", '[data-testid="stCode"]')
     shown = _assert_clean(page, "candidate from the tree")
     assert "candidate=b2b2b2b2b2b2" in page.url and "COMPILE_ERROR" in shown
+
+
+# Each table's scroller (a data frame's grid, a static table itself): how wide its content is, how
+# wide it shows, and where its right edge is; tables on a tab or in an expander not shown are left out.
+TABLE_EXTENTS = """() => [
+  ...[...document.querySelectorAll('[data-testid="stDataFrame"]')].map(t => t.querySelector('.dvn-scroller')),
+  ...document.querySelectorAll('[data-testid="stTable"]'),
+].filter(e => e && e.getClientRects().length).map(e => ({
+  scroll: e.scrollWidth, client: e.clientWidth, right: e.getBoundingClientRect().right,
+}))"""
+# (page, URL path and query, title, an element that shows it finished, the text of a tab or
+# expander that holds a table and must be opened first)
+TABLE_PAGES = [
+    ("runs", "", "Runs", TABLE, None),
+    ("run", "run?run={optimized}", "Run", CHART, None),
+    ("run-failures", f"run?run={FAILURES_RUN_ID}", "Run", CHART, None),
+    ("card", f"card?run={LLM_RUN_ID}", "Card", GRAPH, None),
+    ("card-failures", f"card?run={FAILURES_RUN_ID}", "Card", GRAPH, None),
+    ("candidate", f"candidate?run={LLM_RUN_ID}&candidate=b2b2b2b2b2b2", "Candidate", '[data-testid="stCode"]', "Logs"),
+    ("package", "package?run={optimized}", "Package", TABLE, "cards on eager"),
+    ("failures", f"failures?run={FAILURES_RUN_ID}", "Failures", TABLE, None),
+    ("providers", "providers", "Providers", CHART, None),
+]
+
+
+@pytest.mark.parametrize(("name", "path", "title", "ready", "reveal"), TABLE_PAGES, ids=[p[0] for p in TABLE_PAGES])
+def test_every_table_fits_a_1400_px_window(browser_page: Page, dashboard_url: str, optimized_run_id: str,
+                                           name: str, path: str, title: str, ready: str, reveal: str | None) -> None:
+    page = browser_page
+    page.goto(f"{dashboard_url}/{path.format(optimized=optimized_run_id)}", timeout=PAGE_TIMEOUT_MS)
+    _settle(page, title, ready)
+    if reveal is not None:
+        page.get_by_text(reveal).first.click()
+        page.wait_for_timeout(800)
+    extents = page.evaluate(TABLE_EXTENTS)
+    assert extents, f"{name}: no table shown"
+    for extent in extents:
+        assert extent["scroll"] <= extent["client"], f"{name}: a table scrolls sideways: {extent}"
+        assert extent["right"] <= VIEWPORT["width"], f"{name}: a table ends past the window: {extent}"
+
+
+APP_PAGES = ["Runs", "Run", "Card", "Candidate", "Failures", "Providers", "Package"]
+# (first URL a fresh dashboard is asked for, the page's title, an element that shows it finished,
+# text of the linked run's own data)
+DEEP_LINKS = [
+    ("run", f"run?run={LLM_RUN_ID}", "Run", CHART, f"proposer {LLM_PROPOSER}"),
+    ("card", f"card?run={LLM_RUN_ID}&card={relu_card(0.4, EAGER_US).id}", "Card", GRAPH, "c3c3c3c3 #3"),
+]
+
+
+@pytest.mark.parametrize(("name", "path", "title", "ready", "own_text"), DEEP_LINKS, ids=[d[0] for d in DEEP_LINKS])
+def test_a_fresh_dashboard_first_asked_for_a_page_link_shows_the_app(browser_page: Page, forge_address: str,
+                                                                     name: str, path: str, title: str, ready: str,
+                                                                     own_text: str) -> None:
+    with serve_dashboard(forge_address) as url:
+        page = browser_page
+        page.goto(f"{url}/{path}", timeout=PAGE_TIMEOUT_MS)
+        _settle(page, title, ready)
+        shown = _assert_clean(page, f"first request {name}")
+        nav = page.get_by_test_id("stSidebarNav").get_by_role("link").all_inner_texts()
+        assert [text.strip().splitlines()[-1] for text in nav] == APP_PAGES, nav  # each after its icon's name
+        run_box = page.get_by_test_id("stSelectbox").first
+        assert run_box.inner_text() == "Run"
+        assert run_box.locator("input").input_value().startswith(LLM_RUN_ID)  # the linked run, not the first
+        assert f"run={LLM_RUN_ID}" in page.url and own_text in shown, shown[:3000]

@@ -79,7 +79,7 @@ def test_candidate_page_shows_a_passed_kernel_slower_than_eager_as_slower() -> N
 
 def test_runs_page_shows_how_finished_runs_ended_instead_of_a_partial_bar() -> None:
     frame = open_page("runs").dataframe[0].value.set_index("run")
-    assert frame.loc[FAILURES_RUN_ID, "outcome"] == "stopped early at 5 of 6"
+    assert frame.loc[FAILURES_RUN_ID, ["outcome", "evaluations"]].tolist() == ["stopped early", "5/6"]
     assert frame.loc[LLM_RUN_ID, "outcome"] == "budget spent"
     assert "progress" not in frame.columns  # no run is active: no bar at all
 
@@ -87,6 +87,6 @@ def test_runs_page_shows_how_finished_runs_ended_instead_of_a_partial_bar() -> N
 def test_the_chosen_run_stays_chosen_from_the_run_page_to_failures() -> None:
     at = open_page("run", run=LLM_RUN_ID)
     at.query_params.clear()
-    at.switch_page("pages/failures.py").run()
+    at.switch_page("screens/failures.py").run()
     assert not at.exception and at.selectbox(key="failures:run").value == LLM_RUN_ID
     assert "Compile error (1)" in texts(at.subheader)

@@ -70,7 +70,7 @@ def test_run_page_shows_progress_cards_and_the_time_plot() -> None:
 def test_the_chosen_run_stays_chosen_on_the_next_page_without_a_query() -> None:
     at = open_page("run", run=LLM_RUN_ID)  # not the first run listed, which a page falls back to
     at.query_params.clear()  # the sidebar's links carry no query parameters
-    at.switch_page("pages/card.py").run()
+    at.switch_page("screens/card.py").run()
     assert not at.exception and at.selectbox[0].value == LLM_RUN_ID
     assert at.query_params["run"] == LLM_RUN_ID
 
@@ -187,8 +187,8 @@ def test_run_page_of_the_optimized_run_shows_its_searched_card(optimized_run_id:
     assert searched
     frame = at.dataframe[0].value.set_index("card")
     for card in searched:
-        assert frame.loc[card.card_id, "evaluations"] == card.evaluations
-        assert frame.loc[card.card_id, "speedup"] == pytest.approx(card.speedup)
+        assert frame.loc[card.card_id[:8], "evaluations"] == card.evaluations
+        assert frame.loc[card.card_id[:8], "speedup"] == pytest.approx(card.speedup)
     links = [link.proto.label for link in at.get("page_link")]
     assert any(searched[0].card_id[:8] in label for label in links)
     assert at.get("vega_lite_chart") and not at.error

@@ -9,7 +9,7 @@ import streamlit as st
 
 from ui.models import RunEvent, RunSummary
 from ui.run_story import RunStory
-from ui.views.formatting import TEXT_COLUMN, duration_text, render_table, verdict_text
+from ui.views.formatting import duration_text, render_table, text_column, verdict_text
 
 #: The feed shows the latest events; a long run logs thousands.
 FEED_ROWS = 200
@@ -50,12 +50,19 @@ def feed_frame(run: RunSummary, events: Sequence[RunEvent]) -> pd.DataFrame:
     )
 
 
+#: Fixed widths that fit the page at 1400 px; rows grow to fit the longest message.
+FEED_COLUMNS = {
+    "at": text_column(62), "what": text_column(92), "message": text_column(378), "card": text_column(80),
+    "candidate": text_column(106), "verdict": text_column(202),
+}
+
+
 def render_feed(run: RunSummary, events: Sequence[RunEvent]) -> None:
     st.subheader("Activity")
     if not events:
         st.info("No events recorded for this run." if not run.active else "Waiting for the run's first event.")
         return
-    render_table(feed_frame(run, events), column_config={"message": TEXT_COLUMN, "verdict": TEXT_COLUMN}, wrap=True)
+    render_table(feed_frame(run, events), column_config=FEED_COLUMNS, wrap=True)
     if len(events) > FEED_ROWS:
         st.caption(f"The latest {FEED_ROWS} of {len(events)} events, newest first.")
     else:

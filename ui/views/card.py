@@ -9,11 +9,7 @@ import streamlit as st
 from ui.models import CardSummary, CardTree
 from ui.tables import candidates_frame
 from ui.tree_graph import SPEEDUP_FILL, STATUS_FILL, card_tree_dot
-from ui.views.formatting import SPEEDUP_COLUMN, TEXT_COLUMN, US_COLUMN, select_row, speedup_text, us_text
-
-VISITS_COLUMN = st.column_config.NumberColumn(help="Evaluations in this candidate's subtree, failures counted")
-VALUE_COLUMN = st.column_config.NumberColumn(
-    format="%+.3f", help="Mean ln(eager / latency) of the subtree's passed evaluations: 0 is eager speed")
+from ui.views.formatting import HIDDEN, SPEEDUP_COLUMN, number_column, select_row, speedup_text, text_column, us_text
 
 
 def render_card_header(card: CardSummary) -> None:
@@ -49,7 +45,19 @@ def render_tree(tree: CardTree, link: Callable[[str], str] | None = None) -> Non
                    f"{speedup_text(best.speedup)}, so the .cast keeps eager PyTorch and no lineage is drawn.")
 
 
-ORDER_COLUMN = st.column_config.NumberColumn("#", help="The order the search expanded the tree in")
+#: Fixed widths that fit the page at 1400 px beside the row markers; a candidate's depth shows in
+#: the tree, and rows grow to fit the longest description.
+CANDIDATE_COLUMNS = {
+    "order": number_column(40, label="#", help="The order the search expanded the tree in"),
+    "candidate": text_column(106), "parent": text_column(106), "depth": HIDDEN, "status": text_column(118),
+    "latency µs": number_column(80, "%.2f"), "speedup": SPEEDUP_COLUMN,
+    "visits": number_column(56, help="Evaluations in this candidate's subtree, failures counted"),
+    "value": number_column(64, "%+.3f",
+                           help="Mean ln(eager / latency) of the subtree's passed evaluations: 0 is eager speed"),
+    "best lineage": st.column_config.CheckboxColumn("best", width=50,
+                                                    help="the best candidate and its ancestors, when it beats eager"),
+    "description": text_column(196),
+}
 
 
 def render_candidates(tree: CardTree) -> str | None:
@@ -59,6 +67,5 @@ def render_candidates(tree: CardTree) -> str | None:
         return None
     st.caption("Select a row to open its candidate.")
     rows = select_row(candidates_frame(tree), key=f"candidates:{tree.card_id}", wrap=True,
-                      column_config={"order": ORDER_COLUMN, "latency µs": US_COLUMN, "speedup": SPEEDUP_COLUMN,
-                                     "visits": VISITS_COLUMN, "value": VALUE_COLUMN, "description": TEXT_COLUMN})
+                      column_config=CANDIDATE_COLUMNS)
     return tree.nodes[rows].candidate_id if rows is not None else None

@@ -10,7 +10,7 @@ import streamlit as st
 from ui.failures import STATUS_MEANING, FailedCandidate
 from ui.models import CandidateDetail
 from ui.views.candidate import SOURCE_LANGUAGE
-from ui.views.formatting import TEXT_COLUMN, render_table
+from ui.views.formatting import number_column, render_table, text_column
 
 
 def summary_frame(groups: Mapping[str, Sequence[FailedCandidate]]) -> pd.DataFrame:
@@ -22,6 +22,10 @@ def summary_frame(groups: Mapping[str, Sequence[FailedCandidate]]) -> pd.DataFra
     )
 
 
+#: Fixed widths that fit the page at 1400 px.
+SUMMARY_COLUMNS = {"status": text_column(130), "candidates": number_column(90), "meaning": text_column(660)}
+
+
 def status_title(status: str, count: int) -> str:
     return f"{status.lower().replace('_', ' ').capitalize()} ({count})"
 
@@ -30,7 +34,7 @@ def render_summary(groups: Mapping[str, Sequence[FailedCandidate]], evaluated: i
     failed = sum(len(g) for g in groups.values())
     st.caption(f"{failed} of {evaluated} evaluated candidate{'s' if evaluated != 1 else ''} failed.")
     if groups:
-        render_table(summary_frame(groups), column_config={"meaning": TEXT_COLUMN}, wrap=True)
+        render_table(summary_frame(groups), column_config=SUMMARY_COLUMNS, wrap=True)
 
 
 def failure_title(failed: FailedCandidate) -> str:
@@ -42,7 +46,7 @@ def failure_title(failed: FailedCandidate) -> str:
 def render_failure(run_id: str, failed: FailedCandidate, detail: CandidateDetail | None) -> None:
     """One failed candidate: its error and log tail in view, its source a tab away."""
     with st.expander(failure_title(failed)):
-        st.page_link("pages/candidate.py", label="Open on the Candidate page", icon=":material/science:",
+        st.page_link("screens/candidate.py", label="Open on the Candidate page", icon=":material/science:",
                      query_params={"run": run_id, "card": failed.card.card_id, "candidate": failed.node.candidate_id})
         if detail is None:
             st.caption("Its error, log and source are on the Candidate page.")

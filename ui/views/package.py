@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from ui.cast_audit import CLASS_MEANING, CastAudit
-from ui.views.formatting import SPEEDUP_COLUMN, TEXT_COLUMN, render_table
+from ui.views.formatting import SPEEDUP_COLUMN, number_column, render_table, text_column
 
 
 def kernels_frame(audit: CastAudit) -> pd.DataFrame:
@@ -36,6 +36,16 @@ def fallback_reasons(audit: CastAudit) -> pd.DataFrame:
     return pd.DataFrame({"reason": counts.index, "cards": counts.to_numpy()})
 
 
+#: Fixed widths that fit the page at 1400 px; rows grow to fit the longest text.
+KERNEL_COLUMNS = {
+    "card": text_column(130), "op": text_column(180), "class": text_column(100), "arch": text_column(90),
+    "speedup": SPEEDUP_COLUMN, "with guard": number_column(80, "×%.2f"), "why": text_column(272),
+}
+REASON_COLUMNS = {"reason": text_column(820), "cards": number_column(60)}
+#: In an expander, whose padding leaves a table less room.
+FALLBACK_COLUMNS = {"card": text_column(130), "op": text_column(180), "why": text_column(570)}
+
+
 def render_audit(audit: CastAudit) -> None:
     st.caption(f"model {audit.model_name or audit.model_spec} · run {audit.run_id} · {audit.producer} · "
                f"built {audit.created_at} · min speedup ×{audit.min_speedup:g} · "
@@ -53,12 +63,10 @@ def render_audit(audit: CastAudit) -> None:
     if kernels.empty:
         st.info("No kernel beat eager with its guard: the package leaves the whole model on eager PyTorch.")
     else:
-        render_table(kernels, column_config={
-            "op": TEXT_COLUMN, "speedup": SPEEDUP_COLUMN, "with guard": SPEEDUP_COLUMN, "why": TEXT_COLUMN,
-        }, wrap=True)
+        render_table(kernels, column_config=KERNEL_COLUMNS, wrap=True)
     fallbacks = fallbacks_frame(audit)
     if not fallbacks.empty:
         st.subheader("On eager PyTorch")
-        render_table(fallback_reasons(audit), column_config={"reason": TEXT_COLUMN}, wrap=True)
+        render_table(fallback_reasons(audit), column_config=REASON_COLUMNS, wrap=True)
         with st.expander(f"All {len(fallbacks)} cards on eager"):
-            render_table(fallbacks, column_config={"op": TEXT_COLUMN, "why": TEXT_COLUMN}, wrap=True)
+            render_table(fallbacks, column_config=FALLBACK_COLUMNS, wrap=True)

@@ -6,7 +6,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from ui.views.formatting import SPEEDUP_COLUMN, USD_COLUMN, render_table
+from ui.views.formatting import USD_COLUMN, number_column, render_table, text_column
 
 
 def speedup_column(frame: pd.DataFrame) -> str:
@@ -29,13 +29,22 @@ def spend_chart(frame: pd.DataFrame, spend: str) -> alt.Chart:
     )
 
 
+#: Fixed widths that fit the page at 1400 px.
+PROVIDER_COLUMNS = {
+    "proposer": text_column(110), "run": text_column(162), "status": text_column(66),
+    "e2e speedup": number_column(90, "×%.2f"),
+    "card speedup (geomean)": number_column(100, "×%.2f", "card speedup",
+                                            help="geometric mean over the searched cards, 1.0 where eager stays"),
+    "cards improved": number_column(105), "cost $": USD_COLUMN, "evaluations": number_column(85),
+    "LLM calls": number_column(75),
+}
+
+
 def render_comparison(model: str, frame: pd.DataFrame) -> None:
     if frame.empty:
         st.info(f"No runs of {model} yet.")
         return
-    render_table(frame, column_config={
-        "e2e speedup": SPEEDUP_COLUMN, "card speedup (geomean)": SPEEDUP_COLUMN, "cost $": USD_COLUMN,
-    })
+    render_table(frame, column_config=PROVIDER_COLUMNS)
     if frame["proposer"].nunique() < 2:
         st.info("Only one proposer has optimised this model so far; start a run with another "
                 "(e.g. a litellm model string) on the Runs page to compare.")

@@ -10,16 +10,17 @@ import streamlit as st
 from ui.models import CardSummary, EndToEnd, EndToEndMode, RunSummary
 from ui.tables import cards_frame, time_breakdown
 from ui.views.formatting import (
-    PCT_COLUMN,
+    HIDDEN,
     SHARE_COLUMN,
     SPEEDUP_COLUMN,
-    TEXT_COLUMN,
     US_COLUMN,
     USD_COLUMN,
     ms_text,
+    number_column,
     render_table,
     speedup_text,
     status_icon,
+    text_column,
     usd_text,
 )
 
@@ -85,30 +86,36 @@ def render_end_to_end(e2e: EndToEnd) -> None:
                + " · ".join(f"{mode.name} {ms_text(mode.ms)}" for mode in modes[1:]) + "; speedups are over eager.")
 
 
-#: Op names fit a medium column; a large one pushed the table's last columns out of view.
-OP_COLUMN = st.column_config.TextColumn(width="medium")
-GRANTED_COLUMN = st.column_config.NumberColumn(help="evaluations granted to the card, raised while it improves")
+#: Fixed widths that fit the page at 1400 px (a long op name wraps); the call count is on the Card
+#: page and each card's reason, which can run long, is listed under the table.
+CARD_COLUMNS = {
+    "card": text_column(80), "op": text_column(140), "share": SHARE_COLUMN, "calls": HIDDEN,
+    "eager µs": US_COLUMN, "best µs": US_COLUMN, "speedup": SPEEDUP_COLUMN,
+    "% of floor": number_column(64, "%.0f%%", "% floor", help="the bandwidth floor's share of the best latency"),
+    "status": text_column(66), "class": text_column(110),
+    "evaluations": number_column(50, label="evals", help="candidates evaluated"),
+    "granted": number_column(60, help="evaluations granted to the card, raised while it improves"),
+    "cost $": USD_COLUMN, "reason": HIDDEN,
+}
 
 
 def render_card_table(cards: Sequence[CardSummary]) -> None:
-    """Time share, eager and best latency, speedup, % of the bandwidth floor, status and class."""
+    """Time share, eager and best latency, speedup, % of the bandwidth floor, status and class;
+    below, why each card that has a reason ended as it did."""
     if not cards:
         st.info("No cards yet: the model has not been captured.")
         return
     shown = [c for c in cards if c.optimisable or c.evaluations]
     hidden = len(cards) - len(shown)
-    render_table(
-        cards_frame(shown),
-        column_config={
-            "op": OP_COLUMN, "share": SHARE_COLUMN, "eager µs": US_COLUMN, "best µs": US_COLUMN,
-            "speedup": SPEEDUP_COLUMN, "% of floor": PCT_COLUMN, "cost $": USD_COLUMN, "reason": TEXT_COLUMN,
-            "granted": GRANTED_COLUMN,
-        },
-        wrap=any(c.reason for c in shown),
-    )
+    render_table(cards_frame(shown), column_config=CARD_COLUMNS, wrap=True)
     if hidden:
         st.caption(f"{hidden} card{'s' if hidden > 1 else ''} that cannot be optimised "
                    f"{'are' if hidden > 1 else 'is'} not shown.")
+    reasons = [c for c in shown if c.reason]
+    if reasons:
+        with st.expander(f"Why {len(reasons)} card{'s' if len(reasons) > 1 else ''} ended as "
+                         f"{'they' if len(reasons) > 1 else 'it'} did"):
+            st.markdown("\n".join(f"- `{c.op}` [{c.card_id[:8]}] · {c.status}: {c.reason}" for c in reasons))
 
 
 def time_chart(cards: Sequence[CardSummary]) -> alt.Chart | None:

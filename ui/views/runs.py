@@ -10,7 +10,22 @@ from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from kforge_domain.backends import BACKEND_CHOICES
 from ui.models import RunSummary
 from ui.tables import runs_frame
-from ui.views.formatting import SPEEDUP_COLUMN, USD_COLUMN, render_table, status_icon
+from ui.views.formatting import HIDDEN, USD_COLUMN, number_column, render_table, status_icon, text_column
+
+#: Fixed widths that fit the page at 1400 px, a progress column included; how many cards a run
+#: has done is on its Run page.
+RUNS_COLUMNS = {
+    "run": text_column(162), "model": text_column(90), "backend": text_column(64), "proposer": text_column(98),
+    "status": text_column(66),
+    "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent",
+                                                help="an active run's evaluations done against its budget", width=72),
+    "outcome": text_column(96, help="how a finished run ended against its evaluation budget"),
+    "evaluations": text_column(50, "evals", help="evaluations done / budgeted"),
+    "cards": HIDDEN,
+    "cost $": USD_COLUMN,
+    "e2e speedup": number_column(64, "×%.2f", "speedup", help="end to end: the model with its .cast against eager"),
+    "started": st.column_config.DatetimeColumn("started", format="MMM D HH:mm", help="UTC", width=84),
+}
 
 
 def render_runs_table(runs: Sequence[RunSummary]) -> None:
@@ -19,18 +34,9 @@ def render_runs_table(runs: Sequence[RunSummary]) -> None:
         st.info("No runs yet. Start one below, or with `kforge optimize MODEL_SPEC`.")
         return
     frame = runs_frame(runs)
-    if not any(r.active for r in runs):  # an empty bar column would push the last columns out of view
+    if not any(r.active for r in runs):  # a column of empty bars would only take room
         frame = frame.drop(columns="progress")
-    render_table(
-        frame,
-        column_config={
-            "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent",
-                                                        help="an active run's evaluations done against its budget"),
-            "outcome": st.column_config.TextColumn(help="how a finished run ended against its evaluation budget"),
-            "cost $": USD_COLUMN, "e2e speedup": SPEEDUP_COLUMN,
-            "started": st.column_config.DatetimeColumn("started", format="YYYY-MM-DD HH:mm"),
-        },
-    )
+    render_table(frame, column_config=RUNS_COLUMNS)
     failed = [r for r in runs if r.status == "failed"]
     for r in failed[:3]:
         st.warning(f"Run {r.run_id} failed: {r.error or 'no reason recorded'}")
@@ -42,7 +48,7 @@ def render_open_run(runs: Sequence[RunSummary]) -> None:
         return
     st.subheader("Open a run")
     for r in runs[:20]:
-        st.page_link("pages/run.py", label=f"{r.run_id} · {r.model} · {r.proposer} · {r.status}",
+        st.page_link("screens/run.py", label=f"{r.run_id} · {r.model} · {r.proposer} · {r.status}",
                      icon=status_icon(r.status), query_params={"run": r.run_id})
 
 

@@ -23,7 +23,7 @@ if config is not None:
     try:
         started = state.forge_client().start_run(config)
         st.success(f"Started run {started.run_id} ({started.status}).")
-        st.page_link("pages/run.py", label=f"Follow run {started.run_id}", query_params={"run": started.run_id})
+        st.page_link("screens/run.py", label=f"Follow run {started.run_id}", query_params={"run": started.run_id})
     except ForgeError as exc:
         st.error(str(exc))
     state.forget_cached_answers()

@@ -31,9 +31,9 @@ def candidate_query(candidate_id: str) -> dict[str, str]:
 view.render_tree(tree, link=lambda candidate_id: "candidate?" + urlencode(candidate_query(candidate_id)))
 selected = view.render_candidates(tree)
 if selected is not None:
-    st.switch_page("pages/candidate.py", query_params=candidate_query(selected))
+    st.switch_page("screens/candidate.py", query_params=candidate_query(selected))
 if tree.nodes:
     ids = [n.candidate_id for n in tree.nodes]
     default = tree.best_candidate_id or ids[0]
     chosen = st.selectbox("Candidate", ids, index=ids.index(default) if default in ids else 0)
-    st.page_link("pages/candidate.py", label=f"Open candidate {chosen}", query_params=candidate_query(chosen))
+    st.page_link("screens/candidate.py", label=f"Open candidate {chosen}", query_params=candidate_query(chosen))

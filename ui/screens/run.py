@@ -34,10 +34,10 @@ def live_progress() -> None:
     if searched:
         st.subheader("Cards searched")
         for card in searched:
-            st.page_link("pages/card.py", label=card_label(card), query_params={"run": run_id, "card": card.card_id})
+            st.page_link("screens/card.py", label=card_label(card), query_params={"run": run_id, "card": card.card_id})
         failed = failed_count([state.fetch(state.card_tree, run_id, c.card_id) for c in searched])
         if failed:
-            st.page_link("pages/failures.py", icon=":material/bug_report:", query_params={"run": run_id},
+            st.page_link("screens/failures.py", icon=":material/bug_report:", query_params={"run": run_id},
                          label=f"{failed} failed candidate{'s' if failed != 1 else ''}: their errors and logs")
         else:
             st.caption("No candidate failed.")
