@@ -4,7 +4,7 @@ For each operator of KF_BENCH_OPS (comma-separated keys of ``examples.single_op.
 few), a run with inputs of KF_BENCH_MB MiB (default 256) on the cuda backend under a time limit
 of KF_BENCH_TIME_LIMIT seconds (default 60), budget KF_BENCH_BUDGET per card (default 3): the
 run's own end-to-end figures (eager, the .cast, torch.compile, cast.compile) and its top cards.
-Prints a table and writes ``single_ops.json`` under the output folder.
+Prints a table and writes ``single_ops.json`` (and each run's log, ``<op>.log``) under the output folder.
 
     python bench/gpu/single_ops.py OUT_DIR
 """
@@ -28,7 +28,7 @@ def optimize(op: str, work: Path) -> dict[str, Any]:
     env = {**os.environ, "KF_EXAMPLE_VARIANT": op, "KF_EXAMPLE_MB": os.environ.get("KF_BENCH_MB", "256"),
            "PYTHONUNBUFFERED": "1"}
     limit = float(os.environ.get("KF_BENCH_TIME_LIMIT", "60"))
-    cmd = [sys.executable, "-m", "forge_service.cli", "optimize", str(ROOT / "examples" / "single_op.py"),
+    cmd = [sys.executable, "-m", "forge_service.cli", "-v", "optimize", str(ROOT / "examples" / "single_op.py"),
            "--backend", os.environ.get("KF_BENCH_BACKEND", "cuda"), "--budget", os.environ.get("KF_BENCH_BUDGET", "3"),
            "--max-cards", "2", "--time-limit", f"{limit:g}", "--samples", "1", "--sample-budget-mb", "4096",
            "--json", "--runs-dir", str(work / op), "--out", str(work / f"{op}.cast")]
@@ -38,6 +38,7 @@ def optimize(op: str, work: Path) -> dict[str, Any]:
     except subprocess.TimeoutExpired:
         return {"op": op, "ok": False, "error": f"timed out after {limit + 240:g} s"}
     seconds = round(time.perf_counter() - started, 1)
+    (work / f"{op}.log").write_text(proc.stderr)
     if proc.returncode != 0:
         return {"op": op, "ok": False, "seconds": seconds, "error": (proc.stderr or proc.stdout)[-2000:]}
     report = json.loads(proc.stdout)["report"]
