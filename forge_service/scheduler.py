@@ -82,9 +82,12 @@ def plan_cards(cards: Sequence[OperatorCard], config: RunConfig, copy_bandwidth:
     floors: dict[str, float | None] = {}
     for card in cards:
         floor = memory_floor_us(card.inputs, card.outputs, copy_bandwidth, eager_us=card.eager_us)
+        # Headroom reads the bound itself: eager at or under it (the floor then judges no timing)
+        # leaves the least to gain, not the most.
+        bound = memory_floor_us(card.inputs, card.outputs, copy_bandwidth)
         headroom = 1.0
-        if floor is not None and card.eager_us:
-            headroom = max(MIN_HEADROOM, 1.0 - floor / card.eager_us)
+        if bound is not None and card.eager_us:
+            headroom = max(MIN_HEADROOM, 1.0 - bound / card.eager_us)
         reasons[card.id] = _not_searched(card, config)
         scores[card.id] = card.time_share * headroom
         floors[card.id] = floor

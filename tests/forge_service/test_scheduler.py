@@ -44,6 +44,15 @@ def test_a_card_at_its_floor_ranks_below_one_with_headroom() -> None:
     assert plans[0].card.op == "aten::sigmoid.default" and plans[0].selected
 
 
+def test_a_card_whose_eager_beats_its_floor_ranks_as_one_without_headroom() -> None:
+    """Eager under the bound (the sandbox then judges no timing by it) leaves the least to gain."""
+    under = make_card("aten::mul.Tensor", (1000,), time_share=0.6, eager_us=0.5)  # floor 1 µs at 8 GB/s
+    slow = make_card("aten::sigmoid.default", (1000,), time_share=0.3, eager_us=50.0)
+    plans = plan_cards([under, slow], RunConfig(model_spec="m.py", max_cards=1), 8.0)
+    assert plans[0].card.op == "aten::sigmoid.default" and plans[0].selected
+    assert plans[1].floor_us is None
+
+
 def test_target_cards_override_the_vendor_rule() -> None:
     conv = make_card("aten::convolution.default", time_share=0.5, vendor=True)
     plans = plan_cards([conv], RunConfig(model_spec="m.py", target_cards=["aten::convolution.default"]), 1000.0)
