@@ -261,10 +261,13 @@ class Evaluator:
             return server
         if server is not None:
             await server.stop()
-        profile = self._profile or profiles(detect_features(), gpu=self.backend == "cuda")[0]
+        features = detect_features()
+        # The profile run_isolated will give the zygote, whose user must own the socket it connects to.
+        profile = self._profile or profiles(features, gpu=self.backend == "cuda", work_dir=self.scratch)[0]
         # bubblewrap gives the zygote a /tmp (and on cpu a /dev) of its own, emptied between children
         private = (["/tmp"] + (["/dev/shm"] if self.backend == "cpu" else [])) if profile.bubblewrap else []
-        server = ForkServer(self.scratch / f"zygote-{slot.index}-{uuid.uuid4().hex[:8]}", private)
+        owner = features.user if profile.unprivileged else None
+        server = ForkServer(self.scratch / f"zygote-{slot.index}-{uuid.uuid4().hex[:8]}", private, owner)
         problem = await server.start(
             lambda argv, root: self._spawn_in(slot, argv, root, LIFETIME_S, self._profile))
         if problem is not None:

@@ -41,9 +41,10 @@ Launch = Callable[[list[str], Path], Coroutine[Any, Any, ProcessOutcome]]
 class ForkServer:
     """One zygote process in ``root``, its only writable directory; candidates run in subfolders."""
 
-    def __init__(self, root: Path, private_dirs: list[str]) -> None:
+    def __init__(self, root: Path, private_dirs: list[str], owner: tuple[int, int] | None = None) -> None:
         self.root = root
         self.private_dirs = private_dirs
+        self.owner = owner  # (uid, gid) the zygote runs as, when not the server's own
         self.candidates = 0
         self._process: asyncio.Task[ProcessOutcome] | None = None
         self._reader: asyncio.StreamReader | None = None
@@ -68,6 +69,8 @@ class ForkServer:
         folder = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
         try:  # through the folder's descriptor: a socket path may not exceed 107 bytes
             listener.bind(f"/proc/self/fd/{folder}/{SOCKET_NAME}")
+            if self.owner is not None:  # a zygote dropped to another user may connect to it, no one else
+                os.chown(f"/proc/self/fd/{folder}/{SOCKET_NAME}", *self.owner)
         finally:
             os.close(folder)
         listener.listen(1)
