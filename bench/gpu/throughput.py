@@ -136,6 +136,7 @@ def main() -> None:
     big = args.big_mb or (256.0 if args.backend == "cuda" else 16.0)
     options = EvaluationOptions()
     with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o755)  # as a served sandbox's --work-dir: a root server's candidates may run as nobody
         cards = [asyncio.run(measure_card(Path(tmp) / name, args.backend, name, mb, args.candidates, options))
                  for name, mb in (("small", 1.0), ("large", big))]
     print(f"{'card':6} {'MB':>6} {'total s':>8} {'build':>7} {'start':>7} {'checks':>7} {'timing':>7} "
