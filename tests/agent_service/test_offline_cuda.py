@@ -21,7 +21,14 @@ from agent_service.models import DeviceDescription
 from agent_service.offline.catalog import plan_for_card
 from kforge_domain.card import OperatorCard
 from tests.agent_service.agent_cards import INCLUDE, NVCC, aten_card, cuda_bundle, module_card, nvcc_object
-from tests.agent_service.agent_modules import GeluAndMul, GroupNormSiLU, Qwen3_5MoeRMSNormGated, SiluAndMul
+from tests.agent_service.agent_modules import (
+    GeluAndMul,
+    GeluTanhWrittenOut,
+    GroupNormSiLU,
+    Qwen3_5MoeRMSNormGated,
+    SiluAndMul,
+    UpcastResidual,
+)
 
 aten = torch.ops.aten
 bf16, f16 = torch.bfloat16, torch.float16
@@ -131,6 +138,8 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         ("group_norm_silu", GroupNormSiLU(8, 32), [r(2, 32, 16, 16)], None),
         ("diffusers_rms_norm_transposed", DiffusersRMSNorm(64, eps=1e-6).to(bf16),
          [r(2, 5, 3, 64, dtype=bf16).transpose(1, 2)], None),
+        ("fused_gelu_tanh_written_out", GeluTanhWrittenOut(), [r(16, 4096, dtype=bf16)], None),
+        ("fused_upcast_residual", UpcastResidual(), [r(16, 512, dtype=f16), r(16, 512, dtype=f16)], None),
     ]
     for name, module, args, attributes in modules:
         card, _ = module_card(module, args, attributes)
