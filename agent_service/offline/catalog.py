@@ -47,6 +47,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(("adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool3d",
                      "_adaptive_avg_pool3d"), ops_rowwise.adaptive_avg_pool_plan),
     "max_pool2d": ops_rowwise.max_pool_plan,
+    "avg_pool2d": ops_rowwise.avg_pool_plan,
 }
 
 

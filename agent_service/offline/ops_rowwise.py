@@ -66,7 +66,7 @@ def _pair(value: Any, what: str, default: list[int] | None = None) -> tuple[int,
     if (value is None or value == []) and default is not None:
         value = default
     if not isinstance(value, list) or len(value) not in (1, 2) or not all(isinstance(v, int) for v in value):
-        raise UnsupportedCard(f"max pooling {what} {value!r} is not one or two ints")
+        raise UnsupportedCard(f"pooling {what} {value!r} is not one or two ints")
     return (value[0], value[-1])
 
 
@@ -107,6 +107,26 @@ def _output_inner(card: OperatorCard, x: TensorArg, dims: list[int], rows: int, 
 def max_pool_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> AdaptivePoolPlan:
     """max_pool2d: family ``max_pool``."""
     return _max_pool(card, call)
+
+
+def avg_pool_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> AdaptivePoolPlan:
+    """avg_pool2d with any kernel, stride, padding, ceil_mode and divisor: family ``avg_pool``."""
+    x = _tensor(call, "self")
+    kernel = _pair(call["kernel_size"], "kernel_size")
+    stride = _pair(call.get("stride"), "stride", default=list(kernel))
+    shape, out = x.spec.shape, card.outputs[0].shape
+    if len(shape) not in (3, 4) or len(out) != len(shape):
+        raise UnsupportedCard(f"average pooling over {len(shape)} dims is templated for NCHW / CHW only")
+    divisor = call.get("divisor_override")
+    if divisor is not None and (isinstance(divisor, bool) or not isinstance(divisor, int) or divisor == 0):
+        raise UnsupportedCard(f"divisor_override {divisor!r} is not a nonzero integer")
+    return AdaptivePoolPlan(
+        family="avg_pool", summary=f"{card.op} of {shape} to {out} {x.spec.dtype}", inputs=tuple(card.inputs),
+        outputs=tuple(card.outputs), x=x.index, planes=x.spec.numel // (shape[-1] * shape[-2]), in_h=shape[-2],
+        in_w=shape[-1], out_h=out[-2], out_w=out[-1], kind="avg", kernel=kernel, stride=stride,
+        padding=_pair(call.get("padding", 0), "padding"), count_include_pad=bool(call.get("count_include_pad", True)),
+        divisor=divisor,
+    )
 
 
 def reduction_plan(card: OperatorCard, base: str, call: dict[str, Any], *, kind: str) -> RowPlan:

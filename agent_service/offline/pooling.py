@@ -1,10 +1,12 @@
-"""2-d pooling over NCHW planes: adaptive average pooling to any size, and max pooling.
+"""2-d pooling over NCHW planes: adaptive average pooling to any size, average and max pooling.
 
 Each output is computed from its window of the input plane by one thread (cuda) or loop
 iteration (cpu). Adaptive bins follow PyTorch: rows ``floor(o * in / out)`` to
-``ceil((o + 1) * in / out)``; max pooling windows start at ``o * stride - padding`` with
-dilation, and NaN propagates as in PyTorch. Global average pooling (output 1) goes to the row
-engine instead, which reduces a plane with all threads of a warp or block.
+``ceil((o + 1) * in / out)``; pooling windows start at ``o * stride - padding`` (with dilation
+for max pooling, where NaN propagates as in PyTorch); average pooling divides as PyTorch does:
+by the window clipped to the padded plane with ``count_include_pad``, to the plane without, or by
+the override. Global average pooling (output 1) goes to the row engine instead, which reduces a
+plane with all threads of a warp or block.
 """
 
 from __future__ import annotations
@@ -32,11 +34,13 @@ class AdaptivePoolPlan:
     in_w: int
     out_h: int
     out_w: int
-    kind: str = "adaptive_avg"  # or "max"
+    kind: str = "adaptive_avg"  # or "max", "avg"
     kernel: tuple[int, int] = (1, 1)
     stride: tuple[int, int] = (1, 1)
     padding: tuple[int, int] = (0, 0)
     dilation: tuple[int, int] = (1, 1)
+    count_include_pad: bool = True  # avg: padded positions count in the divisor
+    divisor: int | None = None  # avg: divisor_override
 
     def __post_init__(self) -> None:
         x, y = self.inputs[self.x], self.outputs[0]
@@ -50,8 +54,31 @@ class AdaptivePoolPlan:
             return KnobSpace({"threads_per_block": (256, 128, 512)})
         return KnobSpace({"threads": cpu_thread_choices(device), "schedule": ("static", "dynamic")})
 
+    def _avg_loop(self) -> str:
+        """PyTorch's windows: clipped to the padded plane for the divisor, to the plane for the sum;
+        a window wholly in the padding (possible with ceil_mode) writes 0."""
+        ih, iw = self.in_h, self.in_w
+        (kh, kw), (sh, sw), (ph, pw) = self.kernel, self.stride, self.padding
+        if self.divisor is not None:
+            divisor = f"{self.divisor}.0f"
+        elif self.count_include_pad:
+            divisor = "(float)((h1p - h0) * (w1p - w0))"
+        else:
+            divisor = "(float)((h1 - h0c) * (w1 - w0c))"
+        return (f"    const int64_t h0 = oh * {sh}LL - {ph}LL, w0 = ow * {sw}LL - {pw}LL;\n"
+                f"    const int64_t h1p = h0 + {kh}LL < {ih + ph}LL ? h0 + {kh}LL : {ih + ph}LL;\n"
+                f"    const int64_t w1p = w0 + {kw}LL < {iw + pw}LL ? w0 + {kw}LL : {iw + pw}LL;\n"
+                "    const int64_t h0c = h0 > 0 ? h0 : 0, w0c = w0 > 0 ? w0 : 0;\n"
+                f"    const int64_t h1 = h1p < {ih}LL ? h1p : {ih}LL, w1 = w1p < {iw}LL ? w1p : {iw}LL;\n"
+                f"    const TX *plane = x + p * {ih * iw}LL;\n    float s = 0.0f;\n"
+                f"    for (int64_t h = h0c; h < h1; ++h)\n      for (int64_t w = w0c; w < w1; ++w) "
+                f"s += kf_to_f32(plane[h * {iw}LL + w]);\n"
+                f"    y[i] = kf_from_f32<TY>(h0c >= h1 || w0c >= w1 ? 0.0f : s / {divisor});\n")
+
     def _bin_loop(self) -> str:
         ih, iw, oh, ow = self.in_h, self.in_w, self.out_h, self.out_w
+        if self.kind == "avg":
+            return self._avg_loop()
         if self.kind == "max":
             (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel, self.stride, self.padding, self.dilation
             return (f"    const TX *plane = x + p * {ih * iw}LL;\n    float m = -INFINITY;\n"

@@ -119,6 +119,8 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         ("global_pool", aten.adaptive_avg_pool2d.default, [r(32, 2048, 7, 7, dtype=bf16), [1, 1]], {}, [{}]),
         ("adaptive_pool", aten._adaptive_avg_pool2d.default, [r(2, 64, 14, 14, dtype=bf16), [5, 5]], {}, [{}]),
         ("max_pool", aten.max_pool2d.default, [r(2, 64, 56, 56, dtype=bf16), [3, 3], [2, 2], [1, 1]], {}, [{}]),
+        ("avg_pool_ceil", aten.avg_pool2d.default, [r(2, 64, 55, 55, dtype=bf16), [3, 3], [2, 2], [1, 1], True, False],
+         {}, [{}]),
     ]
     cards = []
     for name, op, args, kwargs, knob_sets in aten_cases:

@@ -11,7 +11,7 @@ from examples.single_op import OPS
 from tests.examples.capture_helpers import capture_example
 
 
-@pytest.mark.parametrize("name", ["swish", "gelu_tanh_written_out", "group_norm", "sum_dim"])
+@pytest.mark.parametrize("name", ["swish", "gelu_tanh_written_out", "group_norm", "sum_dim", "avg_pool2d"])
 def test_a_single_op_model_captures_its_operator_and_the_chains_are_fused(
         name: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KF_EXAMPLE_VARIANT", name)
