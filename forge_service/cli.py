@@ -233,6 +233,23 @@ async def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_bundle(args: argparse.Namespace) -> int:
+    """Write a run's bundle, which ``packager build`` reads; local: it opens the run directory itself."""
+    from forge_service.bundle import export_bundle
+    from packager.errors import CastError
+    from servicekit.errors import FailedPrecondition, NotFound
+
+    run_dir = Path(args.run) if Path(args.run).is_dir() else args.runs_dir / args.run
+    if not run_dir.is_dir():
+        raise NotFound(f"no run directory {args.run!r} (also looked for {run_dir})")
+    try:
+        path, bundle = export_bundle(run_dir, args.out)
+    except (LookupError, CastError) as exc:
+        raise FailedPrecondition(str(exc)) from exc
+    console.print(f"wrote {path}: {len(bundle.kernels)} kernels, {len(bundle.fallbacks)} cards on eager")
+    return 0
+
+
 async def cmd_serve(args: argparse.Namespace) -> int:
     from servicekit.server import serve_until_signal
 
@@ -305,6 +322,12 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", action="store_true")
     add_connection_arguments(rep)
     rep.set_defaults(func=cmd_report)
+
+    bundle = sub.add_parser("export-bundle", help="write a finished run's bundle for `packager build`")
+    bundle.add_argument("run", metavar="RUN", help="run directory, or run id under --runs-dir")
+    bundle.add_argument("--out", type=Path, help="the bundle directory (default: RUN_DIR/bundle)")
+    bundle.add_argument("--runs-dir", type=Path, default=DEFAULT_RUNS_DIR, help="where run ids are looked up")
+    bundle.set_defaults(func=cmd_export_bundle)
 
     serve = sub.add_parser("serve", help="run one service until SIGTERM")
     serve_sub = serve.add_subparsers(dest="service", required=True)

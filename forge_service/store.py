@@ -17,12 +17,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import json_format
 
 from kernel_forge.common.v1 import types_pb2
 from kforge_domain.blobs import BLOBS_DIR, blob_digest, blob_file_name
+
+if TYPE_CHECKING:
+    from packager.format import FallbackEntry, KernelEntry, ModelIdentity
 
 #: Every run event is also logged here, so ``kforge -v`` shows a run's progress as it happens.
 event_log = logging.getLogger("forge_service.events")
@@ -366,8 +369,11 @@ def audit_class(result: types_pb2.CandidateResult | None) -> str:
     return result.audit_class or "custom"
 
 
-def package_inputs(run_dir: Path) -> tuple[Any, list[Any], list[Any]]:
-    """What ``packager build`` needs from a finished run: model identity, kernels, fallbacks."""
+def package_inputs(run_dir: Path) -> tuple[ModelIdentity, list[KernelEntry], list[FallbackEntry]]:
+    """What a .cast is built from: model identity, each selected card's best kernel, the fallbacks.
+
+    ``forge_service.bundle`` exports these for ``packager build``; the run's own packaging uses them directly.
+    """
     from kforge_domain.card import OperatorCard
     from kforge_domain.verdict import RunFigures
     from packager.format import FallbackEntry, KernelEntry, ModelIdentity

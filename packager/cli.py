@@ -1,8 +1,12 @@
-"""The ``packager`` command: build a .cast from a finished run, inspect it, verify it.
+"""The ``packager`` command: build a .cast from a run bundle, inspect it, verify it.
 
-``packager build RUN_DIR|RUN_ID -o F.cast [--min-speedup X] [--runs-dir DIR] [--sign-key-file F]``
+``packager build BUNDLE|RUN_DIR|RUN_ID -o F.cast [--min-speedup X] [--runs-dir DIR] [--sign-key-file F]``
 ``packager inspect F.cast [--json]``
 ``packager verify F.cast [--key-file F]``
+
+The build reads a run bundle (``packager.bundle``) that ``kforge export-bundle`` writes, never
+the forge's run store, so the packager works without the forge installed. A run directory (or
+run id) is accepted when it holds its bundle.
 
 User errors print one line and exit 1; no traceback.
 """
@@ -18,6 +22,7 @@ from pathlib import Path
 
 from kforge_domain.paths import DEFAULT_RUNS_DIR
 from packager.archive import read_archive
+from packager.bundle import BUNDLE_FILE, RUN_BUNDLE_DIR, read_bundle
 from packager.errors import CastError
 from packager.manifest import MANIFEST_FILE, MODES, CastManifest
 
@@ -39,28 +44,27 @@ def read_key_file(path: Path | None) -> bytes | None:
     return key
 
 
-def resolve_run_dir(run: str, runs_dir: Path) -> Path:
-    """A run directory given directly, or a run id under ``runs_dir``."""
-    direct = Path(run)
-    if direct.is_dir():
-        return direct
-    candidate = runs_dir / run
-    if candidate.is_dir():
-        return candidate
-    raise CliError(f"no run directory {run!r} (also looked for {candidate})")
+def resolve_bundle(run: str, runs_dir: Path) -> Path:
+    """A bundle given directly, or the bundle inside a run directory given directly or by id under ``runs_dir``."""
+    for place in (Path(run), runs_dir / run):
+        if not place.is_dir():
+            continue
+        if (place / BUNDLE_FILE).is_file():
+            return place
+        if (place / RUN_BUNDLE_DIR / BUNDLE_FILE).is_file():
+            return place / RUN_BUNDLE_DIR
+        raise CliError(f"{place} is not a run bundle and holds none: export the run's bundle first "
+                       f"(kforge export-bundle {run})")
+    raise CliError(f"no run bundle or run directory {run!r} (also looked for {runs_dir / run})")
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from forge_service.store import package_inputs
     from packager.format import build_cast
 
-    run_dir = resolve_run_dir(args.run, args.runs_dir)
+    bundle = read_bundle(resolve_bundle(args.run, args.runs_dir))
     key = read_key_file(args.sign_key_file)
-    try:
-        model, kernels, fallbacks = package_inputs(run_dir)
-    except Exception as exc:  # the run store names what is wrong with the run
-        raise CliError(f"cannot read the run in {run_dir}: {exc}") from exc
-    manifest = build_cast(args.output, model, kernels, fallbacks, min_speedup=args.min_speedup, signing_key=key)
+    manifest = build_cast(args.output, bundle.model, bundle.kernels, bundle.fallbacks, min_speedup=args.min_speedup,
+                          signing_key=key)
     print(f"wrote {args.output}: {len(manifest.kernels)} kernels, {len(manifest.fallbacks)} cards on eager"
           f"{', signed' if key else ''}")
     return 0
@@ -114,8 +118,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add build / inspect / verify to a parser (``packager`` itself, or ``kforge``)."""
-    build = subparsers.add_parser("build", help="build a .cast from a finished run")
-    build.add_argument("run", help="run directory, or run id under --runs-dir")
+    build = subparsers.add_parser("build", help="build a .cast from a run bundle (kforge export-bundle)")
+    build.add_argument("run", help="run bundle, or a run directory or run id (under --runs-dir) holding one")
     build.add_argument("-o", "--output", type=Path, required=True, help="the .cast to write")
     build.add_argument("--min-speedup", type=float, default=1.0, help="least speedup (guard cost included)")
     build.add_argument("--runs-dir", type=Path, default=DEFAULT_RUNS_DIR, help="where run ids are looked up")

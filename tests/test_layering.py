@@ -3,7 +3,8 @@
 ``kforge_domain`` is the shared domain: it imports no gRPC, no protobuf, no generated
 ``kernel_forge`` code and no service, and all of it but the card imports the standard library
 alone. Every service takes the card from ``kforge_domain.card``; ``capture_service.cards`` is a
-re-export kept only for the modules listed in ``CARD_SHIM_USERS`` until they move.
+re-export kept only for the modules listed in ``CARD_SHIM_USERS`` until they move. The packager
+imports no service, not even inside a function: it reads a run bundle, not the forge's store.
 """
 
 from __future__ import annotations
@@ -69,6 +70,16 @@ def test_the_packager_runtime_stays_torch_and_standard_library() -> None:
     watched = {"pydantic", "grpc", "google", "kernel_forge", "servicekit", "capture_service", "forge_service",
                "safetensors"}
     assert not _loaded_by(["packager.runtime"], watched)
+
+
+def test_the_packager_imports_no_service() -> None:
+    services = {"capture_service", "agent_service", "gpu_sandbox_service", "forge_service", "ui"}
+    offenders = {}
+    for path in sorted((ROOT / "packager").rglob("*.py")):
+        tops = {name.split(".")[0] for name in _imports(path)} & services
+        if tops:
+            offenders[path.relative_to(ROOT).as_posix()] = sorted(tops)
+    assert not offenders, f"the packager imports services: {offenders}"
 
 
 def test_services_take_the_card_from_the_domain() -> None:
