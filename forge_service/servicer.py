@@ -1,4 +1,5 @@
-"""ForgeService over gRPC: converts messages and delegates to :class:`RunManager`."""
+"""ForgeService over gRPC: converts messages, and delegates to :class:`RunManager` (runs) and
+:mod:`forge_service.queries` (what a stored run holds)."""
 
 from __future__ import annotations
 
@@ -8,63 +9,79 @@ from pathlib import Path
 
 import grpc
 from google.protobuf import json_format
+from google.protobuf.message import Message
 
+from forge_service import queries
 from forge_service.config import RunConfig
 from forge_service.runs import CAST_FILE, RunManager
-from forge_service.store import RunStore, audit_class, best_candidate
-from forge_service.tree_log import TreeLogError, candidate_nodes
+from forge_service.store import RunStore
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from kernel_forge.forge.v1 import service_pb2_grpc as forge_grpc
 from kforge_domain.blobs import blob_digest
-from kforge_domain.card import OperatorCard
 from servicekit.convert import card_to_proto
-from servicekit.errors import FailedPrecondition, NotFound
+from servicekit.errors import FailedPrecondition
 
 CHUNK_BYTES = 1 << 20
 
 
 def run_message(manager: RunManager, run_id: str) -> forge_pb2.Run:
     """The Run message of a stored run: status, progress against budget, cost, best speedup."""
-    store = manager.store(run_id)
-    row = store.run_row()
-    config = RunConfig.model_validate_json(row["config_json"])
-    cards = store.cards()
-    selected = [c for c in cards if c.selected]
+    run = queries.run_summary(manager.store(run_id))
     msg = forge_pb2.Run(
-        run_id=row["id"], config=config.to_proto(), status=row["status"], error=row["error"],
-        created_at=row["created_at"], updated_at=row["updated_at"], cards_total=len(selected),
-        cards_done=sum(c.status == "done" for c in selected), evaluations_done=store.evaluation_count(),
-        evaluations_budget=sum(c.budget for c in selected), cost=store.total_cost(), run_dir=str(store.run_dir),
-        model_name=row["model_name"],
+        run_id=run.run_id, config=run.config.to_proto(), status=run.status, error=run.error,
+        created_at=run.created_at, updated_at=run.updated_at, cards_total=run.cards_total,
+        cards_done=run.cards_done, evaluations_done=run.evaluations_done, evaluations_budget=run.evaluations_budget,
+        cost=run.cost, run_dir=run.run_dir, model_name=run.model_name,
     )
-    if row["report_json"]:
-        e2e = json.loads(row["report_json"]).get("end_to_end") or {}
-        if e2e.get("cast_speedup") is not None:
-            msg.best_e2e_speedup = e2e["cast_speedup"]
+    if run.best_e2e_speedup is not None:
+        msg.best_e2e_speedup = run.best_e2e_speedup
     return msg
 
 
 def run_cards(store: RunStore) -> list[forge_pb2.RunCard]:
     out = []
-    for row in store.cards():
+    for card in queries.card_summaries(store):
         msg = forge_pb2.RunCard(
-            card=card_to_proto(OperatorCard.from_json(row.card_json)),
-            status=row.status, reason=row.reason, evaluations=store.evaluation_count(row.id),
-            cost=store.total_cost(row.id), audit_class="fallback", budget=row.budget,
+            card=card_to_proto(card.card), status=card.status, reason=card.reason, evaluations=card.evaluations,
+            cost=card.cost, audit_class=card.audit_class, budget=card.budget,
         )
-        if row.floor_us is not None:
-            msg.floor_us = row.floor_us
-        best = best_candidate(store, row.id)
-        if best is not None:
-            cand, result = best
-            msg.best_candidate_id = cand.id
-            msg.best_latency_us = result.latency_us
-            msg.eager_latency_us = result.eager_latency_us
-            msg.speedup = result.speedup
-            msg.audit_class = audit_class(result)
+        _set_present(msg, floor_us=card.floor_us, best_candidate_id=card.best_candidate_id,
+                     best_latency_us=card.best_latency_us, eager_latency_us=card.eager_latency_us,
+                     speedup=card.speedup)
         out.append(msg)
     return out
+
+
+def card_tree_message(tree: queries.CardTreeView) -> forge_pb2.CardTree:
+    msg = forge_pb2.CardTree(card_id=tree.card_id)
+    for node in tree.nodes:
+        node_msg = forge_pb2.TreeNode(candidate_id=node.candidate_id, parent_id=node.parent_id, depth=node.depth,
+                                      description=node.description)
+        _set_present(node_msg, visits=node.visits, value=node.value, status=node.status,
+                     latency_us=node.latency_us, speedup=node.speedup)
+        msg.nodes.append(node_msg)
+    _set_present(msg, best_candidate_id=tree.best_candidate_id)
+    return msg
+
+
+def candidate_message(detail: queries.CandidateDetail) -> forge_pb2.Candidate:
+    cand = detail.row
+    msg = forge_pb2.Candidate(
+        candidate_id=cand.id, card_id=cand.card_id, parent_id=cand.parent_id, source=cand.source or "",
+        description=cand.description, knobs_json=json.dumps(cand.knobs, sort_keys=True), proposer=cand.proposer,
+        exchanges=detail.exchanges, cost=json_format.ParseDict(cand.cost, types_pb2.Cost()),
+    )
+    if detail.result is not None:
+        msg.result.CopyFrom(detail.result)
+    return msg
+
+
+def _set_present(msg: Message, **fields: object) -> None:
+    """Set the fields whose value is known; an unknown one stays unset (absent, for optional fields)."""
+    for name, value in fields.items():
+        if value is not None:
+            setattr(msg, name, value)
 
 
 class ForgeServicer(forge_grpc.ForgeServiceServicer):
@@ -119,55 +136,11 @@ class ForgeServicer(forge_grpc.ForgeServiceServicer):
 
     async def GetCardTree(self, request: forge_pb2.GetCardTreeRequest, context: grpc.aio.ServicerContext
                           ) -> forge_pb2.CardTree:
-        store = self.manager.store(request.run_id)
-        if request.card_id not in {c.id for c in store.cards()}:
-            raise NotFound(f"run {request.run_id} has no card {request.card_id!r}")
-        results = store.results(request.card_id)
-        candidates = store.candidates(request.card_id)
-        seed = RunConfig.model_validate_json(store.run_row()["config_json"]).seed
-        try:
-            views = candidate_nodes(store, request.card_id, seed)
-        except TreeLogError as exc:
-            raise FailedPrecondition(f"run {request.run_id}: {exc}") from exc
-        depth: dict[str, int] = {}
-        tree = forge_pb2.CardTree(card_id=request.card_id)
-        for cand in candidates:
-            depth[cand.id] = depth.get(cand.parent_id, 0) + 1 if cand.parent_id else 1
-            node = forge_pb2.TreeNode(candidate_id=cand.id, parent_id=cand.parent_id, depth=depth[cand.id],
-                                      description=cand.description)
-            if (view := views.get(cand.id)) is not None:
-                node.visits = view.visits
-                if view.value is not None:
-                    node.value = view.value
-            result = results.get(cand.id)
-            if result is not None:
-                node.status = result.status
-                if result.HasField("latency_us"):
-                    node.latency_us = result.latency_us
-                if result.HasField("speedup"):
-                    node.speedup = result.speedup
-            tree.nodes.append(node)
-        best = best_candidate(store, request.card_id)
-        if best is not None:
-            tree.best_candidate_id = best[0].id
-        return tree
+        return card_tree_message(queries.card_tree(self.manager.store(request.run_id), request.card_id))
 
     async def GetCandidate(self, request: forge_pb2.GetCandidateRequest, context: grpc.aio.ServicerContext
                            ) -> forge_pb2.Candidate:
-        store = self.manager.store(request.run_id)
-        try:
-            cand = store.candidate(request.candidate_id)
-        except LookupError as exc:
-            raise NotFound(str(exc)) from exc
-        msg = forge_pb2.Candidate(
-            candidate_id=cand.id, card_id=cand.card_id, parent_id=cand.parent_id, source=cand.source or "",
-            description=cand.description, knobs_json=json.dumps(cand.knobs, sort_keys=True), proposer=cand.proposer,
-            exchanges=store.llm_calls(cand.id), cost=json_format.ParseDict(cand.cost, types_pb2.Cost()),
-        )
-        result = store.result(cand.id)
-        if result is not None:
-            msg.result.CopyFrom(result)
-        return msg
+        return candidate_message(queries.candidate_detail(self.manager.store(request.run_id), request.candidate_id))
 
     async def ExportCast(self, request: forge_pb2.ExportCastRequest, context: grpc.aio.ServicerContext
                          ) -> AsyncIterator[types_pb2.BlobChunk]:
