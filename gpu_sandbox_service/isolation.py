@@ -3,7 +3,8 @@
 Each process starts through :mod:`gpu_sandbox_service.launcher`, wrapped in bubblewrap when it
 works here (a read-only view of the filesystem with only the private run directory writable, a
 fresh ``/tmp``). Without bubblewrap the launcher creates the namespaces itself where the kernel
-permits: network, PID with a mount namespace and a fresh ``/proc``, IPC and UTS. Either way it
+permits: network, PID with a mount namespace and a fresh ``/proc`` (and in it the same read-only
+view with a fresh ``/tmp``), IPC and UTS. Either way it
 sets no_new_privs, installs a seccomp deny-list where the architecture is known, and, when the
 server runs as root, drops to ``nobody`` where that user can run the interpreter in the work dir.
 The environment is an allow-list (no keys or tokens reach a candidate), output is capped, and a
@@ -24,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -48,7 +50,9 @@ class Profile:
     """What a sandboxed process gets: bubblewrap's view or the launcher's own namespaces, and more.
 
     ``own_proc``: a mount namespace with a fresh ``/proc`` for the PID namespace (bubblewrap's
-    ``--proc``); ``unprivileged``: it runs as ``nobody`` rather than as the server's root.
+    ``--proc``), in which the launcher alone also makes the filesystem read-only but the run dir
+    and mounts a fresh ``/tmp``; ``unprivileged``: it runs as ``nobody`` rather than as the
+    server's root.
     """
 
     bubblewrap: bool
@@ -60,13 +64,21 @@ class Profile:
     unprivileged: bool = False
 
     def describe(self) -> str:
-        where = "bubblewrap (read-only fs)" if self.bubblewrap else "launcher"
+        where = "bubblewrap" if self.bubblewrap else "launcher"
+        if self.read_only_fs:
+            where += " (read-only fs)"
         pid = "pid (own /proc)" if self.own_proc else "pid"
         spaces = [name for name, on in (("network", self.network), (pid, self.pid), ("ipc + uts", self.ipc_uts)) if on]
         text = f"{where}, {' + '.join(spaces) + ' namespaces' if spaces else 'no namespaces'}"
         extras = [name for name, on in (("seccomp deny-list", self.seccomp), ("unprivileged user", self.unprivileged))
                   if on]
         return ", ".join([text, *extras])
+
+    @property
+    def read_only_fs(self) -> bool:
+        """Whether all but the run dir is read-only and ``/tmp`` private: bubblewrap's view, or the
+        launcher's own in its mount namespace."""
+        return self.bubblewrap or self.own_proc
 
     def lacks(self, required: Profile) -> list[str]:
         """What ``required`` has that this profile does not, named for a person."""
@@ -75,13 +87,14 @@ class Profile:
 
 PROTECTIONS = {
     "bubblewrap": "bubblewrap (read-only filesystem)", "network": "network namespace", "pid": "PID namespace",
-    "own_proc": "a private /proc (mount namespace)", "ipc_uts": "IPC and UTS namespaces",
+    "own_proc": "a private /proc and read-only filesystem (mount namespace)", "ipc_uts": "IPC and UTS namespaces",
     "seccomp": "seccomp deny-list", "unprivileged": "an unprivileged user",
 }
 #: What ``kforge serve sandbox --require-isolation`` insists on for compiles and candidates: no
 #: network, no view of other processes, no syscalls that mount, trace or make namespaces. Not
 #: bubblewrap (the GPU host has none) nor the unprivileged user (it depends on where the
-#: interpreter and the work dir live); both are used whenever they are available.
+#: interpreter and the work dir live); both are used whenever they are available. A read-only
+#: filesystem comes with ``own_proc``: the launcher makes one in the mount namespace it creates.
 REQUIRED_ISOLATION = Profile(bubblewrap=False, network=True, pid=True, own_proc=True, ipc_uts=True, seccomp=True)
 
 
@@ -156,7 +169,8 @@ class IsolationFeatures:
         return "namespaces (no network, pid namespace)" if self.namespaces else "process group and rlimits only"
 
 
-_ALL_NAMESPACES = {"new_network": True, "new_pid": True, "new_mount": True, "new_ipc": True, "new_uts": True}
+_ALL_NAMESPACES = {"new_network": True, "new_pid": True, "new_mount": True, "read_only_fs": True, "new_ipc": True,
+                   "new_uts": True}
 
 
 @functools.cache
@@ -171,7 +185,7 @@ def detect_features() -> IsolationFeatures:
     else:
         features = IsolationFeatures(
             bubblewrap, _launches({"new_network": True, "new_pid": True}),
-            own_proc=_launches({"new_pid": True, "new_mount": True}),
+            own_proc=_launches({"new_pid": True, "new_mount": True, "read_only_fs": True}),
             ipc_uts=_launches({"new_ipc": True, "new_uts": True}), seccomp=_launches({"seccomp": True}), user=nobody())
     if bubblewrap is None:
         log.warning("bubblewrap unavailable: candidates see the real filesystem (launcher: %s)",
@@ -180,7 +194,9 @@ def detect_features() -> IsolationFeatures:
 
 
 def _launches(config: dict[str, bool]) -> bool:
-    return _works([*_launcher_argv(json.dumps({"cwd": "/", **config})), "/bin/true"])
+    with tempfile.TemporaryDirectory(prefix="kforge-probe-") as folder:
+        full = {"cwd": folder, "keep": _tmp_folders_needed(), **config}
+        return _works([*_launcher_argv(json.dumps(full)), "/bin/true"])
 
 
 def nobody() -> tuple[int, int] | None:
@@ -243,16 +259,15 @@ _BWRAP_BASE = [
 ]
 
 
-def _tmp_paths_needed() -> list[str]:
-    """Read-only binds for what the child needs that lies under /tmp, which bubblewrap replaces
-    with an empty tmpfs: the interpreter's prefix and import path (a checkout or virtual
-    environment under /tmp)."""
+def _tmp_folders_needed() -> list[str]:
+    """What the child needs that lies under /tmp, which bubblewrap and the launcher replace with an
+    empty tmpfs, to bind back read-only: the interpreter's prefix and import path (a checkout or
+    virtual environment under /tmp)."""
     wanted = {sys.prefix, sys.exec_prefix, *(p for p in sys.path if p)}
     paths = sorted({str(Path(p).resolve()) for p in wanted if Path(p).is_dir()})
     under_tmp = [p for p in paths if p == "/tmp" or p.startswith("/tmp/")]
     # a folder already bound through one of its parents needs no bind of its own
-    roots = [p for p in under_tmp if not any(p != q and p.startswith(q + "/") for q in under_tmp)]
-    return [arg for p in roots for arg in ("--ro-bind", p, p)]
+    return [p for p in under_tmp if not any(p != q and p.startswith(q + "/") for q in under_tmp)]
 
 
 def _launcher_argv(config: str) -> list[str]:
@@ -268,6 +283,8 @@ def launcher_config(profile: Profile, run_dir: Path, limits: ResourceLimits,
         "new_network": own and profile.network, "new_pid": own and profile.pid,
         "new_mount": own and profile.own_proc, "new_ipc": own and profile.ipc_uts, "new_uts": own and profile.ipc_uts,
     }
+    if own and profile.own_proc:
+        config.update(read_only_fs=True, keep=_tmp_folders_needed())
     if profile.unprivileged:
         if user is None:
             raise RuntimeError("an unprivileged profile was asked for, but the server is not root")
@@ -281,7 +298,8 @@ def bubblewrap_command(bwrap: str, profile: Profile, run_dir: Path, gpu: bool) -
     spaces = [flag for flag, on in (("--unshare-net", profile.network), ("--unshare-pid", profile.pid),
                                     ("--unshare-ipc", profile.ipc_uts), ("--unshare-uts", profile.ipc_uts)) if on]
     caps = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if profile.unprivileged else []
-    return [bwrap, *_BWRAP_BASE, *caps, *spaces, *dev, *_tmp_paths_needed(), "--bind", str(run_dir), str(run_dir),
+    keep = [arg for p in _tmp_folders_needed() for arg in ("--ro-bind", p, p)]
+    return [bwrap, *_BWRAP_BASE, *caps, *spaces, *dev, *keep, "--bind", str(run_dir), str(run_dir),
             "--chdir", str(run_dir), "--"]
 
 

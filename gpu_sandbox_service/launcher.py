@@ -10,6 +10,14 @@ With a PID namespace the launcher's first child is the namespace's init: with a 
 of its own it mounts a fresh ``/proc`` (CUDA fails with error 304 in a PID namespace that still
 sees the host's ``/proc``, as bench/gpu/isolation_probe.py measured on an H200 host), then it
 reaps orphans and exits with PROGRAM's status, which makes the kernel kill whatever PROGRAM left.
+
+With ``read_only_fs`` (a mount namespace of its own, no outer bubblewrap) it gives the view
+bubblewrap gives: every mount read-only but the working directory, a fresh size-limited tmpfs on
+``/tmp`` (with the ``keep`` folders under ``/tmp`` bound back read-only), and ``/proc`` replaced by
+the PID namespace's own. ``/dev`` itself is read-only too, which stops creating files there but
+not writing to a device (CUDA's ``/dev/nvidia*`` still open read-write); the mounts under it
+(``/dev/shm``, ``/dev/pts``) stay as they are, as under bubblewrap's GPU profile. All of it
+happens before seccomp, which refuses mount.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import errno
 import json
 import os
 import platform
+import re
 import resource
 import signal
 import struct
@@ -33,7 +42,12 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 NAMESPACE_FLAGS = (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID
                    | CLONE_NEWNET)
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_NOATIME, MS_NODIRATIME = 1, 2, 4, 8, 32, 1024, 2048
+MS_BIND, MS_REC, MS_PRIVATE, MS_RELATIME, MS_STRICTATIME = 4096, 1 << 14, 1 << 18, 1 << 21, 1 << 24
+#: A mount's flags (statvfs's ST_*) that a bind remount must repeat, as the MS_* it repeats them with.
+KEPT_MOUNT_FLAGS = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC,
+                    os.ST_NOATIME: MS_NOATIME, os.ST_NODIRATIME: MS_NODIRATIME, os.ST_RELATIME: MS_RELATIME}
+PRIVATE_TMP_BYTES = 512 << 20
 PR_SET_PDEATHSIG, PR_SET_SECCOMP, PR_SET_NO_NEW_PRIVS = 1, 22, 38
 SECCOMP_MODE_FILTER = 2
 EXIT_LAUNCH_FAILED = 125
@@ -148,6 +162,75 @@ def _private_mounts() -> None:
     _check(_libc().mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
 
 
+def _mount(source: bytes | None, target: str, fstype: bytes | None, flags: int, data: bytes | None = None) -> None:
+    _check(_libc().mount(source, target.encode(), fstype, flags, data), f"mount {target}")
+
+
+def mount_points(mountinfo: str) -> list[str]:
+    """Every mount point that ``/proc/self/mountinfo`` lists, once each, in its order (octal escapes undone)."""
+    points = [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
+              for line in mountinfo.splitlines() if line.strip()]
+    return list(dict.fromkeys(points))
+
+
+def _within(path: str, trees: list[str]) -> bool:
+    return any(path == tree or path.startswith(tree.rstrip("/") + "/") for tree in trees)
+
+
+def _remount_read_only(path: str) -> bool:
+    """Make the mount visible at ``path`` read-only, keeping its other flags; False when none is
+    (a mount hidden under a later one is listed but cannot be reached, nor remounted)."""
+    try:
+        kept = os.statvfs(path).f_flag
+    except FileNotFoundError:
+        return False
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY
+    for st, ms in KEPT_MOUNT_FLAGS.items():
+        flags |= ms if kept & st else 0
+    if not kept & (os.ST_NOATIME | os.ST_RELATIME):
+        flags |= MS_STRICTATIME
+    try:
+        _mount(None, path, None, flags)
+    except OSError as exc:
+        if exc.errno in (errno.EINVAL, errno.ENOENT):
+            return False
+        raise
+    return True
+
+
+def _bind(source: int, target: str, read_only: bool) -> None:
+    """Bind the folder open as ``source`` (an O_PATH descriptor) at ``target``, creating it if need be."""
+    os.makedirs(target, exist_ok=True)
+    _mount(f"/proc/self/fd/{source}".encode(), target, None, MS_BIND | MS_REC)
+    if read_only and not _remount_read_only(target):
+        raise OSError(errno.EINVAL, f"cannot make {target} read-only")
+
+
+def _read_only_view(writable: str, keep: list[str]) -> None:
+    """Every mount read-only but ``writable`` (bound onto itself), /proc and those under /dev; a fresh /tmp.
+
+    ``keep``: folders under /tmp the program needs (its interpreter, say), bound back read-only.
+    """
+    writable = os.path.realpath(writable)
+    keep = [os.path.realpath(p) for p in keep]
+    folders = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in [writable, *keep]}
+    try:
+        _mount(b"tmpfs", "/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, f"size={PRIVATE_TMP_BYTES},mode=1777".encode())
+        for path in keep:
+            if _within(path, ["/tmp"]):
+                _bind(folders[path], path, read_only=True)
+        _bind(folders[writable], writable, read_only=False)
+    finally:
+        for fd in folders.values():
+            os.close(fd)
+    with open("/proc/self/mountinfo") as mountinfo:
+        points = mount_points(mountinfo.read())
+    left = ["/tmp", writable, "/proc"]  # the fresh /tmp and the binds in it were made above
+    for point in points:
+        if not _within(point, left) and not point.startswith("/dev/"):
+            _remount_read_only(point)
+
+
 def _mount_proc() -> None:
     _check(_libc().mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
 
@@ -214,6 +297,10 @@ def _enter_namespaces(config: dict[str, object]) -> None:
         _unshare(flags)
     if config.get("new_mount"):
         _private_mounts()
+    if config.get("read_only_fs"):
+        if not config.get("new_mount"):
+            raise OSError(errno.EINVAL, "read_only_fs needs new_mount")
+        _read_only_view(str(config["cwd"]), [str(p) for p in config.get("keep", [])])  # type: ignore[attr-defined]
 
 
 def _run_as_init(program: list[str], config: dict[str, object]) -> int:

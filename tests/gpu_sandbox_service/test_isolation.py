@@ -6,14 +6,25 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from gpu_sandbox_service import isolation
 from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.evaluator import Evaluator
-from gpu_sandbox_service.isolation import ResourceLimits, allowed_environment, run_isolated
+from gpu_sandbox_service.isolation import (
+    Profile,
+    ResourceLimits,
+    allowed_environment,
+    detect_features,
+    profiles,
+    run_isolated,
+)
 from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest, Limits
 from tests.gpu_sandbox_service.conftest import TEST_LIMITS, load_corpus, softmax_card
 
@@ -50,15 +61,56 @@ def test_output_is_capped_and_the_writer_killed(tmp_path: Path) -> None:
     assert 0 < len(outcome.log_tail) <= 64
 
 
-def test_rest_of_the_filesystem_is_read_only(tmp_path: Path) -> None:
+def _strongest(bubblewrap: bool, work_dir: Path) -> Profile:
+    """The strongest profile of the GPU ladder with or without bubblewrap; skips where it gives no read-only view."""
+    ladder = [p for p in profiles(detect_features(), gpu=True, work_dir=work_dir) if p.bubblewrap == bubblewrap]
+    if not ladder or not ladder[0].read_only_fs:
+        pytest.skip(f"no {'bubblewrap' if bubblewrap else 'launcher'} profile with a read-only view here")
+    return ladder[0]
+
+
+VIEWS = pytest.mark.parametrize("bubblewrap", [True, False], ids=["bubblewrap", "launcher-only"])
+
+
+@VIEWS
+def test_rest_of_the_filesystem_is_read_only(tmp_path: Path, bubblewrap: bool) -> None:
     outside = tmp_path.parent / f"{tmp_path.name}-outside"
     run_dir = tmp_path / "run"
     run_dir.mkdir()
+    profile = _strongest(bubblewrap, tmp_path)
     in_repository = Path(__file__).with_name("escaped-from-the-sandbox")
-    outcome = run(["/bin/sh", "-c", f"touch inside; touch {outside}; touch {in_repository}"], run_dir)
+    under_prefix = Path(sys.prefix) / "escaped-from-the-sandbox"
+    with tempfile.NamedTemporaryFile(dir="/tmp", prefix="kforge-host-") as host_file:
+        script = (f"touch inside; touch {outside}; touch {in_repository}; touch {under_prefix}; touch /etc/kf-escaped;"
+                  f" cat {host_file.name} || echo host-file-hidden; ls -A /tmp")
+        outcome = run(["/bin/sh", "-c", script], run_dir, profile=profile)
+    assert profile.describe().startswith(("bubblewrap (read-only fs)", "launcher (read-only fs)"))
     assert (run_dir / "inside").exists()
     assert not outside.exists()  # /tmp is a private tmpfs in the sandbox
-    assert not in_repository.exists() and "Read-only file system" in outcome.log_tail
+    assert not in_repository.exists() and not under_prefix.exists() and not Path("/etc/kf-escaped").exists()
+    assert outcome.log_tail.count("Read-only file system") == 3, outcome.log_tail
+    assert "host-file-hidden" in outcome.log_tail
+    seen_in_tmp = set(outcome.log_tail.split("host-file-hidden")[-1].split())
+    assert seen_in_tmp <= {_first_folder_under_tmp(p) for p in (run_dir, *map(Path, sys.path), Path(sys.prefix))}
+
+
+def _first_folder_under_tmp(path: Path) -> str | None:
+    """What an empty /tmp must hold for ``path`` to be bound into it: its first folder there."""
+    parts = path.resolve().parts
+    return parts[2] if parts[:2] == ("/", "tmp") and len(parts) > 2 else None
+
+
+@VIEWS
+def test_a_compile_writes_its_temporaries_to_the_private_tmp(tmp_path: Path, bubblewrap: bool) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "hello.cpp").write_text('#include <cstdio>\nint main() { std::puts("hello from the run dir"); }\n')
+    env = {**allowed_environment(run_dir), "TMPDIR": "/tmp"}
+    script = "g++ -v -o hello hello.cpp 2>&1 | grep -c ' /tmp/cc' && ./hello"
+    outcome = run(["/bin/sh", "-c", script], run_dir, profile=_strongest(bubblewrap, tmp_path), env=env,
+                  log_tail_bytes=1 << 16)
+    assert outcome.returncode == 0, outcome.log_tail
+    assert "hello from the run dir" in outcome.log_tail and int(outcome.log_tail.split()[0]) > 0
 
 
 def test_file_size_limit_applies(tmp_path: Path) -> None:
@@ -105,6 +157,31 @@ def test_a_candidate_cannot_write_outside_its_run_dir(evaluator_without_audit: t
     target = tmp_path / "escaped"
     evaluate_entry(evaluator_without_audit, "write_outside", PATH=str(target))
     assert not target.exists()
+
+
+@pytest.fixture
+def without_bubblewrap(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """This machine as the GPU host sees it: no bwrap on the PATH, so the launcher isolates alone."""
+    which = isolation.shutil.which
+    monkeypatch.setattr(isolation.shutil, "which",
+                        lambda name, *a, **k: None if name == "bwrap" else which(name, *a, **k))
+    detect_features.cache_clear()
+    try:
+        yield
+    finally:
+        detect_features.cache_clear()
+
+
+def test_a_candidate_cannot_write_outside_its_run_dir_without_bubblewrap(
+        without_bubblewrap: None, tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+    evaluator = Evaluator(tmp_path_factory.mktemp("launcher-only"), "cpu", BlobStore(tmp_path / "blobs"),
+                          Limits(**{**TEST_LIMITS.model_dump(), "static_audit": False}))
+    if not evaluator.isolation.startswith("launcher (read-only fs)"):
+        pytest.skip(f"the launcher gives no read-only view here: {evaluator.isolation}")
+    in_repository = Path(__file__).with_name("escaped-from-the-sandbox")
+    for target in (tmp_path / "escaped", in_repository):
+        evaluate_entry((evaluator, evaluator.blobs), "write_outside", PATH=str(target))
+        assert not target.exists()
 
 
 def test_no_candidate_process_outlives_its_evaluation(evaluator_without_audit: tuple[Evaluator, BlobStore]) -> None:

@@ -29,7 +29,7 @@ from gpu_sandbox_service.isolation import (
     user_blocker,
 )
 from gpu_sandbox_service.kernel_isolation import require_isolation
-from gpu_sandbox_service.launcher import SECCOMP_ARCHES, seccomp_filter
+from gpu_sandbox_service.launcher import SECCOMP_ARCHES, mount_points, seccomp_filter
 from servicekit.errors import FailedPrecondition
 from tests.gpu_sandbox_service.conftest import TEST_LIMITS
 
@@ -112,6 +112,24 @@ def test_an_unprivileged_profile_runs_as_nobody_and_writes_only_its_run_dir(shar
     assert (shared_dir / "inside").stat().st_uid == user[0] and not (shared_dir.parent / "outside").exists()
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root server drops to nobody")
+def test_nobody_in_the_read_only_view_has_a_private_tmp_and_working_devices(shared_dir: Path,
+                                                                            launcher_only: Profile) -> None:
+    script = ("echo x > /dev/null && head -c 4 /dev/urandom >/dev/null && touch /tmp/scratch inside && echo usable;"
+              " touch /dev/kf-created; touch /var/tmp/kf-created-$$")
+    outcome = run(["/bin/sh", "-c", script], shared_dir, replace(launcher_only, unprivileged=True))
+    assert "usable" in outcome.log_tail and (shared_dir / "inside").exists(), outcome.log_tail
+    assert outcome.log_tail.count("Read-only file system") == 2 and not Path("/dev/kf-created").exists()
+
+
+def test_mount_points_are_listed_once_with_escapes_undone() -> None:
+    mountinfo = ("22 27 0:21 / /proc rw,relatime - proc proc rw\n"
+                 "29 26 0:26 / /dev/pts rw,relatime - devpts devpts rw\n"
+                 "30 29 0:27 / /dev/pts rw,relatime - devpts devpts rw\n"
+                 "31 27 0:28 / /srv/with\\040space ro,nosuid - tmpfs tmpfs ro\n")
+    assert mount_points(mountinfo) == ["/proc", "/dev/pts", "/srv/with space"]
+
+
 def test_nobody_is_not_used_where_it_cannot_reach_the_work_dir(tmp_path: Path) -> None:
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
@@ -141,7 +159,8 @@ def test_require_isolation_names_what_a_profile_lacks() -> None:
     with pytest.raises(FailedPrecondition) as info:
         require_isolation({"compiles": LAUNCHER_ONLY, "cuda candidates": Profile(False, True, False)})
     assert "compiles" not in str(info.value)
-    assert all(gap in str(info.value) for gap in ("PID namespace", "private /proc", "seccomp deny-list"))
+    assert all(gap in str(info.value) for gap in ("PID namespace", "private /proc and read-only filesystem",
+                                                  "seccomp deny-list"))
 
 
 def test_serving_states_each_profile_and_can_require_the_strongest(tmp_path: Path, launcher_only: Profile) -> None:
