@@ -264,8 +264,10 @@ class Evaluator:
         features = detect_features()
         # The profile run_isolated will give the zygote, whose user must own the socket it connects to.
         profile = self._profile or profiles(features, gpu=self.backend == "cuda", work_dir=self.scratch)[0]
-        # bubblewrap gives the zygote a /tmp (and on cpu a /dev) of its own, emptied between children
-        private = (["/tmp"] + (["/dev/shm"] if self.backend == "cpu" else [])) if profile.bubblewrap else []
+        # bubblewrap, or the launcher's read-only view, gives the zygote a /tmp of its own (and on cpu
+        # bubblewrap a /dev), emptied between children
+        private = (["/tmp"] if profile.read_only_fs else []) + (
+            ["/dev/shm"] if profile.bubblewrap and self.backend == "cpu" else [])
         owner = features.user if profile.unprivileged else None
         server = ForkServer(self.scratch / f"zygote-{slot.index}-{uuid.uuid4().hex[:8]}", private, owner)
         problem = await server.start(
