@@ -297,12 +297,18 @@ class RunManager:
             await client.close()
 
     async def _finish(self, run_id: str, config: RunConfig) -> None:
-        """Package the winners and measure the model end to end with the .cast applied."""
+        """Package the winners, measure the model end to end with the .cast applied, and leave the
+        run's bundle in its folder for ``packager build``."""
+        from forge_service.bundle import export_bundle
         from forge_service.report import build_report
 
         store = self.store(run_id)
         report = await asyncio.to_thread(build_report, store, config)
         store.update_run(report_json=report.model_dump_json())
+        try:
+            await asyncio.to_thread(export_bundle, store.run_dir)
+        except Exception as exc:  # the run and its .cast stand; only `packager build` lacks its input
+            await self._emit(run_id, "log", f"no run bundle written: {type(exc).__name__}: {exc}")
         await self._emit(run_id, "run_done", report.summary_line())
 
 

@@ -53,6 +53,7 @@ def test_a_run_captures_searches_and_packages(first_run: tuple[Path, dict]) -> N
     report = out["report"]
     run_dir = Path(run["run_dir"])
     assert all((run_dir / name).is_file() for name in ("report.json", "report.md", "report.png", "model.cast"))
+    assert (run_dir / "bundle" / "bundle.json").is_file()  # what `packager build` reads
     assert report["end_to_end"]["measured"], report["end_to_end"]
     assert report["end_to_end"]["parity_ok"]
     # Every deployment mode was measured, and the manifest says what each decided per kernel.
