@@ -15,7 +15,7 @@ from agent_service.offline.call import UnsupportedCard, bind_aten_call, split_op
 from agent_service.offline.fused import fused_plan
 from agent_service.offline.modules import CoveredByAtenCard, module_plan
 from agent_service.offline.plan import KernelPlan
-from capture_service.cards import OperatorCard
+from kforge_domain.card import OperatorCard
 
 MAX_DIMS = 8
 

@@ -13,7 +13,7 @@ from agent_service.offline.layout import is_contiguous, is_dense, storage_order_
 from agent_service.offline.plan import cpu_thread_choices
 from agent_service.offline.rowwise import cpu, cuda_resident, cuda_rows, cuda_split, cuda_tile
 from agent_service.offline.rowwise.kinds import ACTIVATIONS, ROW_KINDS, RowKind, fill
-from capture_service.cards import TensorSpec
+from kforge_domain.card import TensorSpec
 
 SPLIT_MIN_LENGTH = 8192
 #: The knobs only some cuda modes read (threads_per_block is read by all): split and resident
