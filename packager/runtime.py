@@ -153,7 +153,7 @@ class Cast:
         if "backend" in torch_compile_kwargs:
             raise CastApplyError("cast.compile chooses the backend; for another one, "
                                  "use torch.compile(model, backend=cast.backend(model))")
-        backend = self.backend(model, mode=torch_compile_kwargs.get("mode"),
+        backend = self.backend(model, mode=torch_compile_kwargs.get("mode") or "default",
                                options=torch_compile_kwargs.get("options"))
         return torch.compile(model, backend=backend, **torch_compile_kwargs)
 

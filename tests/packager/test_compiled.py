@@ -140,6 +140,12 @@ def test_a_module_kernel_pruned_in_one_compiled_mode_is_traced_only_where_the_mo
             torch.testing.assert_close(torch.compile(net, backend=backend())(x), reference)
         cast.remove()
         assert cast.stats()[block.id]["hits"] == want
+    torch._dynamo.reset()
+    cast.reset_stats()
+    with torch.inference_mode():
+        cast.compile(net)(x)  # cast.compile knows its mode: the default one
+    cast.remove()
+    assert cast.stats()[block.id]["hits"] == 2
 
 
 def test_compiled_graph_checks_what_tracing_cannot_see_and_falls_back(tmp_path: Path, artifacts) -> None:
