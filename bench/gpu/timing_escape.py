@@ -212,7 +212,8 @@ async def evaluate_all(work: Path, started: float) -> dict[str, Any]:
 def hidden_time(rows: list[dict[str, Any]]) -> list[str]:
     """Escaping cases that passed faster than the same work done on the given stream: time the
     harness did not see. A passed escaping case slower than that had its hidden work counted."""
-    honest = {r["card"]: r.get("latency_us") for r in rows if r["case"] == "given_stream" and r.get("status") == "PASSED"}
+    honest = {r["card"]: r.get("latency_us") for r in rows
+              if r["case"] == "given_stream" and r.get("status") == "PASSED"}
     return [f"{r['card']}/{r['case']}" for r in rows
             if not r["honest"] and r.get("status") == "PASSED" and r.get("latency_us") and honest.get(r["card"])
             and r["latency_us"] < 0.9 * honest[r["card"]]]
