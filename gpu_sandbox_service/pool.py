@@ -1,5 +1,9 @@
 """Worker slots: one per visible GPU for running (timing is exclusive per GPU), more for compiling.
 
+``kforge serve sandbox --gpus 0,2`` (or ``all``) picks the GPUs explicitly: ``select_gpus`` checks
+the ids against the visible ones and the server narrows ``CUDA_VISIBLE_DEVICES`` to them before the
+pool is built, so each listed GPU gets one slot whose processes see that GPU alone.
+
 Each candidate gets a fresh process in its slot (forked from the slot's fork server, or started
 cold), so a sticky CUDA error dies with the process that caused it and the next candidate starts
 clean.
@@ -22,6 +26,35 @@ def visible_gpus(device_count: int) -> list[str]:
     return [str(i) for i in range(device_count)]
 
 
+def select_gpus(spec: str, visible: list[str]) -> list[str]:
+    """The GPUs ``--gpus`` names: ``all``, or comma-separated ids among ``visible``, in the given order.
+
+    Raises ``ValueError`` naming the visible ids for an unknown, repeated or empty selection.
+    """
+    if spec.strip().lower() == "all":
+        if not visible:
+            raise ValueError("--gpus all: no GPU is visible here")
+        return list(visible)
+    wanted = [s.strip() for s in spec.split(",")]
+    shown = ", ".join(visible) or "none"
+    if not wanted or any(not w for w in wanted):
+        raise ValueError(f"--gpus {spec!r}: expected 'all' or comma-separated GPU ids (visible: {shown})")
+    unknown = [w for w in wanted if w not in visible]
+    if unknown:
+        raise ValueError(f"--gpus {spec!r}: GPU {', '.join(unknown)} not visible here "
+                         f"({len(visible)} visible: {shown})")
+    repeated = sorted({w for w in wanted if wanted.count(w) > 1})
+    if repeated:
+        raise ValueError(f"--gpus {spec!r}: GPU {', '.join(repeated)} listed twice (one slot per GPU)")
+    return wanted
+
+
+def slot_gpus(device_count: int, workers: int | None = None) -> list[str]:
+    """The GPU of each cuda run slot: the visible ones, the first ``workers`` of them if given."""
+    gpus = visible_gpus(device_count)
+    return gpus[:workers] if workers else gpus
+
+
 @dataclass(frozen=True)
 class Slot:
     """One run slot: its number (which names its fork server) and the environment of its processes."""
@@ -35,10 +68,7 @@ class WorkerPool:
 
     def __init__(self, backend: str, device_count: int = 1, workers: int | None = None) -> None:
         if backend == "cuda":
-            gpus = visible_gpus(device_count)
-            if workers:
-                gpus = gpus[:workers]
-            slots = [{"CUDA_VISIBLE_DEVICES": gpu} for gpu in gpus] or [{}]
+            slots = [{"CUDA_VISIBLE_DEVICES": gpu} for gpu in slot_gpus(device_count, workers)] or [{}]
         else:
             slots = [{} for _ in range(max(1, workers or 1))]
         self.size = len(slots)

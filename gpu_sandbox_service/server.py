@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
 import logging
+import os
 import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from gpu_sandbox_service.blobs import BlobStore
+from gpu_sandbox_service.device import describe_device, resolve_backend
 from gpu_sandbox_service.evaluator import Evaluator
 from gpu_sandbox_service.kernel_isolation import isolation_statement, require_isolation, served_profiles
 from gpu_sandbox_service.models import Limits
+from gpu_sandbox_service.pool import select_gpus, slot_gpus, visible_gpus
 from gpu_sandbox_service.servicer import SandboxServicer
 from kernel_forge.sandbox.v1 import service_pb2, service_pb2_grpc
 from servicekit.cli_options import add_security_arguments, security_from_args
+from servicekit.errors import InvalidArgument
 from servicekit.security import Security
 from servicekit.server import BoundServer, ServiceBinding, create_server
 
@@ -25,22 +30,57 @@ log = logging.getLogger(__name__)
 
 
 async def start(address: str = "127.0.0.1:0", *, backend: str = "auto", work_dir: Path | None = None,
-                workers: int | None = None, limits: Limits | None = None,
+                workers: int | None = None, gpus: str | None = None, limits: Limits | None = None,
                 security: Security | None = None, require_isolation: bool = False,
                 say: Callable[[str], None] = log.info) -> BoundServer:
     """Start a SandboxService on ``address``; ``work_dir`` keeps blobs and the compile cache.
 
-    Before listening it states through ``say`` which isolation compiles and candidates get (a
-    cuda sandbox runs its canary for that), and with ``require_isolation`` refuses to start,
-    naming what is missing, when that is weaker than ``isolation.REQUIRED_ISOLATION``.
+    ``gpus`` (``all`` or ids such as ``0,2``; cuda only, not with ``workers``) serves those GPUs,
+    one run slot each. Before listening it states through ``say`` the run slots (and their GPUs)
+    and which isolation compiles and candidates get (a cuda sandbox runs its canary for that), and
+    with ``require_isolation`` refuses to start, naming what is missing, when that is weaker than
+    ``isolation.REQUIRED_ISOLATION``.
     """
+    if gpus is not None:
+        backend = await serve_gpus(gpus, backend, workers)
     root = Path(work_dir).resolve() if work_dir is not None else Path(tempfile.mkdtemp(prefix="kforge-sandbox-"))
     blobs = BlobStore(root / "blobs")
     evaluator = Evaluator(root, backend, blobs, limits, workers=workers)
+    await state_slots(evaluator, say)
     await state_isolation(evaluator, require_isolation, say)
     servicer = SandboxServicer(evaluator, blobs)
     binding = ServiceBinding(servicer, service_pb2_grpc.add_SandboxServiceServicer_to_server, SERVICE_NAME)
     return await create_server([binding], address, security=security)
+
+
+async def serve_gpus(spec: str, backend: str, workers: int | None) -> str:
+    """Narrow this process's ``CUDA_VISIBLE_DEVICES`` to the GPUs ``spec`` names; returns the backend.
+
+    The ids are checked against the visible GPUs (``CUDA_VISIBLE_DEVICES`` if set, else every
+    device the probe counts); the pool then pins one run slot to each. Raises
+    :class:`InvalidArgument` for a cpu backend, for ``workers`` given too, or for an unknown id.
+    """
+    if workers is not None:
+        raise InvalidArgument("give --gpus or --workers, not both: --gpus serves one run slot per listed GPU")
+    backend = resolve_backend(backend)
+    if backend != "cuda":
+        raise InvalidArgument(f"--gpus needs the cuda backend (this sandbox runs on {backend}); "
+                              "use --workers for cpu run slots")
+    device = await asyncio.to_thread(describe_device, backend)
+    try:
+        chosen = select_gpus(spec, visible_gpus(device.device_count))
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from exc
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(chosen)
+    return backend
+
+
+async def state_slots(evaluator: Evaluator, say: Callable[[str], None]) -> None:
+    if evaluator.backend == "cuda":
+        gpus = slot_gpus((await evaluator.device_info()).device_count, evaluator.workers)
+        say(f"sandbox run slots: {len(gpus)}, one per GPU ({', '.join(gpus)})")
+    else:
+        say(f"sandbox run slots: {max(1, evaluator.workers or 1)} ({evaluator.backend})")
 
 
 async def state_isolation(evaluator: Evaluator, required: bool, say: Callable[[str], None]) -> None:
@@ -58,7 +98,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--address", default="127.0.0.1:50053", help="host:port to listen on")
     parser.add_argument("--backend", choices=["auto", "cpu", "cuda"], default="auto")
     parser.add_argument("--work-dir", type=Path, help="blobs and compile cache (default: a temporary dir)")
-    parser.add_argument("--workers", type=int, help="run slots (default: one per visible GPU; 1 for cpu)")
+    parser.add_argument("--gpus", metavar="all|ID,...",
+                        help="cuda: serve these GPUs (ids as CUDA_VISIBLE_DEVICES or nvidia-smi lists them), one "
+                             "run slot pinned to each; not with --workers (default: every visible GPU)")
+    parser.add_argument("--workers", type=int,
+                        help="run slots (default: one per visible GPU; 1 for cpu); with cuda, the first N visible "
+                             "GPUs")
     parser.add_argument("--compile-timeout", type=float, default=Limits().compile_timeout_s, metavar="S")
     parser.add_argument("--run-timeout", type=float, default=Limits().run_timeout_s, metavar="S")
     parser.add_argument("--require-isolation", action="store_true",
@@ -70,5 +115,6 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 async def start_from_args(args: argparse.Namespace) -> BoundServer:
     limits = Limits(compile_timeout_s=args.compile_timeout, run_timeout_s=args.run_timeout)
     return await start(args.address, backend=args.backend, work_dir=args.work_dir, workers=args.workers,
-                       limits=limits, security=security_from_args(args), require_isolation=args.require_isolation,
+                       gpus=args.gpus, limits=limits, security=security_from_args(args),
+                       require_isolation=args.require_isolation,
                        say=functools.partial(print, file=sys.stderr, flush=True))
