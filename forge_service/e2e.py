@@ -221,8 +221,8 @@ def is_tight(interval: tuple[float, float] | None) -> bool:
 def noise_reason(interval: tuple[float, float] | None, rounds: int, samples: list[float]) -> str:
     """Why the figure is noisy: the interval it reached, the spread of the eager samples, the load."""
     width = f"±{math.sqrt(interval[1] / interval[0]) - 1:.1%}" if interval else "unknown"
-    spread = (statistics.quantiles(samples, n=4)[2] - statistics.quantiles(samples, n=4)[0]) / statistics.median(
-        samples) if len(samples) >= 4 else float("nan")
+    quartiles = statistics.quantiles(samples, n=4) if len(samples) >= 4 else None
+    spread = (quartiles[2] - quartiles[0]) / quartiles[1] if quartiles else float("nan")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (f"the speedup's 95% interval is still {width} after {rounds} rounds (target ±{TIGHT_INTERVAL:.0%}); "
             f"eager's interquartile spread is {spread:.1%} of its median; load average {load:.1f} on "

@@ -153,11 +153,11 @@ def _die_with_parent() -> None:
     _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def _unshare(flags: int) -> None:
+def unshare(flags: int) -> None:
     _check(_libc().unshare(flags), "unshare")
 
 
-def _private_mounts() -> None:
+def private_mounts() -> None:
     """Mounts made from here on (the fresh /proc) stay in this namespace."""
     _check(_libc().mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
 
@@ -231,7 +231,7 @@ def _read_only_view(writable: str, keep: list[str]) -> None:
             _remount_read_only(point)
 
 
-def _mount_proc() -> None:
+def mount_proc() -> None:
     _check(_libc().mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
 
 
@@ -247,11 +247,11 @@ def _drop_user(uid: int, gid: int) -> None:
     os.setuid(uid)
 
 
-def _no_new_privs() -> None:
+def no_new_privs() -> None:
     _check(_libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
 
 
-def _install_seccomp() -> None:
+def install_seccomp() -> None:
     machine = platform.machine()
     if not seccomp_supported(machine):
         raise OSError(errno.ENOSYS, f"seccomp: no deny-list for {machine}")
@@ -268,9 +268,9 @@ def _exec(program: list[str], config: dict[str, object]) -> None:
     if isinstance(user, list):
         _drop_user(int(user[0]), int(user[1]))
     if config.get("no_new_privs") or config.get("seccomp"):
-        _no_new_privs()
+        no_new_privs()
     if config.get("seccomp"):
-        _install_seccomp()
+        install_seccomp()
     try:
         os.execv(program[0], program)
     except OSError as exc:
@@ -294,9 +294,9 @@ def _enter_namespaces(config: dict[str, object]) -> None:
         if config.get(key):
             flags |= flag
     if flags:
-        _unshare(flags)
+        unshare(flags)
     if config.get("new_mount"):
-        _private_mounts()
+        private_mounts()
     if config.get("read_only_fs"):
         if not config.get("new_mount"):
             raise OSError(errno.EINVAL, "read_only_fs needs new_mount")
@@ -307,7 +307,7 @@ def _run_as_init(program: list[str], config: dict[str, object]) -> int:
     """PID 1 of the new namespace: its own /proc, then PROGRAM as its only child."""
     _die_with_parent()
     if config.get("new_mount"):
-        _mount_proc()
+        mount_proc()
     child = os.fork()
     if child == 0:
         _exec(program, config)

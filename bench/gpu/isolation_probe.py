@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import json
 import os
 import platform
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -41,14 +39,15 @@ REPO = Path(__file__).resolve().parents[2]
 # packager here and in every sandboxed child (they inherit this import path).
 sys.path[:] = [str(REPO), *(p for p in sys.path if p and Path(p).resolve() != Path(__file__).resolve().parent)]
 
-CLONE_NEWNS = 0x00020000
-CLONE_NEWUTS = 0x04000000
-CLONE_NEWIPC = 0x08000000
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWPID = 0x20000000
-CLONE_NEWNET = 0x40000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 16384, 1 << 18
-PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+from gpu_sandbox_service.launcher import (  # noqa: E402
+    CLONE_NEWIPC,
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    CLONE_NEWPID,
+    CLONE_NEWUSER,
+    CLONE_NEWUTS,
+)
+
 NOBODY = 65534
 CASE_TIMEOUT_S = 45.0
 DEADLINE_S = 100.0
@@ -58,49 +57,26 @@ PARALLEL = 4
 # -- the probe's launcher: runs in the child, before PROGRAM ----------------------------------------------
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        errno = ctypes.get_errno()
-        raise OSError(errno, f"{what}: {os.strerror(errno)}")
-
-
-def _install_seccomp() -> None:
-    """The sandbox's own deny-list (gpu_sandbox_service.launcher), installed the way it does."""
-    from gpu_sandbox_service.launcher import seccomp_filter, seccomp_supported
-
-    if not seccomp_supported():
-        raise OSError(0, f"the sandbox has no seccomp deny-list for {platform.machine()}")
-    code = seccomp_filter(platform.machine())
-    buffer = ctypes.create_string_buffer(code, len(code))
-    prog = struct.pack("HxxxxxxP", len(code) // 8, ctypes.addressof(buffer))
-    libc = _libc()
-    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
-    _check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.c_char_p(prog), 0, 0), "prctl(seccomp)")
-
-
 def _write(path: str, text: str) -> None:
     with open(path, "w") as f:
         f.write(text)
 
 
 def _exec_program(program: list[str], config: dict[str, Any]) -> None:
-    libc = _libc()
+    from gpu_sandbox_service.launcher import install_seccomp, mount_proc, no_new_privs
+
     if config.get("proc"):
         if not (config.get("mount") and config.get("pid")):
             raise OSError(0, "a fresh /proc needs its own mount and PID namespaces")
-        _check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
+        mount_proc()
     if config.get("drop_user"):
         os.setgroups([])
         os.setgid(NOBODY)
         os.setuid(NOBODY)
-    if config.get("no_new_privs"):
-        _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(no_new_privs)")
+    if config.get("no_new_privs") or config.get("seccomp"):
+        no_new_privs()  # a filter needs it unless the process is privileged; the sandbox sets both
     if config.get("seccomp"):
-        _install_seccomp()
+        install_seccomp()
     try:
         os.execv(program[0], program)
     except OSError as exc:
@@ -109,10 +85,9 @@ def _exec_program(program: list[str], config: dict[str, Any]) -> None:
 
 def enter(config: dict[str, Any], program: list[str]) -> int:
     """Create the namespaces ``config`` names, then run ``program`` in them (exit 125: could not)."""
-    from gpu_sandbox_service.launcher import reap_until
+    from gpu_sandbox_service.launcher import private_mounts, reap_until, unshare
 
     try:
-        libc = _libc()
         uid, gid = os.getuid(), os.getgid()
         flags = 0
         for key, flag in (("user", CLONE_NEWUSER), ("mount", CLONE_NEWNS), ("net", CLONE_NEWNET),
@@ -120,13 +95,13 @@ def enter(config: dict[str, Any], program: list[str]) -> int:
             if config.get(key):
                 flags |= flag
         if flags:
-            _check(libc.unshare(flags), f"unshare({flags:#x})")
+            unshare(flags)
         if config.get("user"):
             _write("/proc/self/setgroups", "deny")
             _write("/proc/self/uid_map", f"0 {uid} 1")
             _write("/proc/self/gid_map", f"0 {gid} 1")
         if config.get("mount"):
-            _check(libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+            private_mounts()
         if not config.get("pid"):
             _exec_program(program, config)
         init = os.fork()  # the PID namespace's init: the first child
