@@ -131,8 +131,12 @@ async def _chunks(sha256: str, path: Path) -> AsyncIterator[types_pb2.BlobChunk]
 
 
 class SandboxPool:
-    """Evaluates candidates on whichever sandbox is free; a sandbox that dies is dropped and
-    its in-flight candidate is retried on another one."""
+    """Evaluates candidates on whichever sandbox has a free place; a sandbox that dies is dropped
+    and its in-flight candidates are retried on another one.
+
+    Each sandbox starts with one place; :meth:`admit` gives it as many as it says it takes at once
+    (``DeviceInfo.candidate_slots``), and :meth:`dismiss` takes it out of the pool.
+    """
 
     def __init__(self, clients: list[SandboxClient]) -> None:
         if not clients:
@@ -142,10 +146,23 @@ class SandboxPool:
         for c in clients:
             self._idle.put_nowait(c)
         self._alive = set(clients)
+        self._places = dict.fromkeys(clients, 1)
 
     @property
     def size(self) -> int:
-        return len(self._alive)
+        """Candidates the live sandboxes take at once."""
+        return sum(self._places[c] for c in self._alive)
+
+    def admit(self, client: SandboxClient, candidate_slots: int) -> None:
+        """Let ``client`` take ``candidate_slots`` candidates at once (at least one)."""
+        wanted = max(1, candidate_slots)
+        for _ in range(wanted - self._places[client]):
+            self._idle.put_nowait(client)
+        self._places[client] = max(wanted, self._places[client])
+
+    def dismiss(self, client: SandboxClient) -> None:
+        """Send ``client`` nothing more (it serves another backend)."""
+        self._alive.discard(client)
 
     async def evaluate(
         self,

@@ -372,11 +372,22 @@ def _card_blobs(card: OperatorCard) -> dict[str, str]:
 
 
 async def _first_device(pool: SandboxPool, backend: str) -> types_pb2.DeviceInfo:
-    """The device the run targets: the first sandbox that serves the requested backend."""
+    """The device the run targets: that of the first sandbox serving the requested backend.
+
+    Every sandbox of that backend is admitted with the candidates it takes at once; the others
+    are dismissed, since a sandbox refuses candidates for another backend.
+    """
     seen = []
+    chosen: types_pb2.DeviceInfo | None = None
     for client in pool.clients:
         info = await client.device_info()
         seen.append(f"{client.address}: {info.backend}")
-        if backend in ("auto", info.backend):
-            return info
-    raise FailedPrecondition(f"no sandbox serves backend {backend!r} ({'; '.join(seen)})")
+        if chosen is None and backend in ("auto", info.backend):
+            chosen = info
+        if chosen is not None and info.backend == chosen.backend:
+            pool.admit(client, info.candidate_slots)
+        else:
+            pool.dismiss(client)
+    if chosen is None:
+        raise FailedPrecondition(f"no sandbox serves backend {backend!r} ({'; '.join(seen)})")
+    return chosen

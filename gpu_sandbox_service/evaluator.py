@@ -106,7 +106,8 @@ class Evaluator:
                 self._profile = await choose_kernel_profile(
                     "cuda", self._compiler, self.scratch,
                     lambda argv, run_dir, profile: self._spawn(argv, run_dir, self.limits.run_timeout_s, profile))
-            self._device = device.model_copy(update={"sandbox_id": self.sandbox_id})
+            self._device = device.model_copy(update={"sandbox_id": self.sandbox_id,
+                                                     "candidate_slots": self._pool.candidate_slots})
 
     async def evaluate(self, request: EvaluationRequest) -> EvaluationResult:
         """The verdict on one candidate. Bad requests raise; bad candidates get a status."""

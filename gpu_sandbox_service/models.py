@@ -106,5 +106,6 @@ class DeviceInfo(BaseModel):
     toolchain: str
     memory_bytes: int = 0
     device_count: int = 1
+    candidate_slots: int = 1
     sandbox_id: str = ""
     copy_bandwidth_by_size: list[BandwidthAtSize] = Field(default_factory=list)

@@ -1,5 +1,8 @@
 """Worker slots: one per visible GPU for running (timing is exclusive per GPU), more for compiling.
 
+A cuda sandbox asks for two candidates per run slot (``candidate_slots``), so the next one's build
+overlaps the current one's run.
+
 ``kforge serve sandbox --gpus 0,2`` (or ``all``) picks the GPUs explicitly: ``select_gpus`` checks
 the ids against the visible ones and the server narrows ``CUDA_VISIBLE_DEVICES`` to them before the
 pool is built, so each listed GPU gets one slot whose processes see that GPU alone.
@@ -72,6 +75,9 @@ class WorkerPool:
         else:
             slots = [{} for _ in range(max(1, workers or 1))]
         self.size = len(slots)
+        # A GPU times one candidate while the CPU builds the next; a CPU slot would time its
+        # candidate against a compiler on the same cores, so it takes one at a time.
+        self.candidate_slots = self.size * (2 if backend == "cuda" else 1)
         self._free: asyncio.Queue[Slot] = asyncio.Queue()
         for index, env in enumerate(slots):
             self._free.put_nowait(Slot(index, env))

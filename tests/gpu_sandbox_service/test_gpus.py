@@ -57,6 +57,12 @@ def test_workers_alone_take_the_first_visible_gpus(monkeypatch: pytest.MonkeyPat
     assert WorkerPool("cpu", workers=3).size == 3
 
 
+def test_a_gpu_takes_a_second_candidate_to_build_while_one_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
+    assert WorkerPool("cuda", device_count=3).candidate_slots == 6
+    assert WorkerPool("cpu", workers=3).candidate_slots == 3
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     server.add_serve_arguments(parser)

@@ -22,6 +22,7 @@ def test_device_info_describes_the_cpu(sandbox: SandboxClient) -> None:
     by_size = info.copy_bandwidth_by_size  # what the floor reads at a card's working set
     sizes = [p.working_set_bytes for p in by_size]
     assert len(sizes) >= 2 and sizes == sorted(sizes) and by_size[-1].gbps == info.copy_bandwidth_gbps
+    assert info.candidate_slots == 1  # one cpu run slot, timed with no compiler beside it
 
 
 def test_upload_checks_digest_and_offsets(sandbox: SandboxClient) -> None:

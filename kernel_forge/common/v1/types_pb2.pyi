@@ -39,7 +39,7 @@ class TensorSpec(_message.Message):
     def __init__(self, shape: _Optional[_Iterable[int]] = ..., stride: _Optional[_Iterable[int]] = ..., dtype: _Optional[str] = ..., storage_offset: _Optional[int] = ..., aligned16: _Optional[bool] = ...) -> None: ...
 
 class DeviceInfo(_message.Message):
-    __slots__ = ("backend", "name", "arch", "sm_count", "l2_bytes", "copy_bandwidth_gbps", "toolchain", "sandbox_id", "memory_bytes", "copy_bandwidth_by_size")
+    __slots__ = ("backend", "name", "arch", "sm_count", "l2_bytes", "copy_bandwidth_gbps", "toolchain", "sandbox_id", "memory_bytes", "copy_bandwidth_by_size", "candidate_slots")
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     ARCH_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +50,7 @@ class DeviceInfo(_message.Message):
     SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     COPY_BANDWIDTH_BY_SIZE_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_SLOTS_FIELD_NUMBER: _ClassVar[int]
     backend: str
     name: str
     arch: str
@@ -60,7 +61,8 @@ class DeviceInfo(_message.Message):
     sandbox_id: str
     memory_bytes: int
     copy_bandwidth_by_size: _containers.RepeatedCompositeFieldContainer[CopyBandwidthAtSize]
-    def __init__(self, backend: _Optional[str] = ..., name: _Optional[str] = ..., arch: _Optional[str] = ..., sm_count: _Optional[int] = ..., l2_bytes: _Optional[int] = ..., copy_bandwidth_gbps: _Optional[float] = ..., toolchain: _Optional[str] = ..., sandbox_id: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., copy_bandwidth_by_size: _Optional[_Iterable[_Union[CopyBandwidthAtSize, _Mapping]]] = ...) -> None: ...
+    candidate_slots: int
+    def __init__(self, backend: _Optional[str] = ..., name: _Optional[str] = ..., arch: _Optional[str] = ..., sm_count: _Optional[int] = ..., l2_bytes: _Optional[int] = ..., copy_bandwidth_gbps: _Optional[float] = ..., toolchain: _Optional[str] = ..., sandbox_id: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., copy_bandwidth_by_size: _Optional[_Iterable[_Union[CopyBandwidthAtSize, _Mapping]]] = ..., candidate_slots: _Optional[int] = ...) -> None: ...
 
 class CopyBandwidthAtSize(_message.Message):
     __slots__ = ("working_set_bytes", "gbps")
