@@ -234,7 +234,8 @@ class CardSearch:
         assert row.source is not None
         request = sandbox_pb2.EvaluateRequest(
             candidate_id=row.id, card_json=self.card.to_json(), source=row.source, backend=self.settings.backend,
-            options=sandbox_pb2.EvaluationOptions(remeasure=self.settings.remeasure),
+            options=sandbox_pb2.EvaluationOptions(remeasure=self.settings.remeasure,
+                                                  best_speedup=self._best_speedup()),
         )
 
         async def lost(address: str, why: str) -> None:
@@ -251,6 +252,11 @@ class CardSearch:
         summary = f"{status}" + (f" {latency:.2f} µs (x{result.speedup:.2f})" if latency else "")
         await self.emit("candidate", f"{row.description or 'candidate'}: {summary}", card_id=self.card.id,
                         candidate_id=row.id, result=result)
+
+    def _best_speedup(self) -> float:
+        """The card's best speedup so far (0 before any candidate passed): the sandbox stops timing a
+        candidate clearly below it early and re-measures only one that beats it."""
+        return max((r.speedup for r in self.store.results(self.card.id).values() if r.status == PASSED), default=0.0)
 
     def _propose_request(self, row: CandidateRow) -> agent_pb2.ProposeRequest:
         request = agent_pb2.ProposeRequest(

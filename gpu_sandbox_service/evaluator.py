@@ -47,7 +47,7 @@ from gpu_sandbox_service.models import (
 )
 from gpu_sandbox_service.pool import Slot, WorkerPool
 from gpu_sandbox_service.pycommand import python_module_command
-from kforge_domain.verdict import BuildFailure
+from kforge_domain.verdict import BuildFailure, RunFigures
 from servicekit.errors import FailedPrecondition, InvalidArgument, Unavailable
 
 log = logging.getLogger(__name__)
@@ -145,7 +145,8 @@ class Evaluator:
             return result
         report, log = await self._run(request, compiled.library, verify_fresh=True)
         self._apply(result, report, log)
-        if result.status == CandidateStatus.PASSED and request.options.remeasure:
+        passed = result.status == CandidateStatus.PASSED
+        if passed and request.options.remeasure and _would_be_best(result, request):
             again, log = await self._run(request, compiled.library, verify_fresh=False, cold=True)
             if again.status == CandidateStatus.PASSED:
                 self._apply(result, again, log)
@@ -313,6 +314,7 @@ class Evaluator:
             sample_inputs=[str(run_dir / f"sample{i}.safetensors") for i in range(len(request.card.samples))],
             module_program=str(program) if program else None, fresh_input_sets=options.fresh_input_sets,
             timing_runs=options.timing_runs, warmup_runs=options.warmup_runs, verify_fresh=verify_fresh,
+            best_speedup=options.best_speedup,
             copy_bandwidth_gbps=self._device.copy_bandwidth_gbps,
             copy_bandwidth_by_size=self._device.copy_bandwidth_by_size, l2_bytes=self._device.l2_bytes,
             floor_slack=self.limits.floor_slack, seed=int.from_bytes(os.urandom(4), "little"),
@@ -322,6 +324,12 @@ class Evaluator:
     def _apply(result: EvaluationResult, report: HarnessReport, log: str) -> None:
         result.verdict = report.run_figures()
         result.log_tail = log
+
+
+def _would_be_best(result: EvaluationResult, request: EvaluationRequest) -> bool:
+    """Whether the candidate beats the card's best so far, so its figure is worth a fresh process."""
+    speedup = result.verdict.speedup if isinstance(result.verdict, RunFigures) else None
+    return speedup is not None and speedup > request.options.best_speedup
 
 
 def _copy_private(source: Path, target: Path) -> None:

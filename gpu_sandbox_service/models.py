@@ -47,6 +47,7 @@ class EvaluationOptions(BaseModel):
     compile_timeout_s: float | None = Field(default=None, gt=0)
     run_timeout_s: float | None = Field(default=None, gt=0)
     remeasure: bool = False
+    best_speedup: float = Field(default=0.0, ge=0)
 
 
 class EvaluationRequest(BaseModel):

@@ -31,6 +31,7 @@ def request_from_message(message: messages_pb2.EvaluateRequest) -> EvaluationReq
             compile_timeout_s=given.compile_timeout_s or None,
             run_timeout_s=given.run_timeout_s or None,
             remeasure=given.remeasure,
+            best_speedup=given.best_speedup,
         )
     except ValidationError as exc:
         raise InvalidArgument(f"invalid evaluation options: {exc.errors()[:3]}") from exc

@@ -25,6 +25,7 @@ class HarnessRequest(BaseModel):
     fresh_input_sets: int = 2
     timing_runs: int = 50
     warmup_runs: int = 5
+    best_speedup: float = 0.0
     verify_fresh: bool = True
     copy_bandwidth_gbps: float = 0.0
     copy_bandwidth_by_size: list[BandwidthAtSize] = Field(default_factory=list)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,10 @@ from packager.abi import AbiError, KernelLibrary, allocate_workspace
 from packager.variant import decode_call
 
 TIMING_SETS = 3
+#: Timed pairs before a candidate may stop early, and how far below the card's best speedup its
+#: fastest quartile must stay: clearly slower, not a noisy start.
+EARLY_STOP_PAIRS = 10
+EARLY_STOP_MARGIN = 0.8
 
 
 class CandidateFailure(Exception):
@@ -72,7 +77,7 @@ class Session:
         self.request = request
         self.card = request.card
         self.device = "cuda" if request.backend == "cuda" else "cpu"
-        self.generator = torch.Generator().manual_seed(request.seed)
+        self.generator = torch.Generator(device=self.device).manual_seed(request.seed)
         self.stream = torch.cuda.Stream() if self.device == "cuda" else None
         self.reference = Reference(self.card, Path(request.module_program) if request.module_program else None)
         self.input_sets = self._input_sets()
@@ -219,6 +224,10 @@ class Session:
                     candidate_us.append(self.timer.time_us(lambda s=s: candidate(sets[s])))  # type: ignore[misc]
                 else:
                     eager_us.append(self.timer.time_us(eager[s]))
+            if self.clearly_slower(candidate_us, eager_us):
+                print(f"timing stopped after {len(candidate_us)} of {self.request.timing_runs} calls: clearly "
+                      f"slower than the card's best speedup of {self.request.best_speedup:.3g}", flush=True)
+                break
         candidate_summary, eager_summary = Summary.of(candidate_us), Summary.of(eager_us)
         escaped = None
         if self.stream is not None:
@@ -232,6 +241,16 @@ class Session:
             for s, buffers in enumerate(sets):
                 self.check_outputs(buffers, self.references[s], f"timed input set {s}")
         return candidate_summary, eager_summary, escaped
+
+    def clearly_slower(self, candidate_us: list[float], eager_us: list[float]) -> bool:
+        """Whether the pairs timed so far show the candidate far below the card's best speedup: even
+        its fastest quartile, against eager's median, stays under :data:`EARLY_STOP_MARGIN` of it."""
+        best = self.request.best_speedup
+        pairs = min(len(candidate_us), len(eager_us))
+        if best <= 0 or pairs < EARLY_STOP_PAIRS or pairs % 2:  # whole (candidate, eager) + (eager, candidate) rounds
+            return False
+        fast_quartile = statistics.quantiles(candidate_us, n=4)[0]
+        return fast_quartile > 0 and statistics.median(eager_us) / fast_quartile < EARLY_STOP_MARGIN * best
 
     def on_harness_stream(self) -> contextlib.AbstractContextManager[object]:
         """Device work of the harness itself goes on the candidate's stream, ordered with it."""

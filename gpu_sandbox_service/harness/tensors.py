@@ -36,27 +36,43 @@ def assign(target: torch.Tensor, values: torch.Tensor) -> None:
     view.copy_(source.expand(target.shape)[index] if source.shape != view.shape else source)
 
 
+#: Elements of a sample its statistics are read from: a strided subset of a large sample describes
+#: its distribution as well as the whole and costs a fraction of a pass over 256 MB.
+STATISTICS_ELEMENTS = 1 << 20
+
+
+def statistics_subset(sample: torch.Tensor) -> torch.Tensor:
+    """At most :data:`STATISTICS_ELEMENTS` of ``sample``'s elements, evenly spaced."""
+    flat = sample.reshape(-1)
+    step = -(-flat.numel() // STATISTICS_ELEMENTS)
+    return flat[::step] if step > 1 else flat
+
+
 def draw_like(spec: TensorSpec, sample: torch.Tensor | None, generator: torch.Generator) -> torch.Tensor:
-    """Fresh values distributed like ``sample`` (same dtype, similar mean and spread), never all zeros.
+    """Fresh values distributed like ``sample`` (same dtype, similar mean and spread), never all zeros,
+    drawn on the generator's device (the device the kernel will read them on).
 
     Integer tensors stay within the sample's range, so indices remain valid; without a sample,
     floats are standard normal and integers small and non-negative.
     """
     dtype = dtype_from_name(spec.dtype)
     shape = spec.shape
+    device = generator.device
+    subset = statistics_subset(sample) if sample is not None and sample.numel() else None
     if dtype == torch.bool:
-        p = float(sample.float().mean()) if sample is not None and sample.numel() else 0.5
-        return torch.rand(shape, generator=generator) < min(max(p, 0.1), 0.9)
+        p = float(subset.float().mean()) if subset is not None else 0.5
+        return torch.rand(shape, generator=generator, device=device) < min(max(p, 0.1), 0.9)
     if dtype in FLOAT_DTYPES:
         mean, std = 0.0, 1.0
-        if sample is not None and sample.numel():
-            values = sample.double()
+        if subset is not None:
+            values = subset.double()
             finite = values[torch.isfinite(values)]
             if finite.numel():
                 mean = float(finite.mean())
                 std = float(finite.std()) if finite.numel() > 1 else 0.0
         std = max(std, abs(mean) * 0.1, 1e-2)
-        drawn = torch.randn(shape, generator=generator, dtype=torch.float64) * std + mean
+        wide = torch.float64 if dtype == torch.float64 else torch.float32
+        drawn = torch.randn(shape, generator=generator, dtype=wide, device=device).mul_(std).add_(mean)
         return drawn.to(dtype)
     low, high = 0, 16
     if sample is not None and sample.numel():
@@ -65,7 +81,7 @@ def draw_like(spec: TensorSpec, sample: torch.Tensor | None, generator: torch.Ge
     low, high = max(low, info.min), min(high, info.max)
     if high - low <= 1 and sample is None:
         high = low + 2
-    drawn = torch.randint(low, max(high, low + 1), shape, generator=generator, dtype=torch.int64)
+    drawn = torch.randint(low, max(high, low + 1), shape, generator=generator, dtype=torch.int64, device=device)
     return drawn.to(dtype)
 
 

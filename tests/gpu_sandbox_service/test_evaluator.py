@@ -61,6 +61,22 @@ def test_passing_candidate_is_remeasured_and_ships_its_artifact(evaluator: Evalu
     assert again.status.value == "PASSED" and again.compile_s == 0.0  # served from the compile cache
 
 
+def test_a_candidate_far_below_the_cards_best_stops_timing_early_and_is_not_remeasured(
+        evaluator: Evaluator) -> None:
+    card = softmax_card(evaluator.blobs, rows=128, cols=512)
+    options = EvaluationOptions(fresh_input_sets=1, timing_runs=40, remeasure=True, best_speedup=1e6)
+    result = run(evaluator, EvaluationRequest(candidate_id="slow", card=card, source=SOFTMAX_OK, backend="cpu",
+                                              options=options))
+    assert result.status.value == "PASSED", result.error_message + result.log_tail
+    assert "timing stopped after 10 of 40 calls: clearly slower than the card's best speedup of 1e+06" \
+        in result.log_tail
+    assert not result.remeasured  # the fresh process is for a candidate that would become the best
+    beaten = options.model_copy(update={"best_speedup": 1e-6})
+    result = run(evaluator, EvaluationRequest(candidate_id="best", card=card, source=SOFTMAX_OK, backend="cpu",
+                                              options=beaten))
+    assert result.status.value == "PASSED" and result.remeasured and "timing stopped" not in result.log_tail
+
+
 def test_a_4_mb_group_norm_kernel_is_judged_against_the_floor_of_its_working_set(evaluator: Evaluator) -> None:
     """The card whose kernels were rejected as faster than DRAM allows: its 8 MB working set stays
     in the last-level cache, so the floor reads the bandwidth measured at that size, and a floor

@@ -2,7 +2,15 @@ from __future__ import annotations
 
 import torch
 
-from gpu_sandbox_service.harness.tensors import allocate, assign, draw_like, poison, storage_bytes
+from gpu_sandbox_service.harness.tensors import (
+    STATISTICS_ELEMENTS,
+    allocate,
+    assign,
+    draw_like,
+    poison,
+    statistics_subset,
+    storage_bytes,
+)
 from kforge_domain.card import TensorSpec
 
 
@@ -32,6 +40,17 @@ def test_fresh_draws_follow_the_sample_and_are_never_all_zero() -> None:
     assert bool((zeros != 0).any())
     indices = draw_like(TensorSpec(shape=[50], stride=[1], dtype="int64"), torch.tensor([3, 9]), generator)
     assert int(indices.min()) >= 3 and int(indices.max()) <= 9
+
+
+def test_a_large_sample_is_described_by_an_even_subset_of_its_elements() -> None:
+    sample = torch.cat([torch.full((STATISTICS_ELEMENTS,), -4.0), torch.full((2 * STATISTICS_ELEMENTS,), 8.0)])
+    subset = statistics_subset(sample)
+    assert subset.numel() <= STATISTICS_ELEMENTS
+    assert abs(float(subset.mean()) - float(sample.mean())) < 0.01  # both halves, in proportion
+    spec = TensorSpec(shape=list(sample.shape), stride=[1], dtype="bfloat16")
+    drawn = draw_like(spec, sample, torch.Generator().manual_seed(3))
+    assert drawn.dtype == torch.bfloat16 and drawn.shape == sample.shape
+    assert abs(float(drawn.float().mean()) - 4.0) < 0.05 and 5 < float(drawn.float().std()) < 6.5
 
 
 def test_poison_variants_differ_so_unwritten_elements_show() -> None:

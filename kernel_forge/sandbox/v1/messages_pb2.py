@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&kernel_forge/sandbox/v1/messages.proto\x12\x17kernel_forge.sandbox.v1\"\x16\n\x14GetDeviceInfoRequest\"2\n\x12UploadBlobResponse\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\"!\n\x0fHasBlobsRequest\x12\x0e\n\x06sha256\x18\x01 \x03(\t\"#\n\x10HasBlobsResponse\x12\x0f\n\x07missing\x18\x01 \x03(\t\"\x87\x01\n\x11\x45valuationOptions\x12\x18\n\x10\x66resh_input_sets\x18\x01 \x01(\x05\x12\x13\n\x0btiming_runs\x18\x02 \x01(\x05\x12\x19\n\x11\x63ompile_timeout_s\x18\x03 \x01(\x01\x12\x15\n\rrun_timeout_s\x18\x04 \x01(\x01\x12\x11\n\tremeasure\x18\x05 \x01(\x08\"\x98\x01\n\x0f\x45valuateRequest\x12\x14\n\x0c\x63\x61ndidate_id\x18\x01 \x01(\t\x12\x11\n\tcard_json\x18\x02 \x01(\t\x12\x0e\n\x06source\x18\x03 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x04 \x01(\t\x12;\n\x07options\x18\x05 \x01(\x0b\x32*.kernel_forge.sandbox.v1.EvaluationOptionsb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&kernel_forge/sandbox/v1/messages.proto\x12\x17kernel_forge.sandbox.v1\"\x16\n\x14GetDeviceInfoRequest\"2\n\x12UploadBlobResponse\x12\x0e\n\x06sha256\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x03\"!\n\x0fHasBlobsRequest\x12\x0e\n\x06sha256\x18\x01 \x03(\t\"#\n\x10HasBlobsResponse\x12\x0f\n\x07missing\x18\x01 \x03(\t\"\x9d\x01\n\x11\x45valuationOptions\x12\x18\n\x10\x66resh_input_sets\x18\x01 \x01(\x05\x12\x13\n\x0btiming_runs\x18\x02 \x01(\x05\x12\x19\n\x11\x63ompile_timeout_s\x18\x03 \x01(\x01\x12\x15\n\rrun_timeout_s\x18\x04 \x01(\x01\x12\x11\n\tremeasure\x18\x05 \x01(\x08\x12\x14\n\x0c\x62\x65st_speedup\x18\x06 \x01(\x01\"\x98\x01\n\x0f\x45valuateRequest\x12\x14\n\x0c\x63\x61ndidate_id\x18\x01 \x01(\t\x12\x11\n\tcard_json\x18\x02 \x01(\t\x12\x0e\n\x06source\x18\x03 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x04 \x01(\t\x12;\n\x07options\x18\x05 \x01(\x0b\x32*.kernel_forge.sandbox.v1.EvaluationOptionsb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,7 +40,7 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HASBLOBSRESPONSE']._serialized_start=178
   _globals['_HASBLOBSRESPONSE']._serialized_end=213
   _globals['_EVALUATIONOPTIONS']._serialized_start=216
-  _globals['_EVALUATIONOPTIONS']._serialized_end=351
-  _globals['_EVALUATEREQUEST']._serialized_start=354
-  _globals['_EVALUATEREQUEST']._serialized_end=506
+  _globals['_EVALUATIONOPTIONS']._serialized_end=373
+  _globals['_EVALUATEREQUEST']._serialized_start=376
+  _globals['_EVALUATEREQUEST']._serialized_end=528
 # @@protoc_insertion_point(module_scope)

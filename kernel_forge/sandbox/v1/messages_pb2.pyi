@@ -31,18 +31,20 @@ class HasBlobsResponse(_message.Message):
     def __init__(self, missing: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class EvaluationOptions(_message.Message):
-    __slots__ = ("fresh_input_sets", "timing_runs", "compile_timeout_s", "run_timeout_s", "remeasure")
+    __slots__ = ("fresh_input_sets", "timing_runs", "compile_timeout_s", "run_timeout_s", "remeasure", "best_speedup")
     FRESH_INPUT_SETS_FIELD_NUMBER: _ClassVar[int]
     TIMING_RUNS_FIELD_NUMBER: _ClassVar[int]
     COMPILE_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     RUN_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
     REMEASURE_FIELD_NUMBER: _ClassVar[int]
+    BEST_SPEEDUP_FIELD_NUMBER: _ClassVar[int]
     fresh_input_sets: int
     timing_runs: int
     compile_timeout_s: float
     run_timeout_s: float
     remeasure: bool
-    def __init__(self, fresh_input_sets: _Optional[int] = ..., timing_runs: _Optional[int] = ..., compile_timeout_s: _Optional[float] = ..., run_timeout_s: _Optional[float] = ..., remeasure: _Optional[bool] = ...) -> None: ...
+    best_speedup: float
+    def __init__(self, fresh_input_sets: _Optional[int] = ..., timing_runs: _Optional[int] = ..., compile_timeout_s: _Optional[float] = ..., run_timeout_s: _Optional[float] = ..., remeasure: _Optional[bool] = ..., best_speedup: _Optional[float] = ...) -> None: ...
 
 class EvaluateRequest(_message.Message):
     __slots__ = ("candidate_id", "card_json", "source", "backend", "options")
