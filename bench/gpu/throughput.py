@@ -1,5 +1,6 @@
 """Seconds per candidate through the real Evaluator, split into build, start, checks and timing,
-and candidates per minute with 1 and 2 sandboxes, on a small card and a large one.
+and candidates per minute with 1 and 2 sandboxes, and with one sandbox sent as many candidates at once as
+it takes (``pip``: on cuda the next build overlaps the current run), on a small card and a large one.
 
 Every candidate carries a nonce so the compile cache never serves it. The split comes from the
 evaluator's own ``compile_s`` and ``total_s`` and from the same harness session run in this
@@ -88,6 +89,20 @@ async def one_sandbox(evaluator: Evaluator, card: OperatorCard, n: int, options:
     return rows
 
 
+async def pipelined(evaluator: Evaluator, card: OperatorCard, n: int, options: EvaluationOptions) -> float:
+    """Candidates a minute through one sandbox sent as many at once as it takes (``candidate_slots``),
+    as the forge sends them: on cuda one builds while another runs."""
+    slots = asyncio.Semaphore((await evaluator.device_info()).candidate_slots)
+
+    async def one() -> None:
+        async with slots:
+            await evaluator.evaluate(fresh_request(card, evaluator.backend, options))
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(n)))
+    return 60.0 * n / (time.perf_counter() - started)
+
+
 async def measure_card(root: Path, backend: str, label: str, megabytes: float, n: int,
                        options: EvaluationOptions) -> dict[str, object]:
     store = BlobStore(root / "blobs")
@@ -102,6 +117,7 @@ async def measure_card(root: Path, backend: str, label: str, megabytes: float, n
     except Exception as exc:  # the split is lost, the counts per minute are not
         print(f"{label}: no phase split: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
         phases = [{"references_s": float("nan"), "verify_s": float("nan"), "timing_s": float("nan")}]
+    per_minute_pipelined = await pipelined(evaluators[0], card, n, options)
     started = time.perf_counter()
     both = await asyncio.gather(*(one_sandbox(e, card, n, options) for e in evaluators))
     two_s = time.perf_counter() - started
@@ -121,6 +137,7 @@ async def measure_card(root: Path, backend: str, label: str, megabytes: float, n
         "median_total_s": total, "build_s": build, "start_s": max(0.0, total - build - references - verify - timing),
         "checks_s": references + verify, "timing_s": timing,
         "per_minute_1": 60.0 / (sum(totals) / len(totals)), "per_minute_2": 60.0 * 2 * n / two_s,
+        "per_minute_pipelined": per_minute_pipelined,
         "fork_server": getattr(evaluators[0], "fork_server_enabled", False), "rows": rows,
     }
 
@@ -140,11 +157,11 @@ def main() -> None:
         cards = [asyncio.run(measure_card(Path(tmp) / name, args.backend, name, mb, args.candidates, options))
                  for name, mb in (("small", 1.0), ("large", big))]
     print(f"{'card':6} {'MB':>6} {'total s':>8} {'build':>7} {'start':>7} {'checks':>7} {'timing':>7} "
-          f"{'/min x1':>8} {'/min x2':>8}  statuses")
+          f"{'/min x1':>8} {'/min x2':>8} {'/min pip':>8}  statuses")
     for c in cards:
         print(f"{c['card']:6} {c['input_mb']:>6g} {c['median_total_s']:>8.2f} {c['build_s']:>7.2f} "
               f"{c['start_s']:>7.2f} {c['checks_s']:>7.2f} {c['timing_s']:>7.2f} {c['per_minute_1']:>8.1f} "
-              f"{c['per_minute_2']:>8.1f}  {','.join(c['statuses'])}")  # type: ignore[arg-type]
+              f"{c['per_minute_2']:>8.1f} {c['per_minute_pipelined']:>8.1f}  {','.join(c['statuses'])}")  # type: ignore[arg-type]
     args.out_dir.mkdir(parents=True, exist_ok=True)
     device = torch.cuda.get_device_name() if args.backend == "cuda" else platform.processor() or platform.machine()
     out = args.out_dir / f"throughput_{args.backend}{'_' + args.label if args.label else ''}.json"
