@@ -1,4 +1,4 @@
-"""The fuser: one elementwise kernel for a module card whose forward is a chain of elementwise ops.
+"""The fuser: one kernel for a module card whose forward is a chain of elementwise ops.
 
 Eager runs ``x * torch.sigmoid(x)`` or a GELU written out in Python as one pass over memory per
 op; a kernel that reads the inputs once and writes the output once saves the rest. The module's
@@ -9,6 +9,12 @@ must broadcast to the output. Each call's result is rounded to its own dtype as 
 (a bf16 chain stays a bf16 chain, computed in fp32 between roundings), so the kernel departs from
 eager no more than one op's rounding. The plan is the elementwise engine's, specialised to the
 card's exact shapes, strides and dtypes, and its knobs are the search's to refine.
+
+A chain may also reduce over the last dim (sum, mean, amax, var, std with ``keepdim=True``): a
+hand-written RMS norm, a softmax written out, a residual add then a norm. Those become one row
+kernel (:mod:`agent_service.offline.fused_rows`): the calls feeding each reduction computed per
+element as it sweeps the row, those on reduced values once per row, the rest per element as the
+output is written. Reductions accumulate in fp32 and round to their call's dtype, as eager does.
 """
 
 from __future__ import annotations
@@ -21,6 +27,17 @@ from agent_service.models import DeviceDescription
 from agent_service.offline import cxx
 from agent_service.offline.call import TensorArg, UnsupportedCard, bind_schema, decode_argument, split_op_name
 from agent_service.offline.elementwise import ElementwisePlan, Operand
+from agent_service.offline.fused_rows import (
+    REDUCTIONS,
+    ElementValue,
+    FusedRowPlan,
+    RowOperand,
+    RowStep,
+    RowValue,
+    Sweep,
+    reduction_steps,
+    with_types,
+)
 from agent_service.offline.knobs import Knobs, KnobSpace
 from agent_service.offline.ops_elementwise import BINARY, UNARY
 from kforge_domain.card import OperatorCard
@@ -32,7 +49,6 @@ IDENTITY = {"clone", "contiguous", "alias", "detach", "_to_copy", "to", "type_as
 #: Of those, the ones that may move elements: fused only where the shape does not change (an
 #: ``expand`` only broadcasts, which reading each value at the output's index already does).
 RESHAPES = {"view", "_unsafe_view", "reshape"}
-_TYPE_SLOT = re.compile(r"@(\w+)@")
 
 
 @dataclass(frozen=True)
@@ -58,8 +74,7 @@ class FusedPlan:
         return self.plan.summary
 
     def for_backend(self, backend: str) -> ElementwisePlan:
-        expression = _TYPE_SLOT.sub(lambda m: cxx.element_type(m.group(1), backend), self.plan.expression)
-        return replace(self.plan, expression=expression)
+        return replace(self.plan, expression=with_types(self.plan.expression, backend))
 
     def knob_space(self, backend: str, device: DeviceDescription) -> KnobSpace:
         return self.for_backend(backend).knob_space(backend, device)
@@ -68,9 +83,9 @@ class FusedPlan:
         return self.for_backend(backend).render(backend, knobs, device)
 
 
-def fused_plan(card: OperatorCard) -> FusedPlan:
-    """The fused kernel of ``card``'s program, or :class:`UnsupportedCard` saying which call or
-    layout stands in the way."""
+def fused_plan(card: OperatorCard) -> FusedPlan | FusedRowPlan:
+    """The fused kernel of ``card``'s program (a row kernel where it reduces over the last dim), or
+    :class:`UnsupportedCard` saying which call or layout stands in the way."""
     graph = card.module_graph
     if not graph or not graph.get("nodes"):
         raise UnsupportedCard(f"{card.op}: capture described no program for the fuser")
@@ -79,6 +94,8 @@ def fused_plan(card: OperatorCard) -> FusedPlan:
     chain = _Chain(card)
     for node in graph["nodes"]:
         chain.add(node)
+    if any(isinstance(step, Sweep) for step in chain.steps):
+        return chain.row_plan(graph["outputs"][0])
     return FusedPlan(chain.plan(graph["outputs"][0]), tuple(chain.ops))
 
 
@@ -96,6 +113,11 @@ class _Chain:
         self.statements: list[str] = []
         self.ops: list[str] = []
         self.uses_math = False
+        # Row kernels: the calls computed per element, and per row in order with the sweeps.
+        self.elements: list[ElementValue] = []
+        self.steps: list[RowStep] = []
+        self.row_locals: set[str] = set()
+        self.reading: set[str] = set()  # the C names (locals, operands x<i>) the current call reads
 
     def add(self, node: dict[str, Any]) -> None:
         op = str(node["op"])
@@ -103,24 +125,50 @@ class _Chain:
         shape, dtype = [int(d) for d in node["shape"]], str(node["dtype"])
         if dtype not in cxx.FLOAT_DTYPES:
             raise UnsupportedCard(f"{op} returns {dtype}; the fuser computes float dtypes")
-        if not _broadcasts(shape, self.out.shape):
+        if base not in REDUCTIONS and not _broadcasts(shape, self.out.shape):  # a reduction: see _reduction
             raise UnsupportedCard(f"{op} returns shape {shape}, not broadcast to the output {self.out.shape}")
         call = bind_schema(op, [self._value(a) for a in node.get("args", [])],
                            {k: self._value(v) for k, v in node.get("kwargs", {}).items()})
-        expression = self._expression(op, base, call, shape)
         local = f"t{len(self.statements)}"
+        self.reading = set()
+        if base in REDUCTIONS:
+            expression, per_row = self._reduction(op, base, call, local), True
+        else:
+            expression = self._expression(op, base, call, shape)
+            per_row = bool(self.reading) and self.reading <= self.row_locals
         self.statements.append(f"const float {local} = {_rounded(expression, dtype)};")
+        if per_row:
+            self.row_locals.add(local)
+            self.steps.append(RowValue(local, _rounded(expression, dtype)))
+        else:
+            self.elements.append(ElementValue(local, _rounded(expression, dtype), frozenset(self.reading)))
         self.locals[str(node["name"])], self.shapes[str(node["name"])] = local, shape
         self.dtypes[str(node["name"])] = dtype
         self.ops.append(base)
 
-    def plan(self, output: Any) -> ElementwisePlan:
+    def _result(self, output: Any) -> NodeRef | TensorArg:
         result = self._value(output)
         if isinstance(result, NodeRef):
             if self.shapes[result.name] != list(self.out.shape) or self.dtypes[result.name] != self.out.dtype:
                 raise UnsupportedCard(f"{self.card.op}: the program's result is not the card's output layout")
         elif not isinstance(result, TensorArg):
             raise UnsupportedCard(f"{self.card.op}: the program returns a constant")
+        return result
+
+    def row_plan(self, output: Any) -> FusedRowPlan:
+        """The chain as a row kernel over the output's last dim (it reduces over that dim)."""
+        self.reading = set()
+        result = self._operand(self._result(output))
+        summary = (f"{self.card.op}: {' -> '.join(self.ops)} fused over rows of {self.out.shape[-1]}, "
+                   f"to {self.out.shape} {self.out.dtype}")
+        return FusedRowPlan(
+            summary=summary, inputs=tuple(self.card.inputs), outputs=tuple(self.card.outputs),
+            operands=tuple(RowOperand(o.tensor, o.dtype) for o in self.operands), elements=tuple(self.elements),
+            steps=tuple(self.steps), result=result, result_needs=frozenset(self.reading), uses_math=self.uses_math,
+        )
+
+    def plan(self, output: Any) -> ElementwisePlan:
+        result = self._result(output)
         body = " ".join(self.statements)
         expression = f"([&]() -> float {{ {body} return {self._operand(result)}; }}())"
         summary = f"{self.card.op}: {' -> '.join(self.ops)} fused, to {self.out.shape} {self.out.dtype}"
@@ -141,6 +189,7 @@ class _Chain:
     def _operand(self, value: Any) -> str:
         """The C expression of a tensor argument: an operand load or an earlier call's local."""
         if isinstance(value, NodeRef):
+            self.reading.add(self.locals[value.name])
             return self.locals[value.name]
         if not isinstance(value, TensorArg):
             raise UnsupportedCard(f"{self.card.op}: expected a tensor, got {value!r}")
@@ -152,6 +201,7 @@ class _Chain:
         if value.index not in self.operand_of:
             self.operand_of[value.index] = len(self.operands)
             self.operands.append(Operand(value.index, value.spec.dtype))
+        self.reading.add(f"x{self.operand_of[value.index]}")
         return f"x{self.operand_of[value.index]}"
 
     def _scalar_or_operand(self, value: Any) -> str:
@@ -183,6 +233,36 @@ class _Chain:
                 raise UnsupportedCard(f"{op} changes the shape inside the chain")
             return self._operand(source)
         raise UnsupportedCard(f"{op} is not an elementwise op the fuser knows")
+
+
+    def _reduction(self, op: str, base: str, call: dict[str, Any], local: str) -> str:
+        """Appends the sweeps of a reduction over the output's last dim; returns its per-row result."""
+        source, dims, length = call.get("self"), call.get("dim"), self.out.shape[-1] if self.out.shape else 0
+        dims = [dims] if isinstance(dims, int) else dims
+        shape = _shape_of(source, self.shapes)
+        if call.get("keepdim") is not True:
+            raise UnsupportedCard(f"{op} without keepdim=True: the fuser keeps each reduced value on its row")
+        if shape is None or not dims or len(dims) != 1 or dims[0] not in (-1, len(shape) - 1):
+            raise UnsupportedCard(f"{op} over dims {dims}: the fuser reduces over the last dim alone")
+        if shape[-1] != length or length < 2:
+            raise UnsupportedCard(f"{op} reduces {shape}, whose last dim is not the output's rows of {length}")
+        value = self._operand(source)
+        if value in self.row_locals:
+            raise UnsupportedCard(f"{op} reduces a value that is already one per row")
+        correction = 1.0
+        if base in ("var", "std"):
+            given = (1 if call["unbiased"] else 0) if "unbiased" in call else call.get("correction")
+            if given is not None and (isinstance(given, bool) or not isinstance(given, (int, float))):
+                raise UnsupportedCard(f"{op}: correction {given!r} is not a number")
+            correction = 1.0 if given is None else float(given)
+        steps, result = reduction_steps(base, value, frozenset(self.reading), f"{local}_acc", length, correction)
+        made = {(s.op, s.value, s.term): s.acc for s in self.steps if isinstance(s, Sweep)}
+        for step in steps:
+            # A sweep the chain already made (var's mean and the module's own) is read, not repeated.
+            if isinstance(step, Sweep) and (step.op, step.value, step.term) in made:
+                step = RowValue(step.acc, made[(step.op, step.value, step.term)])
+            self.steps.append(step)
+        return result
 
 
 def _shape_of(value: Any, shapes: dict[str, list[int]]) -> list[int] | None:

@@ -61,10 +61,11 @@ def test_unsupported_cards_get_a_reason() -> None:
     assert not on_cpu.has_proposal
 
 
-def test_module_card_without_eps_attribute_is_refused() -> None:
+def test_module_card_without_its_templates_attribute_goes_to_the_fuser() -> None:
+    # The RMS norm template reads variance_epsilon from the card; the fuser reads the captured program.
     card, _ = module_card(LlamaRMSNorm(8), [torch.randn(2, 8)], attributes={})
     proposal = propose_offline(_request(card))
-    assert not proposal.has_proposal and "variance_epsilon" in proposal.no_proposal_reason
+    assert proposal.has_proposal and proposal.knobs["family"] == "fused_rows"
 
 
 def test_exhausted_space_says_so() -> None:

@@ -1,0 +1,226 @@
+"""Fused row kernels: a chain of elementwise calls around reductions over the last dim.
+
+Normalisations written by hand (``x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w``, a
+softmax as ``exp(x - amax)`` over its sum, a residual add then a norm) run in eager as one pass
+over memory per call, each writing an intermediate. A row kernel sweeps each row once per
+reduction, computing the calls that feed it per element, then writes the output once; every
+intermediate stays in registers.
+
+The plan is a list of :data:`RowStep`: a :class:`Sweep` folds an element value over the row
+(sum or max, in fp32), a :class:`RowValue` computes a per-row value from finished sweeps (a
+reduction's result, or a call on such results like ``rsqrt(mean + eps)``), and the final write
+computes the result per element. Element values are recomputed in each sweep that needs them,
+from operands re-read (cuda may keep them in registers: ``cache_row``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from agent_service.models import DeviceDescription
+from agent_service.offline import cxx
+from agent_service.offline.call import UnsupportedCard
+from agent_service.offline.knobs import Knobs, KnobSpace
+from agent_service.offline.layout import broadcast_strides, coalesce, is_dense
+from agent_service.offline.plan import cpu_thread_choices
+from kforge_domain.card import TensorSpec
+
+FAMILY = "fused_rows"
+#: Reductions over the last dim the fuser computes (var and std take two sweeps).
+REDUCTIONS = ("sum", "mean", "amax", "var", "std")
+MAX_SWEEPS = 4
+_TYPE_SLOT = re.compile(r"@(\w+)@")
+_OPERAND = re.compile(r"^x(\d+)$")
+
+
+def with_types(text: str, backend: str) -> str:
+    """``text`` with each ``@dtype@`` slot replaced by the backend's element type."""
+    return _TYPE_SLOT.sub(lambda m: cxx.element_type(m.group(1), backend), text)
+
+
+def operand_indices(needs: Iterable[str]) -> list[int]:
+    """The operand positions among C names (``x<i>`` is operand ``i``)."""
+    return sorted(int(m.group(1)) for name in needs if (m := _OPERAND.match(name)))
+
+
+@dataclass(frozen=True)
+class RowOperand:
+    """An input read at every element of the output, broadcast (stride 0) where it is smaller."""
+
+    tensor: int
+    dtype: str
+
+
+@dataclass(frozen=True)
+class ElementValue:
+    """A call computed at each element: ``const float local = expression``; ``needs`` names the
+    locals and operands (``x<i>``) it reads."""
+
+    local: str
+    expression: str
+    needs: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A pass over the row folding ``term`` of element value ``value`` (seen as ``v``) into the
+    per-row float ``acc`` with ``op`` (``+`` or ``max``, which keeps NaN as eager's amax does)."""
+
+    acc: str
+    op: str
+    value: str
+    term: str
+    needs: frozenset[str]
+
+    @property
+    def init(self) -> str:
+        return "-INFINITY" if self.op == "max" else "0.0f"
+
+
+@dataclass(frozen=True)
+class RowValue:
+    """A per-row ``const float local = expression`` over finished sweeps and earlier row values."""
+
+    local: str
+    expression: str
+
+
+RowStep = Sweep | RowValue
+
+
+def reduction_steps(base: str, value: str, needs: frozenset[str], acc: str, length: int,
+                    correction: float) -> tuple[list[RowStep], str]:
+    """The steps computing reduction ``base`` over a row of ``value`` and the C expression of its
+    (unrounded) result; var and std sweep twice (the mean, then squared deviations from it)."""
+    n = cxx.cfloat(float(length))
+    if base in ("sum", "mean", "amax"):
+        steps: list[RowStep] = [Sweep(acc, "max" if base == "amax" else "+", value, "v", needs)]
+        return steps, f"{acc} / {n}" if base == "mean" else acc
+    if base not in ("var", "std"):
+        raise UnsupportedCard(f"{base} is not a reduction the fuser computes")
+    mean = f"{acc}_mean"
+    steps = [Sweep(f"{acc}_sum", "+", value, "v", needs), RowValue(mean, f"{acc}_sum / {n}"),
+             Sweep(acc, "+", value, f"(v - {mean}) * (v - {mean})", needs)]
+    var = f"{acc} / {cxx.cfloat(max(0.0, length - correction))}"
+    return steps, var if base == "var" else f"sqrtf({var})"
+
+
+@dataclass(frozen=True)
+class FusedRowPlan:
+    """Rows of the output's last dim: ``steps`` per row, then ``result`` written at each element."""
+
+    summary: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    operands: tuple[RowOperand, ...]
+    elements: tuple[ElementValue, ...]  # program order
+    steps: tuple[RowStep, ...]
+    result: str
+    result_needs: frozenset[str]
+    uses_math: bool = False
+
+    def __post_init__(self) -> None:
+        out = self.outputs[0]
+        if not out.shape or not is_dense(out):
+            raise UnsupportedCard(f"output {out.shape} stride={out.stride} is not a dense tensor of rows")
+        if sum(isinstance(s, Sweep) for s in self.steps) > MAX_SWEEPS:
+            raise UnsupportedCard(f"the chain sweeps each row more than {MAX_SWEEPS} times")
+
+    @property
+    def family(self) -> str:
+        return FAMILY
+
+    @property
+    def length(self) -> int:
+        return int(self.outputs[0].shape[-1])
+
+    @property
+    def rows(self) -> int:
+        return self.outputs[0].numel // max(self.length, 1)
+
+    def last_strides(self) -> tuple[int, list[int]]:
+        """The output's and each operand's stride along the row (0: constant along it)."""
+        out = self.outputs[0]
+        strides = [broadcast_strides(self.inputs[o.tensor], out.shape)[-1] for o in self.operands]
+        return (out.stride[-1] if self.length != 1 else 1), strides
+
+    def outer(self) -> tuple[list[int], list[int], list[list[int]]]:
+        """The dims that number the rows, coalesced: (shape, output strides, operand strides)."""
+        out = self.outputs[0]
+        strides = [broadcast_strides(self.inputs[o.tensor], out.shape)[:-1] for o in self.operands]
+        return coalesce(out.shape[:-1], out.stride[:-1], strides)
+
+    def needed(self, needs: Iterable[str]) -> tuple[list[ElementValue], list[int]]:
+        """The element values (program order) and operands that computing ``needs`` takes."""
+        by_local = {e.local: e for e in self.elements}
+        wanted: set[str] = set()
+        stack = list(needs)
+        while stack:
+            name = stack.pop()
+            if name in wanted:
+                continue
+            wanted.add(name)
+            if name in by_local:
+                stack.extend(by_local[name].needs)
+        return [e for e in self.elements if e.local in wanted], operand_indices(wanted)
+
+    def loops(self) -> list[frozenset[str]]:
+        """What each pass over the row reads: every sweep's needs, then the write's."""
+        return [s.needs | {s.value} for s in self.steps if isinstance(s, Sweep)] + [self.result_needs | {self.result}]
+
+    def max_vector(self) -> int:
+        """Widest vector (elements per 16-byte access) the output and every stride-1 operand allow."""
+        out = self.outputs[0]
+        out_last, last = self.last_strides()
+        _, out_outer, op_outer = self.outer()
+        moved = [o for o, s in zip(self.operands, last, strict=True) if s == 1]
+        if out_last != 1 or not out.aligned16 or any(not self.inputs[o.tensor].aligned16 for o in moved):
+            return 1
+        vec = 16 // max(cxx.ELEMENT_BYTES[d] for d in [out.dtype, *(o.dtype for o in moved)])
+        while vec > 1 and (self.length % vec or any(s % vec for s in out_outer) or any(
+                s % vec for o, strides, lst in zip(self.operands, op_outer, last, strict=True) if lst == 1
+                for s in strides)):
+            vec //= 2
+        return vec
+
+    def reread_operands(self) -> set[int]:
+        """The operands more than one pass reads (keeping those in registers saves their re-reads)."""
+        counts: dict[int, int] = {}
+        for needs in self.loops():
+            for i in self.needed(needs)[1]:
+                counts[i] = counts.get(i, 0) + 1
+        return {i for i, n in counts.items() if n > 1}
+
+    def knob_space(self, backend: str, device: DeviceDescription) -> KnobSpace:
+        if backend == "cpu":
+            return KnobSpace({
+                "threads": cpu_thread_choices(device),
+                "schedule": ("static", "dynamic"),
+                "simd": (True, False),
+                "fast_math": (True, False) if self.uses_math else (True,),
+            })
+        vec = self.max_vector()
+        if self.length <= 1024:
+            modes: tuple[str, ...] = ("warp", "block") + (("thread",) if self.length <= 64 else ())
+        else:
+            modes = ("block", "warp")
+        choices: dict[str, tuple[Any, ...]] = {
+            "mode": modes,
+            "threads_per_block": (256, 128, 512, 1024) if modes[0] != "warp" else (256, 128, 512),
+            "vector": (vec, 1) if vec > 1 else (1,),
+            "cache_row": (True, False) if self.reread_operands() else (False,),
+            "reduce": ("shuffle", "smem_tree"),
+            "fast_math": (True, False) if self.uses_math else (True,),
+        }
+        return KnobSpace(choices, only_in={"reduce": ("block",)})
+
+    def render(self, backend: str, knobs: Knobs, device: DeviceDescription) -> str:
+        from agent_service.offline import fused_rows_cpu, fused_rows_cuda
+
+        knobs = self.knob_space(backend, device).normalise(knobs)
+        if backend == "cuda":
+            return fused_rows_cuda.render(self, knobs, device)
+        return fused_rows_cpu.render(self, knobs)

@@ -1,0 +1,241 @@
+"""The fuser's row kernels: chains around reductions over the last dim, written out as users write them.
+
+Each module is captured as capture captures it (a real exported program), its cpu kernel compiled
+with g++ and run against eager at the root knobs and two revisions, and its cuda source compiled
+with nvcc at every structural knob value; chains the fuser does not cover say why.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from agent_service.models import DeviceDescription, ParentCandidate, ProposalRequest
+from agent_service.offline.call import UnsupportedCard
+from agent_service.offline.catalog import plan_for_card
+from agent_service.offline.fused import fused_plan
+from agent_service.offline.fused_rows import FusedRowPlan
+from agent_service.offline.proposer import propose_offline
+from kforge_domain.card import OperatorCard
+from tests.agent_service.agent_cards import (
+    NVCC,
+    compile_cpu,
+    cuda_bundle,
+    fresh_like,
+    module_card,
+    nvcc_object,
+    run_kernel,
+)
+
+bf16, f16 = torch.bfloat16, torch.float16
+CPU = DeviceDescription(backend="cpu", name="test cpu", sm_count=2)
+H200 = DeviceDescription(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132, l2_bytes=60 << 20)
+TOLERANCE = {torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.2e-2}
+
+
+def r(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(*shape).to(dtype)
+
+
+class HandRMSNorm(nn.Module):
+    """RMS norm written out in the forward (no class the catalog lists)."""
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class ZeroCentredRMSNorm(nn.Module):
+    """Gemma's form: computed in fp32 with a zero-centred weight, cast back to the input's dtype."""
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(dim) * 0.1)
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
+        return (out * (1.0 + self.weight.float())).type_as(x)
+
+
+class SoftmaxWrittenOut(nn.Module):
+    """Two reductions, the second over values that depend on the first."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        e = (x - x.amax(-1, keepdim=True)).exp()
+        return e / e.sum(-1, keepdim=True)
+
+
+class ResidualRMSNorm(nn.Module):
+    def __init__(self, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        h = x + residual
+        return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+class StandardiseWrittenOut(nn.Module):
+    """Layer norm by hand, plus the unbiased std: mean, biased var and std share their first sweep."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        centred = x - x.mean(-1, keepdim=True)
+        return centred / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + 1e-5) + x.std(dim=-1, keepdim=True)
+
+
+class SumOverFirstDim(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.sum(0, keepdim=True) * x
+
+
+class SumWithoutKeepdim(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * x.sum(-1).unsqueeze(-1)
+
+
+class FiveSweeps(nn.Module):
+    """Two stds and a softmax: more passes over each row than the fuser makes."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        e = (x - x.amax(-1, keepdim=True)).exp()
+        return e / e.sum(-1, keepdim=True) + x.std(-1, keepdim=True) + (x * 2).std(-1, keepdim=True)
+
+
+CASES: list[tuple[str, Any, list[torch.Tensor]]] = [
+    ("rms_norm_f32", lambda: HandRMSNorm(96), [r(5, 96)]),
+    ("rms_norm_bf16", lambda: HandRMSNorm(64).to(bf16), [r(2, 3, 64, dtype=bf16)]),
+    ("zero_centred_rms_norm_bf16", lambda: ZeroCentredRMSNorm(128).to(bf16), [r(6, 128, dtype=bf16)]),
+    ("zero_centred_rms_norm_f32", lambda: ZeroCentredRMSNorm(40), [r(3, 40)]),
+    ("softmax_f32", SoftmaxWrittenOut, [r(4, 70)]),
+    ("softmax_short_rows_f16", SoftmaxWrittenOut, [r(3, 5, 40, dtype=f16)]),
+    ("residual_rms_norm_bf16", ResidualRMSNorm, [r(4, 256, dtype=bf16), r(4, 256, dtype=bf16)]),
+    ("residual_rms_norm_broadcast_residual", ResidualRMSNorm, [r(3, 4, 48), r(4, 48)]),
+    ("standardise_f32", StandardiseWrittenOut, [r(4, 33)]),
+    ("rms_norm_of_transposed_view", lambda: HandRMSNorm(32), [r(3, 32, 7).transpose(1, 2)]),
+]
+
+
+def _card(factory: Any, args: list[torch.Tensor]) -> tuple[OperatorCard, nn.Module]:
+    module = factory()
+    card, _ = module_card(module, args)
+    return card, module
+
+
+def _check(got: torch.Tensor, want: torch.Tensor) -> None:
+    assert not torch.isnan(got).any(), "kernel left elements unwritten"
+    tol = TOLERANCE[want.dtype]
+    got64, want64 = got.double(), want.double()
+    rel_l2 = ((got64 - want64).norm() / max(want64.norm().item(), 1e-12)).item()
+    max_scaled = ((got64 - want64).abs().max() / max(want64.abs().max().item(), 1e-12)).item()
+    assert rel_l2 <= tol and max_scaled <= 4 * tol, (rel_l2, max_scaled)
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fused_rows")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[0])
+def test_a_chain_around_last_dim_reductions_runs_as_one_row_kernel_matching_eager(
+        case: tuple[str, Any, list[torch.Tensor]], build_dir: Path) -> None:
+    _, factory, args = case
+    card, module = _card(factory, args)
+    state = [t.detach() for _, t in module.named_parameters()]
+    parent, tried = None, []
+    for step in range(3):  # the root, then two revisions
+        proposal = propose_offline(ProposalRequest(card=card, device=CPU, backend="cpu", parent=parent,
+                                                   tried_knobs=tried, seed=step))
+        assert proposal.has_proposal, proposal.no_proposal_reason
+        assert proposal.knobs["family"] == "fused_rows"
+        lib = compile_cpu(proposal.source, build_dir)
+        for sample in range(2):
+            inputs = fresh_like(card, torch.Generator().manual_seed(sample))[: len(args)] + state
+            with torch.inference_mode():
+                want = module(*inputs[: len(args)])
+            out = torch.empty_strided(want.shape, want.stride(), dtype=want.dtype).fill_(float("nan"))
+            assert run_kernel(lib, inputs, [out]) == 0
+            _check(out, want)
+        tried.append(proposal.knobs)
+        parent = ParentCandidate(candidate_id=f"c{step}", source=proposal.source, knobs=proposal.knobs)
+
+
+def test_each_call_is_rounded_to_its_dtype_and_the_sum_accumulates_in_fp32(build_dir: Path) -> None:
+    """A bf16 RMS norm over 4096 ones and a large value: a bf16 accumulator would lose the ones."""
+    module = HandRMSNorm(4096).to(bf16)
+    x = torch.ones(2, 4096, dtype=bf16)
+    x[:, 0] = 64.0
+    card, _ = module_card(module, [x])
+    plan = fused_plan(card)
+    assert isinstance(plan, FusedRowPlan)
+    source = plan.render("cpu", plan.knob_space("cpu", CPU).default(), CPU)
+    assert "kf_from_f32<kf_bf16>(x0 * x0)" in source  # pow rounded to bf16 before the mean
+    out = torch.empty_like(x)
+    assert run_kernel(compile_cpu(source, build_dir), [x, module.weight.detach()], [out]) == 0
+    with torch.inference_mode():
+        torch.testing.assert_close(out, module(x), rtol=0, atol=0)
+
+
+def test_the_var_and_mean_of_one_row_share_a_sweep() -> None:
+    card, _ = _card(StandardiseWrittenOut, [r(4, 33)])
+    plan = fused_plan(card)
+    assert isinstance(plan, FusedRowPlan)
+    assert len(plan.loops()) == 4  # the mean (shared by var and std), two squared deviations, the write
+
+
+def test_cuda_knobs_cover_row_per_thread_warp_and_block_with_vectors_and_a_cached_row() -> None:
+    card, _ = _card(lambda: HandRMSNorm(4096).to(bf16), [r(8, 4096, dtype=bf16)])
+    space = plan_for_card(_on_cuda(card), "cuda").knob_space("cuda", H200).choices
+    assert space["mode"] == ("block", "warp") and space["vector"] == (8, 1) and space["cache_row"] == (True, False)
+    card, _ = _card(SoftmaxWrittenOut, [r(16, 40)])
+    assert plan_for_card(_on_cuda(card), "cuda").knob_space("cuda", H200).choices["mode"] == ("warp", "block", "thread")
+
+
+def _on_cuda(card: OperatorCard) -> OperatorCard:
+    tensors = [{**t, "device": "cuda"} for t in card.key["tensors"]]
+    return card.model_copy(update={"device": "cuda", "key": {**card.key, "tensors": tensors}})
+
+
+CUDA_KNOBS: list[dict[str, Any]] = [
+    {}, {"mode": "warp", "vector": 1, "cache_row": False}, {"mode": "block", "reduce": "smem_tree"},
+    {"mode": "thread"}, {"fast_math": False},
+]
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_every_cuda_row_kernel_compiles_with_nvcc(tmp_path: Path) -> None:
+    cases = [*CASES, ("rms_norm_long_rows_bf16", lambda: HandRMSNorm(4096).to(bf16), [r(8, 4096, dtype=bf16)])]
+    sources: dict[str, str] = {}
+    for name, factory, args in cases:
+        plan = fused_plan(_card(factory, args)[0])
+        space = plan.knob_space("cuda", H200)
+        for i, knobs in enumerate(CUDA_KNOBS):
+            if knobs.get("mode", space.default()["mode"]) in space.choices["mode"]:
+                sources[f"{name}_{i}"] = plan.render("cuda", {**space.default(), **knobs}, H200)
+    assert "kf_load_vec<__nv_bfloat16, 8>" in sources["rms_norm_long_rows_bf16_0"]
+    status, stderr = nvcc_object(cuda_bundle(sources), tmp_path / "fused_rows.cu")
+    assert status == 0, stderr[-3000:]
+
+
+@pytest.mark.parametrize(("module", "args", "reason"), [
+    (SumOverFirstDim(), [r(4, 16)], "over dims [0]: the fuser reduces over the last dim alone"),
+    (SumWithoutKeepdim(), [r(4, 16)], "without keepdim=True"),
+    (FiveSweeps(), [r(4, 16)], "sweeps each row more than 4 times"),
+    (HandRMSNorm(16).double(), [r(4, 16).double()], "returns float64; the fuser computes float dtypes"),
+], ids=["other_dim", "no_keepdim", "five_sweeps", "float64"])
+def test_a_chain_the_row_kernel_does_not_cover_is_refused_with_its_reason(
+        module: nn.Module, args: list[torch.Tensor], reason: str) -> None:
+    card, _ = module_card(module, args)
+    with pytest.raises(UnsupportedCard, match=re.escape(reason)):
+        fused_plan(card)
+    proposal = propose_offline(ProposalRequest(card=card, device=CPU))
+    assert not proposal.has_proposal and reason in proposal.no_proposal_reason
