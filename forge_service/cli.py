@@ -296,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--min-speedup", type=float, default=1.0, help="package kernels at least this much faster")
     opt.add_argument("--include-vendor-ops", action="store_true", help="also search convolution/matmul/attention")
     opt.add_argument("--parallel", type=int, default=0,
-                     help="candidates in flight (default: what the sandboxes take at once, two per GPU)")
+                     help="candidates in flight (default: what the sandboxes take at once, several per GPU)")
     opt.add_argument("--no-compile-baseline", action="store_true",
                      help="end to end, time eager and the .cast only: no torch.compile (minutes on a large model); "
                           "parity is then judged by the output dtype's tolerance")

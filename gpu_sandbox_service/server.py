@@ -50,7 +50,9 @@ async def start(address: str = "127.0.0.1:0", *, backend: str = "auto", work_dir
     await state_isolation(evaluator, require_isolation, say)
     servicer = SandboxServicer(evaluator, blobs)
     binding = ServiceBinding(servicer, service_pb2_grpc.add_SandboxServiceServicer_to_server, SERVICE_NAME)
-    return await create_server([binding], address, security=security)
+    bound = await create_server([binding], address, security=security)
+    bound.on_stop.append(evaluator.close)
+    return bound
 
 
 async def serve_gpus(spec: str, backend: str, workers: int | None) -> str:

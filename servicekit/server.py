@@ -108,14 +108,20 @@ class BoundServer:
     address: str
     health: health.aio.HealthServicer
     security: Security = field(default_factory=Security)
+    #: Released after the server stopped, in order: what its servicers hold beyond their RPCs
+    #: (the sandbox's fork servers), which would otherwise outlive the event loop that owns them.
+    on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     async def stop(self, grace_s: float = 2.0) -> None:
-        """Report NOT_SERVING, refuse new RPCs, and give in-flight ones ``grace_s`` to finish."""
+        """Report NOT_SERVING, refuse new RPCs, give in-flight ones ``grace_s`` to finish, then
+        release what :attr:`on_stop` names."""
         await self.health.enter_graceful_shutdown()
         try:
             await asyncio.wait_for(self.server.stop(grace_s), timeout=grace_s + STOP_MARGIN_S)
         except asyncio.TimeoutError:
             log.warning("server on %s did not confirm its stop within %.0f s", self.address, grace_s + STOP_MARGIN_S)
+        for release in self.on_stop:
+            await release()
 
 
 def check_listen_policy(address: str, security: Security, tls: bool) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpu_sandbox_service import server
-from gpu_sandbox_service.pool import WorkerPool, select_gpus, slot_gpus
+from gpu_sandbox_service.pool import CANDIDATES_PER_GPU, WorkerPool, select_gpus, slot_gpus
 from servicekit.errors import InvalidArgument
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ def test_workers_alone_take_the_first_visible_gpus(monkeypatch: pytest.MonkeyPat
 
 def test_a_gpu_takes_a_second_candidate_to_build_while_one_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
-    assert WorkerPool("cuda", device_count=3).candidate_slots == 6
+    assert WorkerPool("cuda", device_count=3).candidate_slots == 3 * CANDIDATES_PER_GPU > 3
     assert WorkerPool("cpu", workers=3).candidate_slots == 3
 
 
