@@ -89,18 +89,21 @@ async def one_sandbox(evaluator: Evaluator, card: OperatorCard, n: int, options:
     return rows
 
 
-async def pipelined(evaluator: Evaluator, card: OperatorCard, n: int, options: EvaluationOptions) -> float:
+async def pipelined(evaluator: Evaluator, card: OperatorCard, n: int, options: EvaluationOptions
+                    ) -> tuple[float, list[dict[str, object]]]:
     """Candidates a minute through one sandbox sent as many at once as it takes (``candidate_slots``),
     as the forge sends them: on cuda one builds while another runs."""
     slots = asyncio.Semaphore((await evaluator.device_info()).candidate_slots)
 
-    async def one() -> None:
+    async def one() -> dict[str, object]:
         async with slots:
-            await evaluator.evaluate(fresh_request(card, evaluator.backend, options))
+            result = await evaluator.evaluate(fresh_request(card, evaluator.backend, options))
+        return {"status": result.status.value, "total_s": result.total_s, "compile_s": result.compile_s,
+                "error": result.error_message[:200]}
 
     started = time.perf_counter()
-    await asyncio.gather(*(one() for _ in range(n)))
-    return 60.0 * n / (time.perf_counter() - started)
+    rows = await asyncio.gather(*(one() for _ in range(n)))
+    return 60.0 * n / (time.perf_counter() - started), list(rows)
 
 
 async def measure_card(root: Path, backend: str, label: str, megabytes: float, n: int,
@@ -117,7 +120,7 @@ async def measure_card(root: Path, backend: str, label: str, megabytes: float, n
     except Exception as exc:  # the split is lost, the counts per minute are not
         print(f"{label}: no phase split: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
         phases = [{"references_s": float("nan"), "verify_s": float("nan"), "timing_s": float("nan")}]
-    per_minute_pipelined = await pipelined(evaluators[0], card, n, options)
+    per_minute_pipelined, pipelined_rows = await pipelined(evaluators[0], card, n, options)
     started = time.perf_counter()
     both = await asyncio.gather(*(one_sandbox(e, card, n, options) for e in evaluators))
     two_s = time.perf_counter() - started
@@ -133,7 +136,8 @@ async def measure_card(root: Path, backend: str, label: str, megabytes: float, n
     total, build = statistics.median(totals), statistics.median(builds)
     return {
         "card": label, "input_mb": megabytes, "candidates": n,
-        "statuses": sorted({str(r["status"]) for r in rows + [r for b in both for r in b]}),
+        "statuses": sorted({str(r["status"]) for r in rows + pipelined_rows + [r for b in both for r in b]}),
+        "not_passed": [r for r in pipelined_rows + [r for b in both for r in b] if r["status"] != "PASSED"],
         "median_total_s": total, "build_s": build, "start_s": max(0.0, total - build - references - verify - timing),
         "checks_s": references + verify, "timing_s": timing,
         "per_minute_1": 60.0 / (sum(totals) / len(totals)), "per_minute_2": 60.0 * 2 * n / two_s,
