@@ -234,7 +234,6 @@ class _Chain:
             return self._operand(source)
         raise UnsupportedCard(f"{op} is not an elementwise op the fuser knows")
 
-
     def _reduction(self, op: str, base: str, call: dict[str, Any], local: str) -> str:
         """Appends the sweeps of a reduction over the output's last dim; returns its per-row result."""
         source, dims, length = call.get("self"), call.get("dim"), self.out.shape[-1] if self.out.shape else 0
@@ -244,11 +243,9 @@ class _Chain:
             raise UnsupportedCard(f"{op} without keepdim=True: the fuser keeps each reduced value on its row")
         if shape is None or not dims or len(dims) != 1 or dims[0] not in (-1, len(shape) - 1):
             raise UnsupportedCard(f"{op} over dims {dims}: the fuser reduces over the last dim alone")
-        if shape[-1] != length or length < 2:
+        if shape[-1] != length:
             raise UnsupportedCard(f"{op} reduces {shape}, whose last dim is not the output's rows of {length}")
         value = self._operand(source)
-        if value in self.row_locals:
-            raise UnsupportedCard(f"{op} reduces a value that is already one per row")
         correction = 1.0
         if base in ("var", "std"):
             given = (1 if call["unbiased"] else 0) if "unbiased" in call else call.get("correction")
