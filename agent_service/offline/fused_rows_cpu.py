@@ -27,7 +27,8 @@ def render(plan: FusedRowPlan, knobs: Knobs) -> str:
         if not isinstance(step, Sweep):
             body += f"    const float {step.local} = {step.expression};\n"
             continue
-        value = f"[&]() -> float {{ {computed(step.needs | {step.value})} return {step.value}; }}()"
+        # captured by value: loads through a captured reference kept g++ from vectorising bf16 sweeps
+        value = f"[=]() -> float {{ {computed(step.needs | {step.value})} return {step.value}; }}()"
         if simd and L >= 2 * CPU_LANES:
             body += _cpu_lane_reduce(step.init, step.acc, step.op, step.term, "", L, value)
         else:
