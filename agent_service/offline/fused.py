@@ -45,10 +45,12 @@ from kforge_domain.card import OperatorCard
 FAMILY = "fused_elementwise"
 #: Calls that pass their input's values on (a dtype cast rounds through the node's dtype).
 IDENTITY = {"clone", "contiguous", "alias", "detach", "_to_copy", "to", "type_as", "view", "_unsafe_view",
-            "reshape", "expand"}
+            "reshape", "expand", "expand_as"}
 #: Of those, the ones that may move elements: fused only where the shape does not change (an
 #: ``expand`` only broadcasts, which reading each value at the output's index already does).
 RESHAPES = {"view", "_unsafe_view", "reshape"}
+#: Calls that are another's formula with some arguments left out (a bound that is not a number is refused).
+ALIASES = {"clamp_min": "clamp", "clamp_max": "clamp"}
 
 
 @dataclass(frozen=True)
@@ -213,6 +215,7 @@ class _Chain:
 
     def _expression(self, op: str, base: str, call: dict[str, Any], shape: list[int]) -> str:
         first = call.get("self", call.get("input"))
+        base = ALIASES.get(base, base)
         if base in UNARY:
             make, uses_math = UNARY[base]
             self.uses_math |= uses_math
@@ -246,13 +249,14 @@ class _Chain:
         if shape[-1] != length:
             raise UnsupportedCard(f"{op} reduces {shape}, whose last dim is not the output's rows of {length}")
         value = self._operand(source)
-        correction = 1.0
-        if base in ("var", "std"):
-            given = (1 if call["unbiased"] else 0) if "unbiased" in call else call.get("correction")
-            if given is not None and (isinstance(given, bool) or not isinstance(given, (int, float))):
-                raise UnsupportedCard(f"{op}: correction {given!r} is not a number")
-            correction = 1.0 if given is None else float(given)
-        steps, result = reduction_steps(base, value, frozenset(self.reading), f"{local}_acc", length, correction)
+        given = (1 if call["unbiased"] else 0) if "unbiased" in call else call.get("correction")
+        order = call.get("ord", 2)
+        for name, number in (("correction", given), ("ord", order)):
+            if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))):
+                raise UnsupportedCard(f"{op}: {name} {number!r} is not a number")
+        self.uses_math |= base == "logsumexp"
+        steps, result = reduction_steps(base, value, frozenset(self.reading), f"{local}_acc", length,
+                                        correction=1.0 if given is None else float(given), order=float(order))
         made = {(s.op, s.value, s.term): s.acc for s in self.steps if isinstance(s, Sweep)}
         for step in steps:
             # A sweep the chain already made (var's mean and the module's own) is read, not repeated.

@@ -29,8 +29,11 @@ from agent_service.offline.plan import cpu_thread_choices
 from kforge_domain.card import TensorSpec
 
 FAMILY = "fused_rows"
-#: Reductions over the last dim the fuser computes (var and std take two sweeps).
-REDUCTIONS = ("sum", "mean", "amax", "var", "std")
+#: Reductions over the last dim the fuser computes (var, std and logsumexp take two sweeps).
+REDUCTIONS = ("sum", "mean", "amax", "var", "std", "linalg_vector_norm", "logsumexp")
+#: ``linalg_vector_norm``'s orders: (op, term of v, result of the accumulator ``a``).
+NORM_ORDERS = {1.0: ("+", "fabsf(v)", "{a}"), 2.0: ("+", "v * v", "sqrtf({a})"),
+               float("inf"): ("max", "fabsf(v)", "{a}")}
 MAX_SWEEPS = 4
 _TYPE_SLOT = re.compile(r"@(\w+)@")
 _OPERAND = re.compile(r"^x(\d+)$")
@@ -92,13 +95,25 @@ RowStep = Sweep | RowValue
 
 
 def reduction_steps(base: str, value: str, needs: frozenset[str], acc: str, length: int,
-                    correction: float) -> tuple[list[RowStep], str]:
+                    correction: float = 1.0, order: float = 2.0) -> tuple[list[RowStep], str]:
     """The steps computing reduction ``base`` over a row of ``value`` and the C expression of its
-    (unrounded) result; var and std sweep twice (the mean, then squared deviations from it)."""
+    (unrounded) result; var and std sweep twice (the mean, then squared deviations from it), and
+    logsumexp too (the max, then exp(v - max) summed; an infinite max shifts by 0, as eager does)."""
     n = cxx.cfloat(float(length))
     if base in ("sum", "mean", "amax"):
         steps: list[RowStep] = [Sweep(acc, "max" if base == "amax" else "+", value, "v", needs)]
         return steps, f"{acc} / {n}" if base == "mean" else acc
+    if base == "linalg_vector_norm":
+        if order not in NORM_ORDERS:
+            raise UnsupportedCard(f"a vector norm of order {order} is not fused (orders 1, 2, inf are)")
+        op, term, result = NORM_ORDERS[order]
+        return [Sweep(acc, op, value, term, needs)], result.replace("{a}", acc)
+    if base == "logsumexp":
+        shift = f"{acc}_shift"
+        steps = [Sweep(f"{acc}_max", "max", value, "v", needs),
+                 RowValue(shift, f"(fabsf({acc}_max) == INFINITY ? 0.0f : {acc}_max)"),
+                 Sweep(acc, "+", value, f"KF_EXP(v - {shift})", needs)]
+        return steps, f"KF_LOG({acc}) + {shift}"
     if base not in ("var", "std"):
         raise UnsupportedCard(f"{base} is not a reduction the fuser computes")
     mean = f"{acc}_mean"

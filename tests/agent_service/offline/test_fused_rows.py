@@ -93,6 +93,30 @@ class StandardiseWrittenOut(nn.Module):
         return centred / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + 1e-5) + x.std(dim=-1, keepdim=True)
 
 
+class NormaliseRows(nn.Module):
+    """``F.normalize``: an L2 norm clamped away from zero, expanded over the row."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.normalize(x, dim=-1)
+
+
+class LogSoftmaxWrittenOut(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x - torch.logsumexp(x, -1, keepdim=True)
+
+
+class MaxAbsScale(nn.Module):
+    """Rows scaled by their infinity norm (absmax quantisation's scale) and shifted by their L1 norm."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x / x.norm(p=float("inf"), dim=-1, keepdim=True) + x.norm(p=1, dim=-1, keepdim=True)
+
+
+class RowLogSumExp(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.logsumexp(x, -1, keepdim=True).expand_as(x).contiguous()
+
+
 class SumOverFirstDim(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x.sum(0, keepdim=True) * x
@@ -122,6 +146,10 @@ CASES: list[tuple[str, Any, list[torch.Tensor]]] = [
     ("residual_rms_norm_broadcast_residual", ResidualRMSNorm, [r(3, 4, 48), r(4, 48)]),
     ("standardise_f32", StandardiseWrittenOut, [r(4, 33)]),
     ("rms_norm_of_transposed_view", lambda: HandRMSNorm(32), [r(3, 32, 7).transpose(1, 2)]),
+    ("normalise_f32", NormaliseRows, [r(6, 80)]),
+    ("normalise_bf16", NormaliseRows, [r(6, 80, dtype=bf16)]),
+    ("log_softmax_written_out_f32", LogSoftmaxWrittenOut, [r(5, 100)]),
+    ("max_abs_scale_f16", MaxAbsScale, [r(4, 64, dtype=f16)]),
 ]
 
 
@@ -183,6 +211,21 @@ def test_each_call_is_rounded_to_its_dtype_and_the_sum_accumulates_in_fp32(build
     assert run_kernel(compile_cpu(source, build_dir), [x, module.weight.detach()], [out]) == 0
     with torch.inference_mode():
         torch.testing.assert_close(out, module(x), rtol=0, atol=0)
+
+
+def test_infinite_and_nan_rows_reduce_as_eager_reduces_them(build_dir: Path) -> None:
+    """logsumexp shifts an infinite max by 0 (a row of -inf gives -inf, not NaN); amax keeps NaN."""
+    x = r(4, 80)  # long enough for the cpu's lane sums under simd, the plain loop without
+    x[1] = float("-inf")
+    x[2, 3] = float("inf")
+    x[3, 5] = float("nan")
+    for module in (RowLogSumExp(), SoftmaxWrittenOut()):
+        plan = fused_plan(module_card(module, [x])[0])
+        for simd in (True, False):
+            knobs = {**plan.knob_space("cpu", CPU).default(), "simd": simd}
+            out = torch.empty_like(x)
+            assert run_kernel(compile_cpu(plan.render("cpu", knobs, CPU), build_dir), [x], [out]) == 0
+            torch.testing.assert_close(out, module(x), equal_nan=True)
 
 
 def test_the_var_and_mean_of_one_row_share_a_sweep() -> None:
