@@ -26,6 +26,7 @@ from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.knobs import Knobs, KnobSpace
 from agent_service.offline.layout import broadcast_strides, coalesce, is_dense
 from agent_service.offline.plan import cpu_thread_choices
+from agent_service.offline.rowwise.cuda_rows import MAX_CACHED_FLOATS
 from kforge_domain.card import TensorSpec
 
 FAMILY = "fused_rows"
@@ -209,6 +210,10 @@ class FusedRowPlan:
                 counts[i] = counts.get(i, 0) + 1
         return {i for i, n in counts.items() if n > 1}
 
+    def cached_floats(self, operands: int, nt: int, vec: int) -> int:
+        """Registers per thread that keeping ``operands`` of a row walked by ``nt`` threads takes."""
+        return operands * -(-self.length // (nt * vec)) * vec
+
     def knob_space(self, backend: str, device: DeviceDescription) -> KnobSpace:
         if backend == "cpu":
             return KnobSpace({
@@ -222,11 +227,17 @@ class FusedRowPlan:
             modes: tuple[str, ...] = ("warp", "block") + (("thread",) if self.length <= 64 else ())
         else:
             modes = ("block", "warp")
+        threads = (256, 128, 512, 1024) if modes[0] != "warp" else (256, 128, 512)
+        vectors = (vec, 1) if vec > 1 else (1,)
+        # offered where some row walk keeps the re-read operands in registers (else it changes nothing)
+        cached = len(self.reread_operands())
+        fits = cached > 0 and any(self.cached_floats(cached, nt, v) <= MAX_CACHED_FLOATS
+                              for nt in (1, 32, *threads) for v in vectors)
         choices: dict[str, tuple[Any, ...]] = {
             "mode": modes,
-            "threads_per_block": (256, 128, 512, 1024) if modes[0] != "warp" else (256, 128, 512),
-            "vector": (vec, 1) if vec > 1 else (1,),
-            "cache_row": (True, False) if self.reread_operands() else (False,),
+            "threads_per_block": threads,
+            "vector": vectors,
+            "cache_row": (True, False) if fits else (False,),
             "reduce": ("shuffle", "smem_tree"),
             "fast_math": (True, False) if self.uses_math else (True,),
         }

@@ -67,12 +67,12 @@ class _Rows:
 """
 
 
-def _cached(plan: FusedRowPlan, knobs: Knobs, items: int, vec: int) -> set[int]:
+def _cached(plan: FusedRowPlan, knobs: Knobs, nt: int, vec: int) -> set[int]:
     """Operands read by more than one pass, kept in registers where they all fit (``cache_row``)."""
     if not knobs["cache_row"]:
         return set()
     reread = plan.reread_operands()
-    return reread if len(reread) * items * vec <= MAX_CACHED_FLOATS else set()
+    return reread if plan.cached_floats(len(reread), nt, vec) <= MAX_CACHED_FLOATS else set()
 
 
 def render(plan: FusedRowPlan, knobs: Knobs, device: DeviceDescription) -> str:
@@ -81,7 +81,7 @@ def render(plan: FusedRowPlan, knobs: Knobs, device: DeviceDescription) -> str:
     nt = {"thread": 1, "warp": 32, "block": block}[knobs["mode"]]
     vec = int(knobs["vector"])
     items = cxx.ceil_div(plan.length, nt * vec)
-    rows = _Rows(plan, nt, vec, items, _cached(plan, knobs, items, vec), set())
+    rows = _Rows(plan, nt, vec, items, _cached(plan, knobs, nt, vec), set())
     tree = "true" if knobs["reduce"] == "smem_tree" else "false"
     body = "".join(f"    float c{i}[{items * vec}];\n" for i in sorted(rows.cached))
     for step in plan.steps:

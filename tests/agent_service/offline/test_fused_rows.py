@@ -241,6 +241,9 @@ def test_cuda_knobs_cover_row_per_thread_warp_and_block_with_vectors_and_a_cache
     assert space["mode"] == ("block", "warp") and space["vector"] == (8, 1) and space["cache_row"] == (True, False)
     card, _ = _card(SoftmaxWrittenOut, [r(16, 40)])
     assert plan_for_card(_on_cuda(card), "cuda").knob_space("cuda", H200).choices["mode"] == ("warp", "block", "thread")
+    # two operands of 65536 bf16 are 128 floats per thread even at 1024 threads: caching is not offered
+    card, _ = _card(ResidualRMSNorm, [r(2, 65536, dtype=bf16), r(2, 65536, dtype=bf16)])
+    assert plan_for_card(_on_cuda(card), "cuda").knob_space("cuda", H200).choices["cache_row"] == (False,)
 
 
 def _on_cuda(card: OperatorCard) -> OperatorCard:
