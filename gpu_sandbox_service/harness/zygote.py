@@ -1,5 +1,7 @@
 """The fork server of one run slot: imports torch and the harness once, then forks one fresh child
-per candidate, which runs the harness exactly as a fresh process would.
+per candidate, which runs the harness exactly as a fresh process would. It also imports what
+loading a module card's exported program needs (torch.export's deserialiser, about 1.7 s of
+imports), so a module card's candidates do not pay it each.
 
 It starts isolated like a candidate (same launcher, namespaces, rlimits and environment) and is
 run as ``zygote SOCKET [PRIVATE_DIR ...]``: it connects to the sandbox's socket (which the sandbox
@@ -27,6 +29,7 @@ import time
 from pathlib import Path
 
 import torch
+import torch._export.serde.serialize  # what loading a module card's program imports
 
 from gpu_sandbox_service.harness import __main__ as harness
 from gpu_sandbox_service.isolation import RESULT_FD_LIMIT_BYTES
