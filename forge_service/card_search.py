@@ -9,6 +9,7 @@ proposed but not evaluated is evaluated; one whose proposal was lost is proposed
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import uuid
@@ -80,6 +81,10 @@ class CardSearch:
         self.node_to_candidate: dict[int, str] = {}
         self._idle_proposals = 0
         self.stop_reason = ""
+        # The offline proposer answers at once and the same way to the same request: candidates
+        # proposed at the same time would be one kernel, so each waits for the one before it and
+        # sees its knobs. An LLM's proposals take seconds each and are drawn with their own seed.
+        self._proposing = asyncio.Lock() if settings.proposer == "offline" else contextlib.nullcontext()
 
     # -- replay --------------------------------------------------------------------------------
     def _replay(self) -> tuple[list[CandidateRow], list[int]]:
@@ -215,22 +220,32 @@ class CardSearch:
 
     async def _finish(self, row: CandidateRow) -> None:
         if row.state == "proposing":
-            proposal = await self.agent.propose(self._propose_request(row))
-            cost = {"prompt_tokens": proposal.cost.prompt_tokens, "completion_tokens": proposal.cost.completion_tokens,
-                    "usd": proposal.cost.usd, "llm_calls": proposal.cost.llm_calls}
-            source = proposal.source if proposal.has_proposal else None
-            description = proposal.description if proposal.has_proposal else proposal.no_proposal_reason
-            self.store.set_proposal(row.id, source, description, json.loads(proposal.knobs_json or "{}"), cost,
-                                    list(proposal.exchanges), self.card.id,
-                                    tree_op=None if source else cancel_op(row.node_id))
-            if source is None:
+            async with self._proposing:
+                proposal = await self.agent.propose(self._propose_request(row))
+                self._record_proposal(row, proposal)
+            if self.store.candidate(row.id).source is None:
                 self._idle_proposals += 1
                 self.tree.cancel(row.node_id)
-                await self.emit("candidate", f"no proposal: {description}", card_id=self.card.id,
+                await self.emit("candidate", f"no proposal: {proposal.no_proposal_reason}", card_id=self.card.id,
                                 candidate_id=row.id)
                 return
             self._idle_proposals = 0
             row = self.store.candidate(row.id)
+        assert row.source is not None
+        await self._evaluate(row)
+
+    def _record_proposal(self, row: CandidateRow, proposal: agent_pb2.ProposeResponse) -> None:
+        """Store what the agent proposed for ``row`` (or why it proposed nothing)."""
+        cost = {"prompt_tokens": proposal.cost.prompt_tokens, "completion_tokens": proposal.cost.completion_tokens,
+                "usd": proposal.cost.usd, "llm_calls": proposal.cost.llm_calls}
+        source = proposal.source if proposal.has_proposal else None
+        description = proposal.description if proposal.has_proposal else proposal.no_proposal_reason
+        self.store.set_proposal(row.id, source, description, json.loads(proposal.knobs_json or "{}"), cost,
+                                list(proposal.exchanges), self.card.id,
+                                tree_op=None if source else cancel_op(row.node_id))
+
+    async def _evaluate(self, row: CandidateRow) -> None:
+        """Send ``row``'s source to a sandbox and record its verdict in the store and the tree."""
         assert row.source is not None
         request = sandbox_pb2.EvaluateRequest(
             candidate_id=row.id, card_json=self.card.to_json(), source=row.source, backend=self.settings.backend,

@@ -152,6 +152,19 @@ def test_progress_shows_on_stderr_while_json_keeps_stdout(tmp_path: Path) -> Non
                                 middle[0]), updates
 
 
+def test_candidates_proposed_at_once_are_different_kernels(tmp_path: Path) -> None:
+    proc = kforge("optimize", str(MODEL), "--backend", "cpu", "--budget", "3", "--max-cards", "1", "--parallel", "3",
+                  "--json", "--no-compile-baseline", "--runs-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_dir = Path(json.loads(proc.stdout)["run"]["run_dir"])
+    con = sqlite3.connect(run_dir / "run.sqlite")
+    try:
+        knobs = [row[0] for row in con.execute("SELECT knobs_json FROM candidates WHERE source IS NOT NULL")]
+    finally:
+        con.close()
+    assert len(knobs) == 3 and len(set(knobs)) == 3, knobs  # the three in flight at the start included
+
+
 def test_a_time_limit_stops_the_search_and_still_packages_and_measures(tmp_path: Path) -> None:
     proc = kforge("optimize", str(MODEL), "--backend", "cpu", "--budget", "200", "--max-cards", "2", "--json",
                   "--time-limit", "20", "--runs-dir", str(tmp_path))
