@@ -168,6 +168,11 @@ class CardSummary:
     cost_usd: float
     budget: int = 0
     """Evaluations granted to the card; raised while it still improves."""
+    eager_in_series: bool = False
+    """``eager_us`` was timed beside the best kernel, in the interleaved series its speedup comes
+    from; otherwise (no kernel passed yet) it is the card's time in the model, at capture."""
+    model_eager_us: float | None = None
+    """The card's eager time in the model, at capture: what its time share is a share of."""
 
     @property
     def pct_of_floor(self) -> float | None:
@@ -187,6 +192,7 @@ class CardSummary:
             best_us=_optional(card, "best_latency_us"), speedup=_optional(card, "speedup"),
             floor_us=_optional(card, "floor_us"), best_candidate_id=card.best_candidate_id,
             evaluations=card.evaluations, cost_usd=card.cost.usd, budget=card.budget,
+            eager_in_series=eager is not None, model_eager_us=card.card.eager_us or None,
         )
 
 

@@ -32,7 +32,8 @@ def render_verdict(cand: CandidateDetail) -> None:
         st.warning(f"{cand.status}: {cand.error_message or 'no message'}")
     cols = st.columns(4)
     cols[0].metric("Kernel", us_text(cand.latency_us, cand.latency_spread_us), help="median; IQR = spread")
-    cols[1].metric("Eager", us_text(cand.eager_latency_us, cand.eager_spread_us))
+    cols[1].metric("Eager, same series", us_text(cand.eager_latency_us, cand.eager_spread_us),
+                   help="timed interleaved with this kernel, so Speedup is this over Kernel")
     cols[2].metric("Speedup", speedup_text(cand.speedup))
     floor = f"{100 * cand.floor_us / cand.latency_us:.0f}% of floor" if cand.floor_us and cand.latency_us else None
     cols[3].metric("Bandwidth floor", us_text(cand.floor_us), floor, delta_color="off", delta_arrow="off")

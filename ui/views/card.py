@@ -17,7 +17,14 @@ def render_card_header(card: CardSummary) -> None:
                + (f" ({card.reason})" if card.reason else ""))
     cols = st.columns(4)
     cols[0].metric("Time share", f"{card.time_share:.1%}")
-    cols[1].metric("Eager", us_text(card.eager_us))
+    if card.eager_in_series:
+        cols[1].metric("Eager, same series as best", us_text(card.eager_us),
+                       help="timed interleaved with the best kernel, so Speedup is this over Best; in the model "
+                            f"at capture: {us_text(card.model_eager_us)}")
+    else:
+        cols[1].metric("Eager in the model", us_text(card.eager_us),
+                       help="the card's time in the model at capture; once a kernel passes, the eager time "
+                            "measured beside it is shown")
     cols[2].metric("Best", us_text(card.best_us))
     cols[3].metric("Speedup", speedup_text(card.speedup))
 
