@@ -83,6 +83,9 @@ async def state_slots(evaluator: Evaluator, say: Callable[[str], None]) -> None:
         say(f"sandbox run slots: {len(gpus)}, one per GPU ({', '.join(gpus)})")
     else:
         say(f"sandbox run slots: {max(1, evaluator.workers or 1)} ({evaluator.backend})")
+    slots = (await evaluator.device_info()).candidate_slots
+    say(f"sandbox takes {slots} candidate{'s' if slots != 1 else ''} at once"
+        + (" (the next ones build while one runs)" if slots > 1 and evaluator.backend == "cuda" else ""))
 
 
 async def state_isolation(evaluator: Evaluator, required: bool, say: Callable[[str], None]) -> None:

@@ -97,4 +97,4 @@ def test_a_cpu_sandbox_states_its_run_slots(tmp_path: Path) -> None:
         await bound.stop()
 
     asyncio.run(start_and_stop())
-    assert "sandbox run slots: 2 (cpu)" in said
+    assert "sandbox run slots: 2 (cpu)" in said and "sandbox takes 2 candidates at once" in said
