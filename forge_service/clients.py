@@ -135,18 +135,22 @@ class SandboxPool:
     and its in-flight candidates are retried on another one.
 
     Each sandbox starts with one place; :meth:`admit` gives it as many as it says it takes at once
-    (``DeviceInfo.candidate_slots``), and :meth:`dismiss` takes it out of the pool.
+    (``DeviceInfo.candidate_slots``), and :meth:`dismiss` takes it out of the pool. An address
+    given twice is one sandbox (the first client for it is used): it says itself what it takes.
     """
 
     def __init__(self, clients: list[SandboxClient]) -> None:
         if not clients:
             raise Unavailable("no sandbox service configured")
-        self.clients = clients
-        self._idle: asyncio.Queue[SandboxClient] = asyncio.Queue()
+        by_address: dict[str, SandboxClient] = {}
         for c in clients:
+            by_address.setdefault(c.address, c)
+        self.clients = list(by_address.values())
+        self._idle: asyncio.Queue[SandboxClient] = asyncio.Queue()
+        for c in self.clients:
             self._idle.put_nowait(c)
-        self._alive = set(clients)
-        self._places = dict.fromkeys(clients, 1)
+        self._alive = set(self.clients)
+        self._places = dict.fromkeys(self.clients, 1)
 
     @property
     def size(self) -> int:

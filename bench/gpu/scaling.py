@@ -2,7 +2,8 @@
 
 For N GPUs one sandbox serves them all (``kforge serve sandbox --gpus 0,..,N-1``: one run slot
 pinned per GPU, one compile cache and one blob store for the host) and the forge is given its
-address N times, one connection per run slot, so N candidates are in flight. Counts above the
+address once: the sandbox says how many candidates it takes at once (three per GPU, one per cpu
+run slot), and the forge keeps that many in flight. Counts above the
 host's GPUs are recorded as skipped. Each count starts afresh (own sandbox work dir, own runs
 dir), so no count reuses another's compiled kernels.
 
@@ -163,7 +164,7 @@ def read_run(run_dir: Path) -> dict:
 
 
 def run_count(devices: int, args: argparse.Namespace, work: Path, out_dir: Path) -> CountResult:
-    """The fixed run with one sandbox serving ``devices`` slots, the forge holding one connection per slot."""
+    """The fixed run with one sandbox serving ``devices`` slots, its address given to the forge once."""
     result = CountResult(devices, log=str(out_dir / f"run-{devices}.log"))
     log = Path(result.log)
     log.write_text("")
@@ -176,8 +177,7 @@ def run_count(devices: int, args: argparse.Namespace, work: Path, out_dir: Path)
                "--json", "--runs-dir", str(work / f"runs-{devices}"), "--no-compile-baseline"]
         if args.time_limit:
             cmd += ["--time-limit", str(args.time_limit)]
-        for _ in range(devices):
-            cmd += ["--sandbox", address]
+        cmd += ["--sandbox", address]  # the sandbox says how many candidates its slots take at once
         started = time.perf_counter()
         try:
             with log.open("a") as progress:
@@ -280,7 +280,7 @@ def run(args: argparse.Namespace) -> dict:
     doc = {"backend": args.backend, "model": args.model, "cards": args.cards, "budget": args.budget,
            "seed": args.seed, "time_limit_s": args.time_limit or None, "host": platform.node(),
            "host_devices": available, "device_name": device_name(args.backend), "commit": commit(),
-           "layout": "one sandbox per host (--gpus 0..N-1), its address given to the forge once per GPU",
+           "layout": "one sandbox per host (--gpus 0..N-1), its address given to the forge once",
            "results": [asdict(r) for r in results]}
     (args.out_dir / "scaling.json").write_text(json.dumps(doc, indent=1))
     print(table(results))

@@ -29,6 +29,22 @@ def test_a_sandbox_with_two_run_slots_gets_two_candidates_at_once(tmp_path: Path
     assert asyncio.run(admitted()) == (1, 2, "cpu")
 
 
+def test_an_address_given_twice_is_one_sandbox_taking_what_it_says(tmp_path: Path) -> None:
+    async def admitted() -> tuple[int, int]:
+        bound = await server.start(backend="cpu", work_dir=tmp_path, workers=2)
+        clients = [SandboxClient(bound.address), SandboxClient(bound.address)]
+        try:
+            pool = SandboxPool(clients)
+            await _first_device(pool, "cpu")
+            return len(pool.clients), pool.size
+        finally:
+            for client in clients:
+                await client.close()
+            await bound.stop()
+
+    assert asyncio.run(admitted()) == (1, 2)
+
+
 def test_a_run_for_a_backend_no_sandbox_serves_names_what_each_serves(tmp_path: Path) -> None:
     async def refused() -> None:
         bound = await server.start(backend="cpu", work_dir=tmp_path)
