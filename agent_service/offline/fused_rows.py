@@ -250,3 +250,15 @@ class FusedRowPlan:
         if backend == "cuda":
             return fused_rows_cuda.render(self, knobs, device)
         return fused_rows_cpu.render(self, knobs)
+
+
+def kernel_signature(plan: FusedRowPlan, backend: str) -> tuple[str, str]:
+    """The kernel's parameters (operands ``in<i>``, then ``out``) and the matching arguments."""
+    restrict = "__restrict__" if backend == "cuda" else "__restrict"
+    params, args = [], []
+    for i, op in enumerate(plan.operands):
+        t = cxx.element_type(op.dtype, backend)
+        params.append(f"const {t} *{restrict} in{i}")
+        args.append(f"(const {t} *)inputs[{op.tensor}].data")
+    out_t = cxx.element_type(plan.outputs[0].dtype, backend)
+    return ", ".join([*params, f"{out_t} *{restrict} out"]), ", ".join([*args, f"({out_t} *)outputs[0].data"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agent_service.offline import cxx
 from agent_service.offline.elementwise import _math_macros, _offsets
-from agent_service.offline.fused_rows import FusedRowPlan, Sweep, with_types
+from agent_service.offline.fused_rows import FusedRowPlan, Sweep, kernel_signature, with_types
 from agent_service.offline.knobs import Knobs
 from agent_service.offline.rowwise.cpu import CPU_LANES, _combine, _cpu_lane_reduce
 
@@ -41,7 +41,7 @@ def render(plan: FusedRowPlan, knobs: Knobs) -> str:
              f"      {computed(plan.result_needs | {plan.result})}\n"
              f"      out[oo + j * {out_last}LL] = kf_from_f32<{out_t}>({plan.result});\n    }}\n")
     names = [(f"o{i}", s) for i, s in enumerate(op_strides)] + [("oo", out_strides)]
-    params, args = _signature(plan)
+    params, args = kernel_signature(plan, "cpu")
     threads = f" num_threads({knobs['threads']})" if knobs["threads"] else ""
     launch = cxx.cpu_kf_launch(plan.inputs, plan.outputs, f"  kf_rows({args});\n")
     return with_types(f"""{cxx.CPU_PRELUDE}
@@ -55,14 +55,3 @@ static void kf_rows({params}) {{
 }}
 
 {launch}""", "cpu")
-
-
-def _signature(plan: FusedRowPlan) -> tuple[str, str]:
-    """The kernel's parameters (operands ``in<i>``, then ``out``) and the matching arguments."""
-    params, args = [], []
-    for i, op in enumerate(plan.operands):
-        t = cxx.element_type(op.dtype, "cpu")
-        params.append(f"const {t} *__restrict in{i}")
-        args.append(f"(const {t} *)inputs[{op.tensor}].data")
-    out_t = cxx.element_type(plan.outputs[0].dtype, "cpu")
-    return ", ".join([*params, f"{out_t} *__restrict out"]), ", ".join([*args, f"({out_t} *)outputs[0].data"])

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from agent_service.models import DeviceDescription
 from agent_service.offline import cxx
 from agent_service.offline.elementwise import _math_macros, _offsets
-from agent_service.offline.fused_rows import FusedRowPlan, Sweep, with_types
+from agent_service.offline.fused_rows import FusedRowPlan, Sweep, kernel_signature, with_types
 from agent_service.offline.knobs import Knobs
 from agent_service.offline.plan import cuda_grid_limit
 from agent_service.offline.rowwise.cpu import _combine
@@ -104,7 +104,7 @@ def render(plan: FusedRowPlan, knobs: Knobs, device: DeviceDescription) -> str:
         body += rows.loop(needs, f"out[oo + j * {out_last}LL] = kf_from_f32<{out_t}>({plan.result});")
     shape, out_strides, op_strides = plan.outer()
     names = [(f"o{i}", s) for i, s in enumerate(op_strides)] + [("oo", out_strides)]
-    params, args = _signature(plan)
+    params, args = kernel_signature(plan, "cuda")
     per_block = block // nt
     grid = max(1, min(cxx.ceil_div(plan.rows, per_block), cuda_grid_limit(device, block)))
     smem = block if tree == "true" and nt > 32 else 32
@@ -132,14 +132,3 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
 {cxx.cuda_launch_epilogue()}
 }}
 """, "cuda")
-
-
-def _signature(plan: FusedRowPlan) -> tuple[str, str]:
-    """The kernel's parameters (operands ``in<i>``, then ``out``) and the matching arguments."""
-    params, args = [], []
-    for i, op in enumerate(plan.operands):
-        t = cxx.element_type(op.dtype, "cuda")
-        params.append(f"const {t} *__restrict__ in{i}")
-        args.append(f"(const {t} *)inputs[{op.tensor}].data")
-    out_t = cxx.element_type(plan.outputs[0].dtype, "cuda")
-    return ", ".join([*params, f"{out_t} *__restrict__ out"]), ", ".join([*args, f"({out_t} *)outputs[0].data"])
