@@ -56,6 +56,13 @@ def select_gpus(spec: str, visible: list[str]) -> list[str]:
     return wanted
 
 
+def candidate_slots(backend: str, run_slots: int) -> int:
+    """Candidates a sandbox with ``run_slots`` takes at once. A GPU times one candidate while the
+    CPU builds the next ones; a CPU slot would time its candidate against a compiler on the same
+    cores, so it takes one at a time."""
+    return run_slots * (CANDIDATES_PER_GPU if backend == "cuda" else 1)
+
+
 def slot_gpus(device_count: int, workers: int | None = None) -> list[str]:
     """The GPU of each cuda run slot: the visible ones, the first ``workers`` of them if given."""
     gpus = visible_gpus(device_count)
@@ -79,9 +86,7 @@ class WorkerPool:
         else:
             slots = [{} for _ in range(max(1, workers or 1))]
         self.size = len(slots)
-        # A GPU times one candidate while the CPU builds the next ones; a CPU slot would time its
-        # candidate against a compiler on the same cores, so it takes one at a time.
-        self.candidate_slots = self.size * (CANDIDATES_PER_GPU if backend == "cuda" else 1)
+        self.candidate_slots = candidate_slots(backend, self.size)
         self._free: asyncio.Queue[Slot] = asyncio.Queue()
         for index, env in enumerate(slots):
             self._free.put_nowait(Slot(index, env))

@@ -17,7 +17,7 @@ from gpu_sandbox_service.device import describe_device, resolve_backend
 from gpu_sandbox_service.evaluator import Evaluator
 from gpu_sandbox_service.kernel_isolation import isolation_statement, require_isolation, served_profiles
 from gpu_sandbox_service.models import Limits
-from gpu_sandbox_service.pool import select_gpus, slot_gpus, visible_gpus
+from gpu_sandbox_service.pool import candidate_slots, select_gpus, slot_gpus, visible_gpus
 from gpu_sandbox_service.servicer import SandboxServicer
 from kernel_forge.sandbox.v1 import service_pb2, service_pb2_grpc
 from servicekit.cli_options import add_security_arguments, security_from_args
@@ -80,10 +80,12 @@ async def serve_gpus(spec: str, backend: str, workers: int | None) -> str:
 async def state_slots(evaluator: Evaluator, say: Callable[[str], None]) -> None:
     if evaluator.backend == "cuda":
         gpus = slot_gpus((await evaluator.device_info()).device_count, evaluator.workers)
-        say(f"sandbox run slots: {len(gpus)}, one per GPU ({', '.join(gpus)})")
-    else:
-        say(f"sandbox run slots: {max(1, evaluator.workers or 1)} ({evaluator.backend})")
-    slots = (await evaluator.device_info()).candidate_slots
+        run_slots = len(gpus)
+        say(f"sandbox run slots: {run_slots}, one per GPU ({', '.join(gpus)})")
+    else:  # no device probe at start for the cpu: the workers are the slots
+        run_slots = max(1, evaluator.workers or 1)
+        say(f"sandbox run slots: {run_slots} ({evaluator.backend})")
+    slots = candidate_slots(evaluator.backend, max(1, run_slots))  # the pool keeps one slot without GPUs
     say(f"sandbox takes {slots} candidate{'s' if slots != 1 else ''} at once"
         + (" (the next ones build while one runs)" if slots > 1 and evaluator.backend == "cuda" else ""))
 
