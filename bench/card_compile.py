@@ -26,8 +26,8 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
 from capture_service.blobs import BlobStore  # noqa: E402
 from gpu_sandbox_service.harness.reference import Reference, flatten_tensors  # noqa: E402
 from gpu_sandbox_service.harness.tensors import allocate, assign  # noqa: E402
-from gpu_sandbox_service.harness.timing import Summary, Timer  # noqa: E402
 from kforge_domain.card import CardSet, OperatorCard  # noqa: E402
+from kforge_torch.timing import Summary, Timer  # noqa: E402
 
 
 def _inputs(card: OperatorCard, blobs: BlobStore, device: str) -> list[torch.Tensor]:

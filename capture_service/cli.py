@@ -74,19 +74,27 @@ def cmd_capture(args: argparse.Namespace) -> int:
 
 
 def summary_table(card_set: CardSet, rows: int = TABLE_ROWS) -> str:
-    """The top cards by share of eager time, as plain text."""
+    """The top cards by share of eager time, as plain text; eager is the median and the
+    interquartile range of the timed calls."""
     top = sorted(card_set.cards, key=lambda c: c.time_share, reverse=True)[:rows]
-    lines = [f"{'share':>6}  {'eager µs':>9}  {'calls':>5}  {'kind':6}  {'op':44}  first input / note"]
+    lines = [f"{'share':>6}  {'eager µs ± IQR':>17}  {'calls':>5}  {'kind':6}  {'op':44}  first input / note"]
     for card in top:
         shape = "x".join(map(str, card.inputs[0].shape)) if card.inputs else "-"
         note = card.reason or ("vendor" if card.vendor_op else "")
-        eager = f"{card.eager_us:9.1f}" if card.eager_us is not None else f"{'-':>9}"
+        eager = f"{eager_text(card.eager_us, card.eager_spread_us):>17}"
         op = card.op if len(card.op) <= 44 else "…" + card.op[-43:]
         lines.append(
             f"{card.time_share:6.1%}  {eager}  {card.call_count:5d}  {card.kind:6}  {op:44}  "
             f"{shape} {card.inputs[0].dtype if card.inputs else ''} {note}".rstrip()
         )
     return "\n".join(lines)
+
+
+def eager_text(median_us: float | None, spread_us: float | None) -> str:
+    """``12.3 ± 0.4``; the median alone for a card written before the spread was recorded."""
+    if median_us is None:
+        return "-"
+    return f"{median_us:.1f}" + (f" ± {spread_us:.1f}" if spread_us is not None else "")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -187,7 +187,7 @@ class ModuleRecorder:
             kind="module",
             op=qualified_class_name(module),
             outputs=[tensor_spec(t) for t in outputs],
-            replay=_module_replayer(module, template),
+            eager_call=_module_eager_call(module, template),
         )
         if not outputs:
             record.mark_not_optimisable(NO_TENSOR_OUTPUT)
@@ -263,14 +263,16 @@ def forward_call(
     return args, kwargs
 
 
-def _module_replayer(module: torch.nn.Module, template: Mapping[str, Any]) -> Callable[[Sequence[torch.Tensor]], Any]:
-    """Calls the module on the sample's forward tensors; the state tensors are the module's own."""
+def _module_eager_call(
+    module: torch.nn.Module, template: Mapping[str, Any]
+) -> Callable[[Sequence[torch.Tensor]], Callable[[], Any]]:
+    """Binds the module to a sample's forward tensors (decoded once); the state tensors are the module's own."""
 
-    def replay(tensors: Sequence[torch.Tensor]) -> Any:
+    def bind(tensors: Sequence[torch.Tensor]) -> Callable[[], Any]:
         args, kwargs = forward_call(template, tensors)
-        return module(*args, **kwargs)
+        return lambda: module(*args, **kwargs)
 
-    return replay
+    return bind
 
 
 def export_program(variant: ModuleVariant) -> tuple[bytes, dict[str, Any] | None]:

@@ -125,7 +125,7 @@ class OperatorRecorder(TorchDispatchMode):
             kind="aten",
             op=traits.name,
             outputs=[tensor_spec(t) for t in outputs],
-            replay=None if unsupported else _replayer(func, template),
+            eager_call=None if unsupported else _eager_call(func, template),
             vendor_op=traits.vendor,
         )
         written_ids = {id(t) for t in written}
@@ -173,9 +173,13 @@ def _aliases(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) ->
     return any(t.numel() and t.untyped_storage().data_ptr() in storages for t in outputs)
 
 
-def _replayer(func: torch._ops.OpOverload, template: Mapping[str, Any]) -> Callable[[Sequence[torch.Tensor]], Any]:
-    def replay(tensors: Sequence[torch.Tensor]) -> Any:
-        args, kwargs = decode_call(template, tensors)
-        return func(*args, **kwargs)
+def _eager_call(
+    func: torch._ops.OpOverload, template: Mapping[str, Any]
+) -> Callable[[Sequence[torch.Tensor]], Callable[[], Any]]:
+    """Binds ``func`` to a call's tensors: the call's arguments decoded once, then called as is."""
 
-    return replay
+    def bind(tensors: Sequence[torch.Tensor]) -> Callable[[], Any]:
+        args, kwargs = decode_call(template, tensors)
+        return lambda: func(*args, **kwargs)
+
+    return bind

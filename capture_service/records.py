@@ -38,8 +38,9 @@ class VariantRecord:
     kind: Literal["aten", "module"]
     op: str
     outputs: list[TensorSpec]
-    # Re-runs the call on the given inputs (template order); None when it cannot be replayed.
-    replay: Callable[[Sequence[torch.Tensor]], Any] | None
+    # The call bound to the given inputs (template order), its arguments decoded once, so that
+    # timing it measures the call alone; None when it cannot be replayed.
+    eager_call: Callable[[Sequence[torch.Tensor]], Callable[[], Any]] | None
     call_count: int = 0
     module_paths: list[str] = field(default_factory=list)
     samples: list[CallSample] = field(default_factory=list)
@@ -50,7 +51,8 @@ class VariantRecord:
     vendor_op: bool = False
     program_blob: str | None = None
     program_graph: dict[str, Any] | None = None  # capture_service.program_graph
-    eager_us: float | None = None
+    eager_us: float | None = None  # median of the timed calls (capture_service.timing)
+    eager_spread_us: float | None = None  # their interquartile range
 
     def add_path(self, path: str) -> None:
         if path not in self.module_paths:

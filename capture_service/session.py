@@ -7,7 +7,6 @@ cards captured so far in ``out_dir`` before the error is raised.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +24,7 @@ from capture_service.progress import CaptureProgress, ProgressFn, ignore_progres
 from capture_service.recorder import OperatorRecorder
 from capture_service.records import SamplePolicy, VariantRecord
 from capture_service.spec import LoadedModel, describe_exception
-from capture_service.timing import DEFAULT_TIMING, TimingPolicy, median_call_us
+from capture_service.timing import DEFAULT_TIMING, EagerTimer, TimingPolicy
 from kforge_domain.blobs import INPUT_PREFIX, OUTPUT_PREFIX, PROGRAM_SUFFIX
 from kforge_domain.card import CardSet, OperatorCard, Sample
 from packager.variant import ATTRIBUTES_KWARG, decode_value
@@ -111,20 +110,23 @@ def _time_records(
     timing: TimingPolicy,
     progress: ProgressFn,
 ) -> None:
-    """Median eager latency per record, re-run from its first sample under the capture's grad mode."""
+    """Eager latency per record (median and spread), re-run from its first sample under the
+    capture's grad mode, timed as the sandbox times it (:mod:`capture_service.timing`)."""
+    timer: EagerTimer | None = None  # made at the first call to time: its flush buffer is large
     for i, record in enumerate(records):
         if i % 10 == 0:
             fraction = 0.5 + 0.45 * i / len(records)
             progress(CaptureProgress("timing", f"timing variant {i + 1} of {len(records)}", fraction, len(records)))
-        replay = record.replay
-        if replay is None or not record.samples:
+        if record.eager_call is None or not record.samples:
             continue
-        inputs = record.samples[0].inputs
+        timer = timer or EagerTimer(device, timing)
         try:
             with options.grad_context():
-                record.eager_us = median_call_us(functools.partial(replay, inputs), device, timing)
+                eager = timer.time(record.eager_call(record.samples[0].inputs))
         except Exception as exc:
             record.mark_not_optimisable(f"re-running the captured call failed: {describe_exception(exc)}")
+            continue
+        record.eager_us, record.eager_spread_us = eager.median_us, eager.spread_us
 
 
 def _write_samples(
@@ -181,6 +183,7 @@ def _card(record: VariantRecord, samples: list[Sample], device: str) -> Operator
         mutated_inputs=record.mutated_inputs,
         call_count=record.call_count,
         eager_us=record.eager_us,
+        eager_spread_us=record.eager_spread_us,
         module_paths=record.module_paths,
         samples=samples,
         optimisable=record.optimisable,

@@ -1,20 +1,30 @@
 """Eager latency of a captured call, re-run from its sample after capture.
 
-On CUDA, device events bracket a batch of back-to-back calls (enough to span ``cuda_batch_us``),
-as a model issues them: a lone call between events would mostly measure an idle GPU waiting
-for the launch. The device is synchronised before the end event is read. On CPU each call is
-timed with ``perf_counter``. The median per call is reported, after warm-up.
+Each call is timed by :class:`kforge_torch.timing.Timer`, as the sandbox's harness times eager
+and candidates: the last-level cache flushed before every call (by the same cache size the
+sandbox's device probe reports), device work only (on cuda, events on a stream of the timer's
+own, the host's launch hidden behind the flush), warm-up first, then the median and the
+interquartile range of the calls (:class:`kforge_torch.timing.Summary`). A card's eager time at
+capture and in the sandbox can then differ by what the machine did, never by how it was timed.
+Two things of the harness's do not apply here: there is no candidate to interleave with, and
+one sample to time on (rotating inputs among buffers defeats a cache, which the flush already
+empties).
+
+Capture times every card of a model, so each gets a budget (:class:`TimingPolicy`): a few
+warm-up calls, then timed calls until ``budget_s`` of wall clock (flushes included) has passed,
+no fewer than ``min_reps`` and no more than ``max_reps``.
 """
 
 from __future__ import annotations
 
-import math
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from kforge_torch.caches import last_level_cache_bytes
+from kforge_torch.timing import Summary, Timer
 
 
 @dataclass(frozen=True)
@@ -25,44 +35,35 @@ class TimingPolicy:
     min_reps: int = 5
     max_reps: int = 50
     budget_s: float = 0.05
-    cuda_batch_us: float = 200.0
-    max_batch: int = 64
+
+    def __post_init__(self) -> None:
+        if self.warmup < 0 or not 1 <= self.min_reps <= self.max_reps or self.budget_s < 0:
+            raise ValueError(f"a timing policy needs warmup >= 0, 1 <= min_reps <= max_reps and budget_s >= 0: {self}")
 
 
 DEFAULT_TIMING = TimingPolicy()
 
 
-def median_call_us(call: Callable[[], object], device: torch.device, policy: TimingPolicy = DEFAULT_TIMING) -> float:
-    """Median microseconds of one ``call()`` on ``device``."""
-    for _ in range(policy.warmup):
-        call()
-    if device.type == "cuda":
-        return _median_cuda_us(call, device, policy)
-    samples: list[float] = []
-    deadline = time.perf_counter() + policy.budget_s
-    while len(samples) < policy.max_reps and (len(samples) < policy.min_reps or time.perf_counter() < deadline):
-        start = time.perf_counter()
-        call()
-        samples.append((time.perf_counter() - start) * 1e6)
-    return statistics.median(samples)
+class EagerTimer:
+    """Times eager calls on one device under one policy; one flush buffer serves every card."""
 
+    def __init__(self, device: torch.device, policy: TimingPolicy = DEFAULT_TIMING) -> None:
+        self.device = device
+        self.policy = policy
+        self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self._timer = Timer(device.type, last_level_cache_bytes(device), self._stream)
 
-def _median_cuda_us(call: Callable[[], object], device: torch.device, policy: TimingPolicy) -> float:
-    batch = max(1, min(policy.max_batch, math.ceil(policy.cuda_batch_us / max(_cuda_batch_us(call, device, 1), 1e-3))))
-    samples: list[float] = []
-    deadline = time.perf_counter() + policy.budget_s
-    while len(samples) < policy.max_reps and (len(samples) < policy.min_reps or time.perf_counter() < deadline):
-        samples.append(_cuda_batch_us(call, device, batch) / batch)
-    return statistics.median(samples)
-
-
-def _cuda_batch_us(call: Callable[[], object], device: torch.device, batch: int) -> float:
-    """Microseconds of ``batch`` back-to-back calls between two device events."""
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize(device)
-    start.record()
-    for _ in range(batch):
-        call()
-    end.record()
-    torch.cuda.synchronize(device)
-    return float(start.elapsed_time(end)) * 1e3
+    def time(self, call: Callable[[], object]) -> Summary:
+        """The median and spread of ``call()`` in microseconds, within the policy's budget."""
+        policy = self.policy
+        for _ in range(policy.warmup):
+            call()
+        if self._stream is not None:
+            torch.cuda.synchronize(self.device)  # the sample and the warm-up are on the default stream
+        samples_us: list[float] = []
+        deadline = time.perf_counter() + policy.budget_s
+        while len(samples_us) < policy.max_reps and (
+            len(samples_us) < policy.min_reps or time.perf_counter() < deadline
+        ):
+            samples_us.append(self._timer.time_us(call))
+        return Summary.of(samples_us)

@@ -6,7 +6,6 @@ must never touch CUDA. It prints one JSON object on stdout.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -17,33 +16,11 @@ from pathlib import Path
 
 import torch
 
+from kforge_torch.caches import cpu_cache_sizes, last_level_cache_bytes
+
 COPY_BYTES = 256 * 1024 * 1024
-#: Per-level cache sizes assumed where the OS reports none (a common desktop/server core).
-DEFAULT_CPU_CACHES = {2: 1024 * 1024, 3: 32 * 1024 * 1024}
 #: Bytes moved per timed sample at a small working set, so the clock's resolution does not count.
 SAMPLE_BYTES = 64 * 1024 * 1024
-
-
-def cpu_cache_sizes(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> dict[int, int]:
-    """Data (or unified) cache size by level, from sysfs, else sysconf, else :data:`DEFAULT_CPU_CACHES`."""
-    sizes: dict[int, int] = {}
-    for index in sorted(root.glob("index*")):
-        try:
-            if (index / "type").read_text().strip() == "Instruction":
-                continue
-            level = int((index / "level").read_text())
-            size = (index / "size").read_text().strip().upper()
-        except (OSError, ValueError):
-            continue
-        scale = {"K": 1024, "M": 1024 * 1024, "G": 1024 * 1024 * 1024}.get(size[-1:], 1)
-        with contextlib.suppress(ValueError):
-            sizes[level] = int(size.rstrip("KMG")) * scale
-    for level, name in ((1, "SC_LEVEL1_DCACHE_SIZE"), (2, "SC_LEVEL2_CACHE_SIZE"), (3, "SC_LEVEL3_CACHE_SIZE")):
-        if level not in sizes and name in os.sysconf_names:
-            value = os.sysconf(name)
-            if value and value > 0:
-                sizes[level] = value
-    return sizes or dict(DEFAULT_CPU_CACHES)
 
 
 def copy_working_sets(caches: dict[int, int]) -> list[int]:
@@ -85,7 +62,7 @@ def cpu_facts() -> dict[str, object]:
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     by_size = [{"working_set_bytes": size, "gbps": cpu_copy_gbps(size)} for size in copy_working_sets(caches)]
     return {"backend": "cpu", "name": name, "arch": f"cpu-{platform.machine()}", "sm_count": os.cpu_count() or 1,
-            "l2_bytes": max(caches.values()), "copy_bandwidth_gbps": by_size[-1]["gbps"],
+            "l2_bytes": last_level_cache_bytes(torch.device("cpu")), "copy_bandwidth_gbps": by_size[-1]["gbps"],
             "copy_bandwidth_by_size": by_size, "memory_bytes": memory, "device_count": 1}
 
 
@@ -105,7 +82,7 @@ def cuda_facts() -> dict[str, object]:
     bandwidth = 2 * COPY_BYTES / min(samples[2:]) / 1e9
     return {"backend": "cuda", "name": props.name, "arch": f"sm_{major}{minor}",
             "sm_count": props.multi_processor_count,
-            "l2_bytes": int(getattr(props, "L2_cache_size", 0)) or 50 * 1024 * 1024,
+            "l2_bytes": last_level_cache_bytes(torch.device("cuda", 0)),
             "copy_bandwidth_gbps": bandwidth, "memory_bytes": int(props.total_memory),
             "device_count": torch.cuda.device_count()}
 

@@ -2,11 +2,13 @@
 
 A card is one runtime variant of an aten overload or of a leaf module, with its exact tensor
 layouts, its non-tensor arguments, how often and how long it ran, and a few captured samples
-as content-addressed safetensors blobs. The card's ``key`` is
-:class:`packager.variant.VariantKey` in JSON form; ``id`` is that key's id. The call template
-(non-tensor arguments, tensors as ``{"tensor": i}``) is stored once, in ``key["template"]``;
-:attr:`OperatorCard.template` reads it there. Cards written before carried a copy as a
-top-level ``template``: they still load (the copy must equal the key's and is dropped).
+as content-addressed safetensors blobs. How long it ran is the median of eager calls timed the
+way the sandbox times them (:mod:`kforge_torch.timing`), their interquartile range beside it.
+The card's ``key`` is :class:`packager.variant.VariantKey` in JSON form; ``id`` is that key's
+id. The call template (non-tensor arguments, tensors as ``{"tensor": i}``) is stored once, in
+``key["template"]``; :attr:`OperatorCard.template` reads it there. Cards written before carried
+a copy as a top-level ``template``: they still load (the copy must equal the key's and is
+dropped), as do cards written before the spread was recorded.
 
 Kernel arguments (the contract of kf_abi.h): ``inputs`` are the call's tensors in template
 order (for module cards: forward tensors, then the module's parameters and buffers). ``outputs``
@@ -74,7 +76,10 @@ class OperatorCard(BaseModel):
     outputs: list[TensorSpec]
     mutated_inputs: list[int] = Field(default_factory=list)
     call_count: int = 0
-    eager_us: float | None = None
+    eager_us: float | None = Field(default=None, description="median µs of one eager call, timed at capture")
+    eager_spread_us: float | None = Field(
+        default=None, description="interquartile range of those timed calls, µs (None: cards written before it)"
+    )
     time_share: float = 0.0
     module_paths: list[str] = Field(default_factory=list)
     samples: list[Sample] = Field(default_factory=list)

@@ -31,7 +31,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path[:] = [p for p in sys.path if pathlib.Path(p or ".").resolve() != pathlib.Path(__file__).resolve().parent]
 sys.path.insert(0, str(REPO))
 
-from gpu_sandbox_service.harness.timing import Timer  # noqa: E402
+from kforge_torch.timing import Timer  # noqa: E402
 from packager import Cast, load_cast  # noqa: E402
 from packager.format import KernelEntry, ModelIdentity, build_cast  # noqa: E402
 from packager.guard_cost import median_us  # noqa: E402

@@ -24,8 +24,8 @@ sys.path.insert(0, str(REPO))
 from gpu_sandbox_service.blobs import BlobStore  # noqa: E402
 from gpu_sandbox_service.cardkit import card_from_call  # noqa: E402
 from gpu_sandbox_service.evaluator import Evaluator  # noqa: E402
-from gpu_sandbox_service.harness.timing import Summary, Timer  # noqa: E402
 from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest, Limits  # noqa: E402
+from kforge_torch.timing import Summary, Timer  # noqa: E402
 
 CORPUS = REPO / "tests" / "gpu_sandbox_service" / "corpus"
 SPEED_CANDIDATES = 5

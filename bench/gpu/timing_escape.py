@@ -38,8 +38,9 @@ from gpu_sandbox_service.blobs import BlobStore  # noqa: E402
 from gpu_sandbox_service.cardkit import card_from_call  # noqa: E402
 from gpu_sandbox_service.compiler import Compiler, detect_toolchain  # noqa: E402
 from gpu_sandbox_service.evaluator import Evaluator  # noqa: E402
-from gpu_sandbox_service.harness.timing import Summary, Timer, escaped_work  # noqa: E402
+from gpu_sandbox_service.harness.timing import escaped_work  # noqa: E402
 from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest, Limits  # noqa: E402
+from kforge_torch.timing import Summary, Timer  # noqa: E402
 from packager.abi import KernelLibrary  # noqa: E402
 
 PRELUDE = REPO / "tests" / "gpu_sandbox_service" / "corpus" / "cuda" / "_prelude.inc"

@@ -24,10 +24,11 @@ from gpu_sandbox_service.harness.tensors import (
     storage_bytes,
     storage_range,
 )
-from gpu_sandbox_service.harness.timing import Summary, Timer, escaped_work
+from gpu_sandbox_service.harness.timing import escaped_work
 from gpu_sandbox_service.models import CandidateStatus
 from kforge_domain.blobs import INPUT_PREFIX, sample_key
 from kforge_domain.floor import CopyBandwidth, memory_floor_us
+from kforge_torch.timing import Summary, Timer
 from packager.abi import AbiError, KernelLibrary, allocate_workspace
 from packager.variant import decode_call
 

@@ -107,12 +107,12 @@ def test_grad_mode_changes_the_ops_seen() -> None:
     assert "aten::addmm.default" in ops(torch.enable_grad())
 
 
-def test_replay_reproduces_the_captured_output() -> None:
+def test_the_bound_eager_call_reproduces_the_captured_output() -> None:
     x = torch.randn(2, 3, 5)
     (record,) = _record(lambda: torch.nn.functional.layer_norm(x, (5,)))["aten::layer_norm.default"]
-    assert record.replay is not None
+    assert record.eager_call is not None
     with torch.inference_mode():
-        again = record.replay(record.samples[0].inputs)
+        again = record.eager_call(record.samples[0].inputs)()
     assert torch.allclose(again, record.samples[0].outputs[0])
 
 

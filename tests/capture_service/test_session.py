@@ -34,6 +34,7 @@ def test_cards_blobs_and_time_shares(tiny_spec, tmp_path) -> None:
     aten = [c for c in cards.cards if c.kind == "aten"]
     assert sum(c.time_share for c in aten) == pytest.approx(1.0)
     assert all(c.eager_us and c.eager_us > 0 for c in aten)
+    assert all(c.eager_spread_us is not None and c.eager_spread_us >= 0 for c in aten)
     store = BlobStore(tmp_path / "out")
     (sample,) = norm.samples
     x, weight, bias = store.read_tensors(sample.inputs_blob)
@@ -41,7 +42,9 @@ def test_cards_blobs_and_time_shares(tiny_spec, tmp_path) -> None:
     assert torch.allclose(torch.nn.functional.layer_norm(x, (8,), weight, bias), out)
     modules = {c.op.rsplit(".", 1)[1]: c for c in cards.cards if c.kind == "module"}
     assert sorted(modules) == ["LayerNorm", "Linear"]
-    program = torch.export.load(io.BytesIO(store.path(modules["LayerNorm"].module_program_blob).read_bytes()))
+    program_blob = modules["LayerNorm"].module_program_blob
+    assert program_blob is not None
+    program = torch.export.load(io.BytesIO(store.path(program_blob).read_bytes()))
     assert torch.allclose(program.module()(x), out, atol=1e-6)
 
 

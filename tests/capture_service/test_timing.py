@@ -1,19 +1,48 @@
+"""Capture's eager timing: the shared method (cache flushed before each call), within the card's budget."""
+
 import time
 
+import pytest
 import torch
 
-from capture_service.timing import TimingPolicy, median_call_us
+from capture_service.timing import EagerTimer, TimingPolicy
+from kforge_torch.caches import last_level_cache_bytes
+
+CPU = torch.device("cpu")
 
 
-def test_median_reflects_the_call_duration() -> None:
-    policy = TimingPolicy(warmup=1, min_reps=5, max_reps=7, budget_s=0.01)
-    fast = median_call_us(lambda: None, torch.device("cpu"), policy)
-    slow = median_call_us(lambda: time.sleep(0.002), torch.device("cpu"), policy)
-    assert fast < 500 and 1900 < slow < 20000
+def test_the_median_and_spread_reflect_the_call() -> None:
+    timer = EagerTimer(CPU, TimingPolicy(warmup=1, min_reps=5, max_reps=7, budget_s=0.01))
+    fast = timer.time(lambda: None)
+    slow = timer.time(lambda: time.sleep(0.002))
+    assert fast.median_us < 500 and 1900 < slow.median_us < 20000
+    assert 5 <= slow.runs <= 7 and slow.spread_us >= 0
 
 
-def test_reps_stop_at_max_reps() -> None:
-    calls = []
-    policy = TimingPolicy(warmup=2, min_reps=3, max_reps=4, budget_s=10)
-    median_call_us(lambda: calls.append(1), torch.device("cpu"), policy)
-    assert len(calls) == 6
+def test_warm_up_runs_unflushed_then_each_timed_call_after_a_flush_until_max_reps() -> None:
+    timer = EagerTimer(CPU, TimingPolicy(warmup=2, min_reps=3, max_reps=4, budget_s=10))
+    flushes_before: list[int] = []
+    summary = timer.time(lambda: flushes_before.append(timer._timer._flush_value))
+    assert flushes_before == [0, 0, 1, 2, 3, 4] and summary.runs == 4
+    # the flush is the sandbox harness's: twice the last-level cache the sandbox's probe reports
+    assert timer._timer._flush_buffer.numel() * 4 == 2 * last_level_cache_bytes(CPU)
+
+
+def test_the_budget_stops_timing_after_min_reps() -> None:
+    timer = EagerTimer(CPU, TimingPolicy(warmup=0, min_reps=3, max_reps=50, budget_s=0.0))
+    assert timer.time(lambda: None).runs == 3
+
+
+def test_a_policy_that_times_nothing_is_refused() -> None:
+    with pytest.raises(ValueError, match="min_reps"):
+        TimingPolicy(min_reps=0)
+    with pytest.raises(ValueError, match="min_reps"):
+        TimingPolicy(min_reps=5, max_reps=4)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="times device work on a GPU")
+def test_a_gpu_call_is_timed_with_its_spread() -> None:
+    x = torch.randn(2048, 2048, device="cuda")
+    timer = EagerTimer(torch.device("cuda"), TimingPolicy(warmup=1, min_reps=5, max_reps=10, budget_s=0.01))
+    small, large = timer.time(lambda: x[:8].sum()), timer.time(lambda: x @ x)
+    assert 5 <= large.runs <= 10 and 0 < small.median_us < large.median_us and large.spread_us >= 0

@@ -1,36 +1,19 @@
-"""The cpu probe: cache sizes from the OS, copy bandwidth by working-set size, and a floor that
-the eager group norm of a 4 MB tensor does not beat."""
+"""The cpu probe: copy bandwidth by working-set size, and a floor that the eager group norm of a
+4 MB tensor does not beat (cache sizes: ``tests/kforge_torch/test_caches.py``)."""
 
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 
 import torch
 
 from gpu_sandbox_service.cardkit import tensor_spec
-from gpu_sandbox_service.device_probe import COPY_BYTES, copy_working_sets, cpu_cache_sizes, cpu_facts
-from gpu_sandbox_service.harness.timing import Timer
+from gpu_sandbox_service.device_probe import COPY_BYTES, copy_working_sets, cpu_facts
 from gpu_sandbox_service.models import DeviceInfo
 from kforge_domain.floor import CopyBandwidth, memory_floor_us
+from kforge_torch.timing import Timer
 
 MIB = 1024 * 1024
-
-
-def _cache(root: Path, index: int, level: int, kind: str, size: str) -> None:
-    folder = root / f"index{index}"
-    folder.mkdir(parents=True)
-    (folder / "level").write_text(f"{level}\n")
-    (folder / "type").write_text(f"{kind}\n")
-    (folder / "size").write_text(f"{size}\n")
-
-
-def test_cache_sizes_are_read_from_sysfs_without_instruction_caches(tmp_path: Path) -> None:
-    _cache(tmp_path, 0, 1, "Data", "48K")
-    _cache(tmp_path, 1, 1, "Instruction", "32K")
-    _cache(tmp_path, 2, 2, "Unified", "2048K")
-    _cache(tmp_path, 3, 3, "Unified", "96M")
-    assert cpu_cache_sizes(tmp_path) == {1: 48 * 1024, 2: 2 * MIB, 3: 96 * MIB}
 
 
 def test_working_sets_span_each_cache_and_dram() -> None:

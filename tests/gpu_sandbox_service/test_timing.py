@@ -18,8 +18,9 @@ import torch
 from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.cardkit import card_from_call
 from gpu_sandbox_service.evaluator import Evaluator
-from gpu_sandbox_service.harness.timing import LAUNCH_ALLOWANCE_US, Series, escaped_work
+from gpu_sandbox_service.harness.timing import LAUNCH_ALLOWANCE_US, escaped_work
 from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest
+from kforge_torch.timing import Series
 from tests.gpu_sandbox_service.conftest import TEST_LIMITS, load_corpus
 
 EAGER = Series(calls=20, wall_us=7.9, stream_us=6.2, host_us=3.1)

@@ -33,6 +33,15 @@ def test_a_card_written_with_the_old_template_copy_still_loads() -> None:
     assert loaded == card and "template" not in json.loads(loaded.to_json())
 
 
+def test_the_eager_spread_round_trips_and_a_card_written_before_it_still_loads() -> None:
+    card = _card().model_copy(update={"eager_us": 12.5, "eager_spread_us": 0.75})
+    assert OperatorCard.from_json(card.to_json()) == card
+    old = json.loads(card.to_json())
+    del old["eager_spread_us"]
+    loaded = OperatorCard.from_json(json.dumps(old))
+    assert loaded.eager_us == 12.5 and loaded.eager_spread_us is None
+
+
 def test_a_template_copy_that_differs_from_the_key_is_refused() -> None:
     old = json.loads(_card().to_json())
     old["template"] = {"args": [{"tensor": 0}, 0, False], "kwargs": {}}
