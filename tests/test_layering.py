@@ -5,6 +5,10 @@
 alone. Every service takes the card from ``kforge_domain.card``; ``capture_service.cards`` is a
 re-export kept only for the modules listed in ``CARD_SHIM_USERS`` until they move. The packager
 imports no service, not even inside a function: it reads a run bundle, not the forge's store.
+``kforge_torch`` holds what capture and the sandbox must do alike with torch (how a call is
+timed): it imports torch, the standard library and ``kforge_domain`` alone, and the domain does
+not import it. Capture and the sandbox import no other service, so what they share lives in
+one of these homes.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOMAIN = ROOT / "kforge_domain"
+SHARED_TORCH = ROOT / "kforge_torch"
+SERVICES = {"capture_service", "agent_service", "gpu_sandbox_service", "forge_service", "ui"}
 FORBIDDEN_IN_DOMAIN = {"grpc", "google", "kernel_forge", "servicekit", "capture_service", "agent_service",
-                       "gpu_sandbox_service", "forge_service", "search_core", "packager", "ui", "torch"}
+                       "gpu_sandbox_service", "forge_service", "search_core", "packager", "ui", "torch", "kforge_torch"}
 NEEDS_PYDANTIC = {"card.py"}
 SERVICE_TREES = ("servicekit", "capture_service", "agent_service", "gpu_sandbox_service", "forge_service",
                  "packager", "ui", "bench", "tests", "examples", "scripts")
@@ -66,6 +72,29 @@ def test_importing_the_domain_loads_no_grpc_proto_or_torch() -> None:
     assert not _loaded_by(domain, {"grpc", "google", "kernel_forge", "torch"})
 
 
+def test_the_shared_torch_code_imports_torch_the_domain_and_the_standard_library_alone() -> None:
+    allowed = {"kforge_torch", "kforge_domain", "torch", "__future__", *sys.stdlib_module_names}
+    for path in sorted(SHARED_TORCH.glob("*.py")):
+        tops = {name.split(".")[0] for name in _imports(path)}
+        assert tops <= allowed, f"kforge_torch/{path.name} imports {sorted(tops - allowed)}"
+
+
+def test_importing_the_shared_torch_code_loads_no_grpc_proto_pydantic_or_service() -> None:
+    shared = [f"kforge_torch.{p.stem}" for p in sorted(SHARED_TORCH.glob("*.py")) if p.stem != "__init__"]
+    assert shared
+    assert not _loaded_by(shared, {"grpc", "google", "kernel_forge", "pydantic", "servicekit", "packager", *SERVICES})
+
+
+def test_capture_and_the_sandbox_import_no_other_service() -> None:
+    offenders = {}
+    for service in ("capture_service", "gpu_sandbox_service"):
+        for path in sorted((ROOT / service).rglob("*.py")):
+            tops = {name.split(".")[0] for name in _imports(path)} & (SERVICES - {service})
+            if tops:
+                offenders[path.relative_to(ROOT).as_posix()] = sorted(tops)
+    assert not offenders, f"share through kforge_domain or kforge_torch, not another service: {offenders}"
+
+
 def test_the_packager_runtime_stays_torch_and_standard_library() -> None:
     watched = {"pydantic", "grpc", "google", "kernel_forge", "servicekit", "capture_service", "forge_service",
                "safetensors"}
@@ -73,10 +102,9 @@ def test_the_packager_runtime_stays_torch_and_standard_library() -> None:
 
 
 def test_the_packager_imports_no_service() -> None:
-    services = {"capture_service", "agent_service", "gpu_sandbox_service", "forge_service", "ui"}
     offenders = {}
     for path in sorted((ROOT / "packager").rglob("*.py")):
-        tops = {name.split(".")[0] for name in _imports(path)} & services
+        tops = {name.split(".")[0] for name in _imports(path)} & SERVICES
         if tops:
             offenders[path.relative_to(ROOT).as_posix()] = sorted(tops)
     assert not offenders, f"the packager imports services: {offenders}"
