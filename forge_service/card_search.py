@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from forge_service.clients import AgentClient, SandboxPool
+from forge_service.clients import AgentClient, Proposal, SandboxPool
 from forge_service.kernel_cache import CachedKernel, KernelCache
 from forge_service.store import CandidateRow, RunStore, best_candidate
 from forge_service.tree_log import add_child_op, ask_op, cancel_op, card_seed, new_card_tree, replay, tell_op
@@ -25,11 +25,13 @@ from kernel_forge.agent.v1 import messages_pb2 as agent_pb2
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.sandbox.v1 import messages_pb2 as sandbox_pb2
 from kforge_domain.card import OperatorCard
+from kforge_domain.cost import Cost
+from kforge_domain.result import CandidateResult
+from servicekit.convert import status_to_proto
 
 log = logging.getLogger(__name__)
 
 ROOT = 0
-PASSED = types_pb2.PASSED
 BUDGET_SPENT = "budget spent"
 DOLLARS_SPENT = "dollar budget spent"
 NO_PROPOSAL = "no proposal for this card"
@@ -147,7 +149,7 @@ class CardSearch:
         self.store.add_candidate(candidate_id, self.card.id, "", node, "cache",
                                  add_child_op(ROOT, node, candidate_id))
         self.store.set_proposal(candidate_id, hit.source, f"best kernel of run {hit.run_id} (kernel cache)",
-                                hit.knobs, {}, [], self.card.id, tree_op=None)
+                                hit.knobs, Cost(), [], self.card.id, tree_op=None)
         await self.emit("log", f"kernel cache hit from run {hit.run_id}", card_id=self.card.id)
         await self._finish(self.store.candidate(candidate_id))
         return self._completed_from_cache()
@@ -159,16 +161,17 @@ class CardSearch:
             return False
         hit = self._cache_hit()
         result = self.store.result(rows[0].id)
-        return bool(hit and hit.search_complete and result is not None and result.status == PASSED)
+        return bool(hit and hit.search_complete and result is not None and result.passed)
 
     def _remember_best(self) -> None:
         best = best_candidate(self.store, self.card.id)
         if self.cache is None or best is None:
             return
         row, result = best
+        assert result.latency_us is not None  # best_candidate picks only timed candidates
         self.cache.offer(CachedKernel(
             card_id=self.card.id, arch=self.device.arch, toolchain=self.device.toolchain, source=row.source or "",
-            description=row.description, knobs=row.knobs, latency_us=result.latency_us, speedup=result.speedup,
+            description=row.description, knobs=row.knobs, latency_us=result.latency_us, speedup=result.speedup or 0.0,
             search_complete=True, run_id=self.settings.run_id,
         ))
 
@@ -203,7 +206,7 @@ class CardSearch:
         rows = [c for c in self.store.candidates(self.card.id) if c.id in results]
         if len(rows) < self.settings.patience * 2:
             return False
-        latencies = [results[c.id].latency_us if results[c.id].status == PASSED else float("inf") for c in rows]
+        latencies = [_passed_latency(results[c.id]) for c in rows]
         cut = len(latencies) - self.settings.patience
         return min(latencies[cut:]) >= min(latencies[:cut])
 
@@ -226,7 +229,7 @@ class CardSearch:
             if self.store.candidate(row.id).source is None:
                 self._idle_proposals += 1
                 self.tree.cancel(row.node_id)
-                await self.emit("candidate", f"no proposal: {proposal.no_proposal_reason}", card_id=self.card.id,
+                await self.emit("candidate", f"no proposal: {proposal.description}", card_id=self.card.id,
                                 candidate_id=row.id)
                 return
             self._idle_proposals = 0
@@ -234,15 +237,11 @@ class CardSearch:
         assert row.source is not None
         await self._evaluate(row)
 
-    def _record_proposal(self, row: CandidateRow, proposal: agent_pb2.ProposeResponse) -> None:
+    def _record_proposal(self, row: CandidateRow, proposal: Proposal) -> None:
         """Store what the agent proposed for ``row`` (or why it proposed nothing)."""
-        cost = {"prompt_tokens": proposal.cost.prompt_tokens, "completion_tokens": proposal.cost.completion_tokens,
-                "usd": proposal.cost.usd, "llm_calls": proposal.cost.llm_calls}
-        source = proposal.source if proposal.has_proposal else None
-        description = proposal.description if proposal.has_proposal else proposal.no_proposal_reason
-        self.store.set_proposal(row.id, source, description, json.loads(proposal.knobs_json or "{}"), cost,
-                                list(proposal.exchanges), self.card.id,
-                                tree_op=None if source else cancel_op(row.node_id))
+        self.store.set_proposal(row.id, proposal.source, proposal.description, proposal.knobs, proposal.cost,
+                                proposal.exchanges, self.card.id,
+                                tree_op=None if proposal.source else cancel_op(row.node_id))
 
     async def _evaluate(self, row: CandidateRow) -> None:
         """Send ``row``'s source to a sandbox and record its verdict in the store and the tree."""
@@ -258,20 +257,19 @@ class CardSearch:
                             card_id=self.card.id, candidate_id=row.id)
 
         result = await self.sandboxes.evaluate(request, self.blobs, on_lost=lost)
-        passed = result.status == PASSED
-        latency = result.latency_us if passed and result.HasField("latency_us") else None
-        spread = result.latency_spread_us if passed and result.HasField("latency_spread_us") else None
-        self.store.put_result(result, self.card.id, tell_op(row.node_id, passed, latency, spread))
-        self.tree.tell(row.node_id, passed, latency, spread)
-        status = types_pb2.CandidateStatus.Name(result.status)
-        summary = f"{status}" + (f" {latency:.2f} µs (x{result.speedup:.2f})" if latency else "")
+        figures = result.figures if result.passed else None
+        latency = figures.latency_us if figures else None
+        spread = figures.latency_spread_us if figures else None
+        self.store.put_result(result, self.card.id, tell_op(row.node_id, result.passed, latency, spread))
+        self.tree.tell(row.node_id, result.passed, latency, spread)
+        summary = result.status.value + (f" {latency:.2f} µs (x{result.speedup or 0.0:.2f})" if latency else "")
         await self.emit("candidate", f"{row.description or 'candidate'}: {summary}", card_id=self.card.id,
                         candidate_id=row.id, result=result)
 
     def _best_speedup(self) -> float:
         """The card's best speedup so far (0 before any candidate passed): the sandbox stops timing a
         candidate clearly below it early and re-measures only one that beats it."""
-        return max((r.speedup for r in self.store.results(self.card.id).values() if r.status == PASSED), default=0.0)
+        return max((r.speedup or 0.0 for r in self.store.results(self.card.id).values() if r.passed), default=0.0)
 
     def _propose_request(self, row: CandidateRow) -> agent_pb2.ProposeRequest:
         request = agent_pb2.ProposeRequest(
@@ -292,9 +290,9 @@ class CardSearch:
             msg = agent_pb2.ParentCandidate(candidate_id=parent.id, source=parent.source or "",
                                             description=parent.description,
                                             knobs_json=json.dumps(parent.knobs, sort_keys=True))
-            if parent_result is not None and parent_result.HasField("latency_us"):
+            if parent_result is not None and parent_result.latency_us is not None:
                 msg.latency_us = parent_result.latency_us
-                msg.eager_latency_us = parent_result.eager_latency_us
+                msg.eager_latency_us = parent_result.eager_latency_us or 0.0
             request.parent.CopyFrom(msg)
             for node in [*self.tree.ancestors(parent.node_id), parent.node_id]:
                 if node in self.node_to_candidate:
@@ -307,14 +305,19 @@ class CardSearch:
             request.feedback.CopyFrom(agent_pb2.Feedback(status=last.status, error_message=last.error_message))
         return request
 
-    def _revision(self, candidate_id: str, results: dict[str, types_pb2.CandidateResult]) -> agent_pb2.Revision:
+    def _revision(self, candidate_id: str, results: dict[str, CandidateResult]) -> agent_pb2.Revision:
         row = self.store.candidate(candidate_id)
         rev = agent_pb2.Revision(candidate_id=row.id, description=row.description,
                                  knobs_json=json.dumps(row.knobs, sort_keys=True))
         result = results.get(row.id)
         if result is not None:
-            rev.status = result.status
+            rev.status = status_to_proto(result.status)
             rev.error_message = result.error_message
-            if result.HasField("latency_us"):
+            if result.latency_us is not None:
                 rev.latency_us = result.latency_us
         return rev
+
+
+def _passed_latency(result: CandidateResult) -> float:
+    """A result's latency as convergence compares it: a failed or untimed candidate is infinitely slow."""
+    return result.latency_us if result.passed and result.latency_us is not None else float("inf")

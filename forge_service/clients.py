@@ -1,16 +1,20 @@
 """Typed clients of the services the forge drives: capture, agent and the sandbox pool.
 
-They speak gRPC and hand back domain objects, so the controller never builds messages itself
-beyond the request types of the agent and sandbox.
+They speak gRPC and hand back domain objects (a card, a :class:`Proposal`, a
+:class:`~kforge_domain.result.CandidateResult`), converted here by ``servicekit.convert``, so the
+controller never builds messages itself beyond the request types of the agent and sandbox.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -22,8 +26,10 @@ from kernel_forge.common.v1 import types_pb2
 from kernel_forge.sandbox.v1 import messages_pb2 as sandbox_pb2
 from kernel_forge.sandbox.v1 import service_pb2_grpc as sandbox_grpc
 from kforge_domain.card import OperatorCard
+from kforge_domain.cost import Cost, LlmExchange
+from kforge_domain.result import CandidateResult
 from servicekit.client import channel
-from servicekit.convert import card_from_proto
+from servicekit.convert import candidate_result_from_proto, card_from_proto, cost_from_proto, exchange_from_proto
 from servicekit.errors import FailedPrecondition, Unavailable
 from servicekit.security import Security
 
@@ -79,14 +85,35 @@ class CaptureClient:
         await self._channel.close()
 
 
+@dataclass(frozen=True)
+class Proposal:
+    """The agent's answer for one candidate: a source, or why there is none, and what it cost."""
+
+    source: str | None  # None: nothing proposed
+    description: str  # the change, or why nothing was proposed
+    knobs: dict[str, Any]
+    cost: Cost
+    exchanges: tuple[LlmExchange, ...] = ()
+
+
+def proposal_from_proto(message: agent_pb2.ProposeResponse) -> Proposal:
+    """The forge's view of a ``ProposeResponse``."""
+    return Proposal(
+        source=message.source if message.has_proposal else None,
+        description=message.description if message.has_proposal else message.no_proposal_reason,
+        knobs=json.loads(message.knobs_json or "{}"), cost=cost_from_proto(message.cost),
+        exchanges=tuple(exchange_from_proto(x) for x in message.exchanges),
+    )
+
+
 class AgentClient:
     def __init__(self, address: str, security: Security | None = None) -> None:
         self.address = address
         self._channel = channel(address, security)
         self._stub = agent_grpc.AgentServiceStub(self._channel)
 
-    async def propose(self, request: agent_pb2.ProposeRequest) -> agent_pb2.ProposeResponse:
-        return await self._stub.Propose(request)
+    async def propose(self, request: agent_pb2.ProposeRequest) -> Proposal:
+        return proposal_from_proto(await self._stub.Propose(request))
 
     async def close(self) -> None:
         await self._channel.close()
@@ -116,8 +143,8 @@ class SandboxClient:
                 await self._stub.UploadBlob(_chunks(sha, blobs[sha]))
             self._uploaded.update(wanted)
 
-    async def evaluate(self, request: sandbox_pb2.EvaluateRequest) -> types_pb2.CandidateResult:
-        return await self._stub.Evaluate(request)
+    async def evaluate(self, request: sandbox_pb2.EvaluateRequest) -> CandidateResult:
+        return candidate_result_from_proto(await self._stub.Evaluate(request))
 
     async def close(self) -> None:
         await self._channel.close()
@@ -173,7 +200,7 @@ class SandboxPool:
         request: sandbox_pb2.EvaluateRequest,
         blobs: dict[str, Path],
         on_lost: Callable[[str, str], Awaitable[None]] | None = None,
-    ) -> types_pb2.CandidateResult:
+    ) -> CandidateResult:
         while self._alive:
             client = await self._idle.get()
             if client not in self._alive:
@@ -191,6 +218,5 @@ class SandboxPool:
                     await on_lost(client.address, exc.details() or exc.code().name)
                 continue
             self._idle.put_nowait(client)
-            result.sandbox_id = result.sandbox_id or client.address
-            return result
+            return replace(result, sandbox_id=result.sandbox_id or client.address)
         raise Unavailable("every sandbox service is unreachable")

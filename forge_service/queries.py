@@ -1,7 +1,8 @@
 """What the forge answers about a stored run, as plain values; the servicer only converts them.
 
 Each function reads one run store: a run's progress, its cards with their best kernels, a card's
-revision tree with the search's statistics per node, one candidate with its exchanges.
+revision tree with the search's statistics per node, one candidate with its exchanges. Values are
+domain types (:mod:`kforge_domain`); this module imports no generated proto code.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from dataclasses import dataclass
 from forge_service.config import RunConfig
 from forge_service.store import CandidateRow, RunStore, audit_class, best_candidate
 from forge_service.tree_log import TreeLogError, candidate_nodes
-from kernel_forge.common.v1 import types_pb2
 from kforge_domain.card import OperatorCard
+from kforge_domain.cost import Cost, LlmExchange
+from kforge_domain.result import CandidateResult
+from kforge_domain.verdict import CandidateStatus
 from servicekit.errors import FailedPrecondition, NotFound
 
 
@@ -33,7 +36,7 @@ class RunSummary:
     cards_done: int
     evaluations_done: int
     evaluations_budget: int
-    cost: types_pb2.Cost
+    cost: Cost
     best_e2e_speedup: float | None
 
 
@@ -45,7 +48,7 @@ class CardSummary:
     status: str
     reason: str
     evaluations: int
-    cost: types_pb2.Cost
+    cost: Cost
     budget: int
     floor_us: float | None
     audit_class: str
@@ -65,7 +68,7 @@ class TreeNodeView:
     description: str
     visits: int | None
     value: float | None
-    status: int | None  # a types_pb2.CandidateStatus
+    status: CandidateStatus | None  # None while not evaluated
     latency_us: float | None
     speedup: float | None
 
@@ -80,8 +83,8 @@ class CardTreeView:
 @dataclass(frozen=True)
 class CandidateDetail:
     row: CandidateRow
-    exchanges: list[types_pb2.LlmExchange]
-    result: types_pb2.CandidateResult | None
+    exchanges: list[LlmExchange]
+    result: CandidateResult | None
 
 
 def run_summary(store: RunStore) -> RunSummary:
@@ -137,8 +140,8 @@ def card_tree(store: RunStore, card_id: str) -> CardTreeView:
             candidate_id=cand.id, parent_id=cand.parent_id, depth=depth[cand.id], description=cand.description,
             visits=view.visits if view is not None else None, value=view.value if view is not None else None,
             status=result.status if result is not None else None,
-            latency_us=result.latency_us if result is not None and result.HasField("latency_us") else None,
-            speedup=result.speedup if result is not None and result.HasField("speedup") else None,
+            latency_us=result.latency_us if result is not None else None,
+            speedup=result.speedup if result is not None else None,
         ))
     best = best_candidate(store, card_id)
     return CardTreeView(card_id=card_id, nodes=tuple(nodes), best_candidate_id=best[0].id if best else None)

@@ -31,6 +31,7 @@ from kernel_forge.capture.v1 import messages_pb2 as capture_pb2
 from kernel_forge.common.v1 import types_pb2
 from kforge_domain.blobs import BLOBS_DIR, PROGRAM_SUFFIX, SAFETENSORS_SUFFIX, blob_file_name
 from kforge_domain.card import CardSet, OperatorCard
+from kforge_domain.result import CandidateResult
 from servicekit.errors import FailedPrecondition, KforgeError, NotFound
 from servicekit.security import Security
 
@@ -165,7 +166,7 @@ class RunManager:
         live.task = asyncio.create_task(self._execute(run_id), name=f"run-{run_id}")
 
     async def _emit(self, run_id: str, kind: str, message: str, *, card_id: str = "", candidate_id: str = "",
-                    status: str = "", result: types_pb2.CandidateResult | None = None) -> None:
+                    status: str = "", result: CandidateResult | None = None) -> None:
         store = self.store(run_id)
         status = status or str(store.run_row()["status"])
         store.add_event(kind, message, card_id, candidate_id, status)
@@ -348,7 +349,7 @@ def grant_spare_budget(store: RunStore, config: RunConfig) -> CardRow | None:
         if row.status != "done" or row.reason != BUDGET_SPENT:
             continue
         best = best_candidate(store, row.id)
-        if best is None:
+        if best is None or not best[1].latency_us:
             continue
         share = OperatorCard.from_json(row.card_json).time_share
         headroom = 1.0 - (row.floor_us or 0.0) / best[1].latency_us

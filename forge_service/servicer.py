@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
-from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from forge_service import queries
@@ -19,7 +18,13 @@ from kernel_forge.common.v1 import types_pb2
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from kernel_forge.forge.v1 import service_pb2_grpc as forge_grpc
 from kforge_domain.blobs import blob_digest
-from servicekit.convert import card_to_proto
+from servicekit.convert import (
+    candidate_result_to_proto,
+    card_to_proto,
+    cost_to_proto,
+    exchange_to_proto,
+    status_to_proto,
+)
 from servicekit.errors import FailedPrecondition
 
 CHUNK_BYTES = 1 << 20
@@ -32,7 +37,7 @@ def run_message(manager: RunManager, run_id: str) -> forge_pb2.Run:
         run_id=run.run_id, config=run.config.to_proto(), status=run.status, error=run.error,
         created_at=run.created_at, updated_at=run.updated_at, cards_total=run.cards_total,
         cards_done=run.cards_done, evaluations_done=run.evaluations_done, evaluations_budget=run.evaluations_budget,
-        cost=run.cost, run_dir=run.run_dir, model_name=run.model_name,
+        cost=cost_to_proto(run.cost), run_dir=run.run_dir, model_name=run.model_name,
     )
     if run.best_e2e_speedup is not None:
         msg.best_e2e_speedup = run.best_e2e_speedup
@@ -44,7 +49,7 @@ def run_cards(store: RunStore) -> list[forge_pb2.RunCard]:
     for card in queries.card_summaries(store):
         msg = forge_pb2.RunCard(
             card=card_to_proto(card.card), status=card.status, reason=card.reason, evaluations=card.evaluations,
-            cost=card.cost, audit_class=card.audit_class, budget=card.budget,
+            cost=cost_to_proto(card.cost), audit_class=card.audit_class, budget=card.budget,
         )
         _set_present(msg, floor_us=card.floor_us, best_candidate_id=card.best_candidate_id,
                      best_latency_us=card.best_latency_us, eager_latency_us=card.eager_latency_us,
@@ -58,7 +63,8 @@ def card_tree_message(tree: queries.CardTreeView) -> forge_pb2.CardTree:
     for node in tree.nodes:
         node_msg = forge_pb2.TreeNode(candidate_id=node.candidate_id, parent_id=node.parent_id, depth=node.depth,
                                       description=node.description)
-        _set_present(node_msg, visits=node.visits, value=node.value, status=node.status,
+        _set_present(node_msg, visits=node.visits, value=node.value,
+                     status=status_to_proto(node.status) if node.status is not None else None,
                      latency_us=node.latency_us, speedup=node.speedup)
         msg.nodes.append(node_msg)
     _set_present(msg, best_candidate_id=tree.best_candidate_id)
@@ -70,10 +76,10 @@ def candidate_message(detail: queries.CandidateDetail) -> forge_pb2.Candidate:
     msg = forge_pb2.Candidate(
         candidate_id=cand.id, card_id=cand.card_id, parent_id=cand.parent_id, source=cand.source or "",
         description=cand.description, knobs_json=json.dumps(cand.knobs, sort_keys=True), proposer=cand.proposer,
-        exchanges=detail.exchanges, cost=json_format.ParseDict(cand.cost, types_pb2.Cost()),
+        exchanges=[exchange_to_proto(x) for x in detail.exchanges], cost=cost_to_proto(cand.cost),
     )
     if detail.result is not None:
-        msg.result.CopyFrom(detail.result)
+        msg.result.CopyFrom(candidate_result_to_proto(detail.result))
     return msg
 
 
@@ -104,7 +110,7 @@ class ForgeServicer(forge_grpc.ForgeServiceServicer):
             if row["candidate_id"]:
                 result = self.manager.store(request.run_id).result(row["candidate_id"])
                 if result is not None:
-                    event.result.CopyFrom(result)
+                    event.result.CopyFrom(candidate_result_to_proto(result))
             yield event
 
     async def ListRuns(self, request: forge_pb2.ListRunsRequest, context: grpc.aio.ServicerContext

@@ -4,6 +4,8 @@ Every fact about a run lives here: its configuration and status, its cards, ever
 (source, proposer, cost), every evaluation result, the events, the LLM exchanges, and the log
 of search-tree operations from which a resumed run rebuilds each card's tree exactly. Each
 write is one transaction (WAL mode), so a process killed at any point leaves a consistent store.
+It takes and gives domain types (:mod:`kforge_domain`) and imports no generated proto code; a
+result is stored as its wire message's JSON (:mod:`forge_service.stored_result`), as before.
 """
 
 from __future__ import annotations
@@ -13,16 +15,16 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from google.protobuf import json_format
-
-from kernel_forge.common.v1 import types_pb2
+from forge_service.stored_result import result_from_json, result_to_json
 from kforge_domain.blobs import BLOBS_DIR, blob_digest, blob_file_name
+from kforge_domain.cost import Cost, LlmExchange
+from kforge_domain.result import CandidateResult
 
 if TYPE_CHECKING:
     from packager.format import FallbackEntry, KernelEntry, ModelIdentity
@@ -82,7 +84,7 @@ class CandidateRow:
     knobs: dict[str, Any]
     proposer: str
     state: str  # "proposing" | "proposed" | "evaluated" | "no_proposal"
-    cost: dict[str, Any]
+    cost: Cost
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,7 @@ class RunStore:
             _log_op(db, card_id, *tree_op)
 
     def set_proposal(self, candidate_id: str, source: str | None, description: str, knobs: dict[str, Any],
-                     cost: dict[str, Any], exchanges: list[types_pb2.LlmExchange], card_id: str,
+                     cost: Cost, exchanges: Sequence[LlmExchange], card_id: str,
                      tree_op: tuple[str, dict[str, Any]] | None) -> None:
         """The agent's answer for a candidate (and the tree operation it implies), atomically."""
         state = "proposed" if source is not None else "no_proposal"
@@ -206,7 +208,7 @@ class RunStore:
             db.execute(
                 "UPDATE candidates SET source = ?, description = ?, knobs_json = ?, cost_json = ?, state = ?"
                 " WHERE id = ?",
-                (source, description, json.dumps(knobs, sort_keys=True), json.dumps(cost), state, candidate_id),
+                (source, description, json.dumps(knobs, sort_keys=True), json.dumps(asdict(cost)), state, candidate_id),
             )
             db.executemany(
                 "INSERT INTO llm_calls (candidate_id, card_id, model, prompt, response, prompt_tokens,"
@@ -217,25 +219,23 @@ class RunStore:
             if tree_op is not None:
                 _log_op(db, card_id, *tree_op)
 
-    def put_result(self, result: types_pb2.CandidateResult, card_id: str, tree_op: tuple[str, dict[str, Any]]) -> None:
-        """A finished evaluation, its artifact, and the tree operation that reports it, atomically."""
+    def put_result(self, result: CandidateResult, card_id: str, tree_op: tuple[str, dict[str, Any]]) -> None:
+        """A finished evaluation, its artifact (kept as a blob), and the tree operation that reports
+        it, atomically."""
         artifact_sha = None
         if result.artifact:
             artifact_sha = self.put_blob(result.artifact)
-        stored = types_pb2.CandidateResult()
-        stored.CopyFrom(result)
-        stored.ClearField("artifact")
         with self.transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO results (candidate_id, status, result_json, latency_us, eager_latency_us,"
                 " speedup, artifact_sha256, created_at) VALUES (?,?,?,?,?,?,?,?)",
                 (
                     result.candidate_id,
-                    types_pb2.CandidateStatus.Name(result.status),
-                    json_format.MessageToJson(stored),
-                    result.latency_us if result.HasField("latency_us") else None,
-                    result.eager_latency_us if result.HasField("eager_latency_us") else None,
-                    result.speedup if result.HasField("speedup") else None,
+                    result.status.value,
+                    result_to_json(result),
+                    result.latency_us,
+                    result.eager_latency_us,
+                    result.speedup,
                     artifact_sha,
                     time.time(),
                 ),
@@ -263,11 +263,12 @@ class RunStore:
             raise LookupError(f"no candidate {candidate_id!r}")
         return _candidate(rows[0])
 
-    def result(self, candidate_id: str) -> types_pb2.CandidateResult | None:
-        rows = self._query("SELECT result_json, artifact_sha256 FROM results WHERE candidate_id = ?", (candidate_id,))
+    def result(self, candidate_id: str) -> CandidateResult | None:
+        """The candidate's result, without its artifact (:meth:`artifact`), or None before one."""
+        rows = self._query("SELECT result_json FROM results WHERE candidate_id = ?", (candidate_id,))
         if not rows:
             return None
-        return json_format.Parse(rows[0]["result_json"], types_pb2.CandidateResult())
+        return result_from_json(rows[0]["result_json"])
 
     def artifact(self, candidate_id: str) -> bytes | None:
         rows = self._query("SELECT artifact_sha256 FROM results WHERE candidate_id = ?", (candidate_id,))
@@ -275,32 +276,33 @@ class RunStore:
             return None
         return self.get_blob(rows[0]["artifact_sha256"])
 
-    def results(self, card_id: str) -> dict[str, types_pb2.CandidateResult]:
+    def results(self, card_id: str) -> dict[str, CandidateResult]:
+        """The card's results by candidate id, without their artifacts."""
         rows = self._query(
             "SELECT r.candidate_id, r.result_json FROM results r JOIN candidates c ON c.id = r.candidate_id"
             " WHERE c.card_id = ?",
             (card_id,),
         )
-        return {r["candidate_id"]: json_format.Parse(r["result_json"], types_pb2.CandidateResult()) for r in rows}
+        return {r["candidate_id"]: result_from_json(r["result_json"]) for r in rows}
 
-    def llm_calls(self, candidate_id: str) -> list[types_pb2.LlmExchange]:
+    def llm_calls(self, candidate_id: str) -> list[LlmExchange]:
         return [
-            types_pb2.LlmExchange(
+            LlmExchange(
                 model=r["model"], prompt=r["prompt"], response=r["response"], latency_s=r["latency_s"],
                 error=r["error"],
-                cost=types_pb2.Cost(prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"],
-                                    usd=r["usd"], llm_calls=1),
+                cost=Cost(prompt_tokens=r["prompt_tokens"], completion_tokens=r["completion_tokens"], usd=r["usd"],
+                          llm_calls=1),
             )
             for r in self._query("SELECT * FROM llm_calls WHERE candidate_id = ? ORDER BY id", (candidate_id,))
         ]
 
-    def total_cost(self, card_id: str | None = None) -> types_pb2.Cost:
+    def total_cost(self, card_id: str | None = None) -> Cost:
         where, args = (" WHERE card_id = ?", (card_id,)) if card_id else ("", ())
         row = self._query(
             "SELECT COALESCE(SUM(prompt_tokens),0) p, COALESCE(SUM(completion_tokens),0) c,"
             f" COALESCE(SUM(usd),0) u, COUNT(*) n FROM llm_calls{where}", args,
         )[0]
-        return types_pb2.Cost(prompt_tokens=row["p"], completion_tokens=row["c"], usd=row["u"], llm_calls=row["n"])
+        return Cost(prompt_tokens=row["p"], completion_tokens=row["c"], usd=row["u"], llm_calls=row["n"])
 
     def evaluation_count(self, card_id: str | None = None) -> int:
         sql = "SELECT COUNT(*) FROM results r JOIN candidates c ON c.id = r.candidate_id"
@@ -343,28 +345,36 @@ def _log_op(db: sqlite3.Connection, card_id: str, op: str, args: dict[str, Any])
 def _candidate(r: sqlite3.Row) -> CandidateRow:
     return CandidateRow(
         r["id"], r["card_id"], r["parent_id"], r["node_id"], r["seq"], r["source"], r["description"],
-        json.loads(r["knobs_json"]), r["proposer"], r["state"], json.loads(r["cost_json"]),
+        json.loads(r["knobs_json"]), r["proposer"], r["state"], _cost(r["cost_json"]),
     )
 
 
-def best_candidate(store: RunStore, card_id: str) -> tuple[CandidateRow, types_pb2.CandidateResult] | None:
-    """The passing candidate with the highest speedup over eager, or None.
+_COST_FIELDS = {f.name for f in fields(Cost)}
+
+
+def _cost(text: str) -> Cost:
+    """A candidate's stored cost: the proposer's figures by name (``{}`` for a free proposal)."""
+    return Cost(**{name: value for name, value in json.loads(text).items() if name in _COST_FIELDS})
+
+
+def best_candidate(store: RunStore, card_id: str) -> tuple[CandidateRow, CandidateResult] | None:
+    """The passing candidate with the highest speedup over eager, or None; its latency is known.
 
     Speedup, not raw latency, decides: each candidate's eager time is measured interleaved with
     it in the same process, so the ratio is robust to the machine getting busier between
     candidates.
     """
     results = store.results(card_id)
-    passing = [(cid, r) for cid, r in results.items() if r.status == types_pb2.PASSED and r.HasField("latency_us")]
+    passing = [(cid, r, r.latency_us) for cid, r in results.items() if r.passed and r.latency_us is not None]
     if not passing:
         return None
-    cid, result = max(passing, key=lambda p: (p[1].speedup, -p[1].latency_us, p[0]))
+    cid, result, _ = max(passing, key=lambda p: (p[1].speedup or 0.0, -p[2], p[0]))
     return store.candidate(cid), result
 
 
-def audit_class(result: types_pb2.CandidateResult | None) -> str:
+def audit_class(result: CandidateResult | None) -> str:
     """What runs for a card: its best kernel's class when that kernel beats eager, else eager."""
-    if result is None or not result.HasField("speedup") or result.speedup <= 1.0:
+    if result is None or result.speedup is None or result.speedup <= 1.0:
         return "fallback"
     return result.audit_class or "custom"
 
@@ -375,9 +385,7 @@ def package_inputs(run_dir: Path) -> tuple[ModelIdentity, list[KernelEntry], lis
     ``forge_service.bundle`` exports these for ``packager build``; the run's own packaging uses them directly.
     """
     from kforge_domain.card import OperatorCard
-    from kforge_domain.verdict import RunFigures
     from packager.format import FallbackEntry, KernelEntry, ModelIdentity
-    from servicekit.convert import verdict_from_proto
 
     store = RunStore(run_dir)
     try:
@@ -395,11 +403,10 @@ def package_inputs(run_dir: Path) -> tuple[ModelIdentity, list[KernelEntry], lis
                 fallbacks.append(FallbackEntry(card_id=row.id, op=card.op, reason=reason, calls=card.call_count))
                 continue
             cand, result = best
-            verdict = verdict_from_proto(result)
-            if not isinstance(verdict, RunFigures):  # best_candidate picks only runs that passed
+            if result.figures is None:  # best_candidate picks only runs that passed
                 raise AssertionError(f"the best candidate {cand.id} of card {row.id} never ran")
             kernels.append(KernelEntry.from_run(
-                verdict, card_id=row.id, kind=card.kind, op=card.op, card_json=row.card_json,
+                result.figures, card_id=row.id, kind=card.kind, op=card.op, card_json=row.card_json,
                 backend="cuda" if result.arch.startswith("sm_") else "cpu", arch=result.arch,
                 audit_class=result.audit_class or "custom", source=cand.source or "", artifact=artifact,
                 source_sha256=result.source_sha256, compiler_flags=result.compiler_flags,

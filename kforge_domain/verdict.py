@@ -12,7 +12,9 @@ on whole, so a new figure is one field here.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
 
 
 class CandidateStatus(str, enum.Enum):
@@ -77,3 +79,18 @@ class RunFigures:
 
 Verdict = BuildFailure | RunFigures
 """The verdict on one candidate (see the module docstring)."""
+
+#: The figures a run measures: every field of :class:`RunFigures` but its status and message.
+FIGURE_NAMES = tuple(f.name for f in fields(RunFigures) if f.name not in ("status", "error_message"))
+
+
+def verdict_of(status: CandidateStatus, error_message: str, measured: Mapping[str, Any]) -> Verdict:
+    """The verdict that a status and the figures measured (by name, only those measured) make.
+
+    A ``COMPILE_ERROR``, or a ``REJECTED`` with no figure, never ran: a :class:`BuildFailure`
+    (a run rejected for suspect timing carries that timing). Every reader of a stored or received
+    result decides by this one rule.
+    """
+    if status in BUILD_STATUSES and (status == CandidateStatus.COMPILE_ERROR or not measured):
+        return BuildFailure(status, error_message)
+    return RunFigures(status, error_message, **measured)

@@ -10,17 +10,22 @@ The verdict travels in ``kernel_forge.common.v1.CandidateResult``: its status, m
 run, each figure (unset when not measured) and the derived ``speedup``. A ``COMPILE_ERROR``, or a
 ``REJECTED`` that carries no figure, reads back as a :class:`~kforge_domain.verdict.BuildFailure`
 (a run that was rejected carries its timing). Stored results of earlier versions read back the same.
+The evidence around the verdict (:class:`~kforge_domain.result.CandidateResult`) fills the other
+fields of that message, each of the same name. ``Cost`` and ``LlmExchange`` map field for field.
 """
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import asdict, fields
+from typing import cast
 
 from pydantic import ValidationError
 
 from kernel_forge.common.v1 import types_pb2
 from kforge_domain.card import OperatorCard
-from kforge_domain.verdict import BUILD_STATUSES, BuildFailure, CandidateStatus, RunFigures, Verdict
+from kforge_domain.cost import Cost, LlmExchange
+from kforge_domain.result import CandidateResult
+from kforge_domain.verdict import FIGURE_NAMES, CandidateStatus, RunFigures, Verdict, verdict_of
 from servicekit.errors import InvalidArgument
 
 
@@ -51,15 +56,23 @@ def card_from_json(text: str, field: str = "card_json") -> OperatorCard:
                               + (f" at {where}" if where else "")) from exc
 
 
-#: The measured fields of a run, each a ``CandidateResult`` field of the same name.
-_FIGURES = tuple(f.name for f in fields(RunFigures) if f.name not in ("status", "error_message"))
+def status_to_proto(status: CandidateStatus) -> types_pb2.CandidateStatus:
+    """The wire value of ``status`` (the enums share their names)."""
+    return cast("types_pb2.CandidateStatus", types_pb2.CandidateStatus.Value(status.value))
+
+
+def status_from_proto(value: types_pb2.CandidateStatus, field: str = "result.status") -> CandidateStatus:
+    """The status a wire value names; :class:`InvalidArgument` naming ``field`` when it is unset."""
+    if value == types_pb2.CANDIDATE_STATUS_UNSPECIFIED:
+        raise InvalidArgument(f"{field} is unset")
+    return CandidateStatus(types_pb2.CandidateStatus.Name(value))
 
 
 def verdict_to_proto(verdict: Verdict) -> types_pb2.CandidateResult:
     """A ``CandidateResult`` holding only ``verdict`` (merge the evaluation's evidence into it)."""
-    message = types_pb2.CandidateResult(status=verdict.status.value, error_message=verdict.error_message)
+    message = types_pb2.CandidateResult(status=status_to_proto(verdict.status), error_message=verdict.error_message)
     if isinstance(verdict, RunFigures):
-        for name in _FIGURES:
+        for name in FIGURE_NAMES:
             value = getattr(verdict, name)
             if value is not None:
                 setattr(message, name, value)
@@ -70,15 +83,47 @@ def verdict_to_proto(verdict: Verdict) -> types_pb2.CandidateResult:
 
 def verdict_from_proto(message: types_pb2.CandidateResult) -> Verdict:
     """The verdict a ``CandidateResult`` carries; :class:`InvalidArgument` for an unset status."""
-    if message.status == types_pb2.CANDIDATE_STATUS_UNSPECIFIED:
-        raise InvalidArgument("result.status is unset")
-    status = CandidateStatus(types_pb2.CandidateStatus.Name(message.status))
-    measured = {name: getattr(message, name) for name in _FIGURES if _measured(message, name)}
-    if status in BUILD_STATUSES and (status == CandidateStatus.COMPILE_ERROR or not measured):
-        return BuildFailure(status, message.error_message)
-    return RunFigures(status, message.error_message, **measured)
+    measured = {name: getattr(message, name) for name in FIGURE_NAMES if _measured(message, name)}
+    return verdict_of(status_from_proto(message.status), message.error_message, measured)
 
 
 def _measured(message: types_pb2.CandidateResult, name: str) -> bool:
     # workspace_bytes is a plain int64 (0 is "no workspace"); the other figures are optional.
     return bool(message.workspace_bytes) if name == "workspace_bytes" else message.HasField(name)
+
+
+#: The evidence around a verdict, each a ``CandidateResult`` field of the same name.
+_EVIDENCE = tuple(f.name for f in fields(CandidateResult) if f.name not in ("candidate_id", "verdict"))
+
+
+def candidate_result_to_proto(result: CandidateResult) -> types_pb2.CandidateResult:
+    """The wire form of ``result``: its verdict (:func:`verdict_to_proto`) and its evidence."""
+    message = verdict_to_proto(result.verdict)
+    message.candidate_id = result.candidate_id
+    for name in _EVIDENCE:
+        setattr(message, name, getattr(result, name))
+    return message
+
+
+def candidate_result_from_proto(message: types_pb2.CandidateResult) -> CandidateResult:
+    """The result a ``CandidateResult`` carries; :class:`InvalidArgument` for an unset status."""
+    return CandidateResult(candidate_id=message.candidate_id, verdict=verdict_from_proto(message),
+                           **{name: getattr(message, name) for name in _EVIDENCE})
+
+
+def cost_to_proto(cost: Cost) -> types_pb2.Cost:
+    return types_pb2.Cost(**asdict(cost))
+
+
+def cost_from_proto(message: types_pb2.Cost) -> Cost:
+    return Cost(**{f.name: getattr(message, f.name) for f in fields(Cost)})
+
+
+def exchange_to_proto(exchange: LlmExchange) -> types_pb2.LlmExchange:
+    return types_pb2.LlmExchange(model=exchange.model, prompt=exchange.prompt, response=exchange.response,
+                                 cost=cost_to_proto(exchange.cost), latency_s=exchange.latency_s, error=exchange.error)
+
+
+def exchange_from_proto(message: types_pb2.LlmExchange) -> LlmExchange:
+    return LlmExchange(model=message.model, prompt=message.prompt, response=message.response,
+                       cost=cost_from_proto(message.cost), latency_s=message.latency_s, error=message.error)

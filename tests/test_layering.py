@@ -9,6 +9,8 @@ imports no service, not even inside a function: it reads a run bundle, not the f
 timed): it imports torch, the standard library and ``kforge_domain`` alone, and the domain does
 not import it. Capture and the sandbox import no other service, so what they share lives in
 one of these homes.
+The forge's store and queries take and give domain types and import no generated proto code (nor
+gRPC, nor the converters); within the forge only its gRPC edges convert (``FORGE_EDGES``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,12 @@ SERVICE_TREES = ("servicekit", "capture_service", "agent_service", "gpu_sandbox_
 CARD_SHIM = "capture_service.cards"
 CARD_SHIM_USERS = {"agent_service/offline/rowwise.py", "agent_service/offline/catalog.py"}
 CARD_SHIM_USER_DIRS = ("agent_service/offline/rowwise/",)
+PROTO_FREE_FORGE = ("forge_service/store.py", "forge_service/stored_result.py", "forge_service/queries.py")
+WIRE = {"grpc", "google", "kernel_forge"}
+CONVERTERS = "servicekit.convert"
+#: The forge's modules that speak gRPC: the servicer, the clients, and the card search, which
+#: builds the agent's and the sandbox's request messages.
+FORGE_EDGES = {"forge_service/servicer.py", "forge_service/clients.py", "forge_service/card_search.py"}
 
 
 def _imports(path: Path) -> set[str]:
@@ -127,3 +135,23 @@ def test_only_the_domain_defines_the_card() -> None:
         for path in sorted((ROOT / tree).rglob("*.py")):
             classes = {n.name for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.ClassDef)}
             assert not classes & {"OperatorCard", "CardSet"}, f"{path.relative_to(ROOT)} defines a card class"
+
+
+def test_forge_s_store_and_queries_import_no_proto_code() -> None:
+    for rel in PROTO_FREE_FORGE:
+        names = _imports(ROOT / rel)
+        tops = {name.split(".")[0] for name in names}
+        assert not tops & WIRE, f"{rel} imports {sorted(tops & WIRE)}"
+        assert not any(n == CONVERTERS or n.startswith(CONVERTERS + ".") for n in names), f"{rel} converts"
+
+
+def test_importing_forge_s_store_loads_no_grpc_or_proto() -> None:
+    assert not _loaded_by(["forge_service.store"], WIRE)
+
+
+def test_only_forge_s_grpc_edges_convert() -> None:
+    converting = {
+        path.relative_to(ROOT).as_posix() for path in sorted((ROOT / "forge_service").rglob("*.py"))
+        if any(n == CONVERTERS or n.startswith(CONVERTERS + ".") for n in _imports(path))
+    }
+    assert converting <= FORGE_EDGES, f"convert at the gRPC edges only: {sorted(converting - FORGE_EDGES)}"

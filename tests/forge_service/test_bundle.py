@@ -17,8 +17,10 @@ from forge_service.bundle import export_bundle
 from forge_service.config import RunConfig
 from forge_service.store import CardRow, RunStore, package_inputs
 from forge_service.tree_log import add_child_op, tell_op
-from kernel_forge.common.v1 import types_pb2
 from kforge_domain.card import OperatorCard
+from kforge_domain.cost import Cost
+from kforge_domain.result import CandidateResult
+from kforge_domain.verdict import CandidateStatus, RunFigures
 from packager.archive import read_archive
 from packager.bundle import RUN_BUNDLE_DIR, read_bundle
 from packager.format import build_cast
@@ -32,11 +34,11 @@ RUN_ID = "20260101-000000-44444d"
 MEASURED = ("guard_cost_us", "effective_speedup", "eager", "compiled", "cuda_graphs")
 
 
-def _passed(cid: str, source: str, artifact: bytes, eager_us: float, latency_us: float) -> types_pb2.CandidateResult:
-    return types_pb2.CandidateResult(
-        candidate_id=cid, status=types_pb2.PASSED, latency_us=latency_us, latency_spread_us=0.5,
-        eager_latency_us=eager_us, eager_spread_us=1.0, speedup=eager_us / latency_us, rel_l2_error=1e-7,
-        max_scaled_error=2e-7, arch=host_cpu_arch(), audit_class="custom", artifact=artifact,
+def _passed(cid: str, source: str, artifact: bytes, eager_us: float, latency_us: float) -> CandidateResult:
+    figures = RunFigures(CandidateStatus.PASSED, latency_us=latency_us, latency_spread_us=0.5,
+                         eager_latency_us=eager_us, eager_spread_us=1.0, rel_l2_error=1e-7, max_scaled_error=2e-7)
+    return CandidateResult(
+        cid, figures, arch=host_cpu_arch(), audit_class="custom", artifact=artifact,
         source_sha256=hashlib.sha256(source.encode()).hexdigest(), compiler_flags=FLAGS, toolchain="g++ 12")
 
 
@@ -64,14 +66,12 @@ def seed_finished_run(run_dir: Path) -> dict[str, OperatorCard]:
             node += 1
             cid = f"{name}-{i}"
             store.add_candidate(cid, card.id, "", node, "offline", add_child_op(0, node, cid))
-            store.set_proposal(cid, source, f"try {i}", {}, {}, [], card.id, None)
+            store.set_proposal(cid, source, f"try {i}", {}, Cost(), [], card.id, None)
             if latency_us:
                 result = _passed(cid, source, compile_kernel(source, run_dir.parent, cid), eager_us, latency_us)
             else:
-                result = types_pb2.CandidateResult(candidate_id=cid, status=types_pb2.WRONG_RESULT,
-                                                   error_message="output 0 departs from eager")
-            passed = result.status == types_pb2.PASSED
-            store.put_result(result, card.id, tell_op(node, passed, latency_us if passed else None, None))
+                result = CandidateResult(cid, RunFigures(CandidateStatus.WRONG_RESULT, "output 0 departs from eager"))
+            store.put_result(result, card.id, tell_op(node, result.passed, latency_us if result.passed else None, None))
     store.update_run(status="done")
     store.close()
     return cards

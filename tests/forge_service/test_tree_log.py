@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from forge_service.card_search import CardSearch, SearchSettings
+from forge_service.clients import Proposal
 from forge_service.config import RunConfig
 from forge_service.store import CardRow, RunStore
 from forge_service.tree_log import (
@@ -26,6 +27,9 @@ from forge_service.tree_log import (
 from kernel_forge.agent.v1 import messages_pb2 as agent_pb2
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.sandbox.v1 import messages_pb2 as sandbox_pb2
+from kforge_domain.cost import Cost
+from kforge_domain.result import CandidateResult
+from kforge_domain.verdict import BuildFailure, CandidateStatus, RunFigures
 from tests.forge_service.conftest import make_card
 
 SEED, BUDGET, EAGER_US = 7, 12, 10.0
@@ -42,16 +46,16 @@ class ScriptedAgent:
         self.calls = 0
         self.crash_at = crash_at
 
-    async def propose(self, request: agent_pb2.ProposeRequest) -> agent_pb2.ProposeResponse:
+    async def propose(self, request: agent_pb2.ProposeRequest) -> Proposal:
         self.calls += 1
         call = self.calls
         await asyncio.sleep(0)
         if call == self.crash_at:
             raise Crash("agent")
         if request.seed % 7 == 3:
-            return agent_pb2.ProposeResponse(has_proposal=False, no_proposal_reason="nothing new")
-        return agent_pb2.ProposeResponse(has_proposal=True, source=f"// revision {request.seed}",
-                                         description=f"revision {request.seed}", knobs_json="{}")
+            return Proposal(source=None, description="nothing new", knobs={}, cost=Cost())
+        return Proposal(source=f"// revision {request.seed}", description=f"revision {request.seed}", knobs={},
+                        cost=Cost())
 
 
 class ScriptedSandboxes:
@@ -62,20 +66,18 @@ class ScriptedSandboxes:
         self.crash_at = crash_at
         self.rng = random.Random(5)
 
-    async def evaluate(self, request: sandbox_pb2.EvaluateRequest, blobs: Any, on_lost: Any
-                       ) -> types_pb2.CandidateResult:
+    async def evaluate(self, request: sandbox_pb2.EvaluateRequest, blobs: Any, on_lost: Any) -> CandidateResult:
         self.calls += 1
         call = self.calls
         await asyncio.sleep(0)
         if call == self.crash_at:
             raise Crash("sandbox")
         if self.rng.random() < 0.25:
-            return types_pb2.CandidateResult(candidate_id=request.candidate_id, status=types_pb2.COMPILE_ERROR,
-                                             error_message="scripted failure")
+            failure = BuildFailure(CandidateStatus.COMPILE_ERROR, "scripted failure")
+            return CandidateResult(request.candidate_id, failure)
         latency = self.rng.uniform(4.0, 14.0)
-        return types_pb2.CandidateResult(candidate_id=request.candidate_id, status=types_pb2.PASSED,
-                                         latency_us=latency, latency_spread_us=0.1, eager_latency_us=EAGER_US,
-                                         speedup=EAGER_US / latency)
+        return CandidateResult(request.candidate_id, RunFigures(CandidateStatus.PASSED, latency_us=latency,
+                                                                latency_spread_us=0.1, eager_latency_us=EAGER_US))
 
 
 async def _quiet(*args: Any, **kwargs: Any) -> None:
@@ -149,7 +151,7 @@ def test_every_candidate_gets_the_visits_and_value_of_its_subtree(tmp_path: Path
 
     for row in rows:
         told = [results[c] for c in subtree(row.id) if c in results]
-        rewards = [math.log(EAGER_US / r.latency_us) for r in told if r.status == types_pb2.PASSED]
+        rewards = [math.log(EAGER_US / r.latency_us) for r in told if r.passed and r.latency_us]
         view = views[row.id]
         assert view.visits == len(told)
         assert view.value == (pytest.approx(sum(rewards) / len(rewards)) if rewards else None)

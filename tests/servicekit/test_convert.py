@@ -6,12 +6,22 @@ from google.protobuf import json_format
 
 from kernel_forge.common.v1 import types_pb2
 from kforge_domain.card import OperatorCard, TensorSpec
+from kforge_domain.cost import Cost, LlmExchange
+from kforge_domain.result import CandidateResult
 from kforge_domain.verdict import BuildFailure, CandidateStatus, RunFigures, Verdict
 from packager.variant import variant_key
 from servicekit.convert import (
+    candidate_result_from_proto,
+    candidate_result_to_proto,
     card_from_json,
     card_from_proto,
     card_to_proto,
+    cost_from_proto,
+    cost_to_proto,
+    exchange_from_proto,
+    exchange_to_proto,
+    status_from_proto,
+    status_to_proto,
     verdict_from_proto,
     verdict_to_proto,
 )
@@ -79,3 +89,40 @@ def test_a_result_without_a_status_is_refused() -> None:
 def test_every_run_figure_has_its_field_in_the_message() -> None:
     names = set(types_pb2.CandidateResult.DESCRIPTOR.fields_by_name)
     assert {f.name for f in dataclasses.fields(RunFigures)} <= names
+
+
+@pytest.mark.parametrize("status", list(CandidateStatus))
+def test_a_status_round_trips_through_the_wire_enum(status: CandidateStatus) -> None:
+    assert types_pb2.CandidateStatus.Name(status_to_proto(status)) == status.value
+    assert status_from_proto(status_to_proto(status)) == status
+
+
+def _wire(message: types_pb2.CandidateResult) -> types_pb2.CandidateResult:
+    return types_pb2.CandidateResult.FromString(message.SerializeToString())
+
+
+@pytest.mark.parametrize("verdict", [RUN, BuildFailure(CandidateStatus.COMPILE_ERROR, "error: expected ';'")])
+def test_a_result_round_trips_through_its_message_with_its_evidence(verdict: Verdict) -> None:
+    result = CandidateResult("c1", verdict, audit_class="custom", log_tail="log", compile_s=0.5, total_s=1.5,
+                             source_sha256="ab", compiler_flags="-O3", toolchain="nvcc 13.0", arch="sm_90",
+                             sandbox_id="gpu:1", remeasured=True, artifact=b"\x7fELF")
+    message = candidate_result_to_proto(result)
+    assert (message.candidate_id, message.arch, message.artifact, message.status) == (
+        "c1", "sm_90", b"\x7fELF", status_to_proto(verdict.status))
+    assert candidate_result_from_proto(_wire(message)) == result
+
+
+def test_every_result_field_is_a_message_field_and_every_message_field_is_kept() -> None:
+    names = set(types_pb2.CandidateResult.DESCRIPTOR.fields_by_name)
+    evidence = {f.name for f in dataclasses.fields(CandidateResult)} - {"verdict"}
+    figures = {f.name for f in dataclasses.fields(RunFigures)}
+    assert evidence <= names
+    assert names == evidence | figures | {"speedup"}  # the speedup is derived from the figures
+
+
+def test_a_cost_and_an_exchange_round_trip_through_their_messages() -> None:
+    cost = Cost(prompt_tokens=1200, completion_tokens=300, usd=0.0125, llm_calls=1)
+    assert cost_from_proto(types_pb2.Cost.FromString(cost_to_proto(cost).SerializeToString())) == cost
+    exchange = LlmExchange("openai/gpt-4.1", "prompt", "answer", cost, latency_s=3.5, error="")
+    message = types_pb2.LlmExchange.FromString(exchange_to_proto(exchange).SerializeToString())
+    assert message.cost.usd == 0.0125 and exchange_from_proto(message) == exchange

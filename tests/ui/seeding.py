@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -16,8 +17,10 @@ from forge_service.report import CardReport, EndToEnd, RunReport
 from forge_service.runs import CAST_FILE
 from forge_service.store import CardRow, RunStore
 from forge_service.tree_log import add_child_op, tell_op
-from kernel_forge.common.v1 import types_pb2
 from kforge_domain.card import OperatorCard, TensorSpec
+from kforge_domain.cost import Cost, LlmExchange
+from kforge_domain.result import CandidateResult
+from kforge_domain.verdict import FIGURE_NAMES, CandidateStatus, verdict_of
 from packager.format import FallbackEntry, KernelEntry, ModelIdentity, build_cast
 from packager.variant import variant_key
 
@@ -54,8 +57,17 @@ def relu_card(time_share: float, eager_us: float) -> OperatorCard:
     )
 
 
-def _result(candidate_id: str, status: int, **fields: object) -> types_pb2.CandidateResult:
-    return types_pb2.CandidateResult(candidate_id=candidate_id, status=status, **fields)  # type: ignore[arg-type]
+def _result(candidate_id: str, status: CandidateStatus, error_message: str = "", **fields: Any) -> CandidateResult:
+    """A result with ``fields`` split into the verdict's figures and the evidence around it."""
+    figures = {name: fields.pop(name) for name in FIGURE_NAMES if name in fields}
+    return CandidateResult(candidate_id, verdict_of(status, error_message, figures), **fields)
+
+
+def _tell(node_id: int, result: CandidateResult) -> tuple[str, dict[str, Any]]:
+    """The tree operation that reports ``result`` (the search tells a passing candidate's timing)."""
+    figures = result.figures if result.passed else None
+    return tell_op(node_id, result.passed, figures.latency_us if figures else None,
+                   figures.latency_spread_us if figures else None)
 
 
 def relu_kernel(card: OperatorCard, eager_us: float, latency_us: float) -> KernelEntry:
@@ -78,17 +90,17 @@ def seed_llm_run(runs_dir: Path, model_spec: str) -> dict[str, str]:
     card_id = card.id
     store.put_cards([CardRow(card_id, card.to_json(), 0, True, "done", "budget spent", 3, FLOOR_US)])
     ids = {"card": card_id, "first": "a1a1a1a1a1a1", "broken": "b2b2b2b2b2b2", "best": "c3c3c3c3c3c3"}
-    timing = dict(eager_latency_us=EAGER_US, eager_spread_us=5.0, audit_class="custom", floor_us=FLOOR_US,
-                  toolchain="g++ 12.2.0", arch="cpu-x86_64")
+    timing: dict[str, Any] = dict(eager_latency_us=EAGER_US, eager_spread_us=5.0, audit_class="custom",
+                                  floor_us=FLOOR_US, toolchain="g++ 12.2.0", arch="cpu-x86_64")
     plan = [
         (ids["first"], "", FIRST_SOURCE, "plain loop",
-         _result(ids["first"], types_pb2.PASSED, latency_us=400.0, latency_spread_us=4.0, speedup=1.25,
+         _result(ids["first"], CandidateStatus.PASSED, latency_us=400.0, latency_spread_us=4.0,
                  rel_l2_error=1e-7, max_scaled_error=2e-7, compile_s=0.8, total_s=2.0, **timing)),
         (ids["broken"], ids["first"], BROKEN_SOURCE, "drop a semicolon",
-         _result(ids["broken"], types_pb2.COMPILE_ERROR, error_message="compilation failed", log_tail=COMPILE_LOG,
+         _result(ids["broken"], CandidateStatus.COMPILE_ERROR, error_message="compilation failed", log_tail=COMPILE_LOG,
                  compile_s=0.5, total_s=0.5)),
         (ids["best"], ids["first"], BEST_SOURCE, "vectorise the loop with omp simd",
-         _result(ids["best"], types_pb2.PASSED, latency_us=BEST_US, latency_spread_us=2.0, speedup=2.0,
+         _result(ids["best"], CandidateStatus.PASSED, latency_us=BEST_US, latency_spread_us=2.0,
                  rel_l2_error=0.0, max_scaled_error=0.0, compile_s=0.9, total_s=2.1, remeasured=True,
                  source_sha256=hashlib.sha256(BEST_SOURCE.encode()).hexdigest(), **timing)),
     ]
@@ -96,13 +108,11 @@ def seed_llm_run(runs_dir: Path, model_spec: str) -> dict[str, str]:
     for node_id, (cid, parent, source, description, result) in enumerate(plan, 1):
         nodes[cid] = node_id
         store.add_candidate(cid, card_id, parent, node_id, LLM_PROPOSER, add_child_op(nodes[parent], node_id, cid))
-        cost = types_pb2.Cost(prompt_tokens=1200, completion_tokens=300, usd=0.0125, llm_calls=1)
-        exchange = types_pb2.LlmExchange(model=LLM_PROPOSER, prompt=PROMPT, response=ANSWER, cost=cost, latency_s=3.5)
-        store.set_proposal(cid, source, description, {"unroll": node_id}, {"usd": cost.usd, "llm_calls": 1},
+        cost = Cost(prompt_tokens=1200, completion_tokens=300, usd=0.0125, llm_calls=1)
+        exchange = LlmExchange(model=LLM_PROPOSER, prompt=PROMPT, response=ANSWER, cost=cost, latency_s=3.5)
+        store.set_proposal(cid, source, description, {"unroll": node_id}, Cost(usd=cost.usd, llm_calls=1),
                            [exchange], card_id, None)
-        passed = result.status == types_pb2.PASSED
-        store.put_result(result, card_id, tell_op(node_id, passed, result.latency_us if passed else None,
-                                                  result.latency_spread_us if passed else None))
+        store.put_result(result, card_id, _tell(node_id, result))
     build_cast(store.run_dir / CAST_FILE, ModelIdentity(model_spec, Path(model_spec).stem, LLM_RUN_ID),
                [relu_kernel(card, EAGER_US, BEST_US)], [FallbackEntry(*CONV_FALLBACK)])
     report = RunReport(
@@ -131,13 +141,13 @@ def seed_failed_run(runs_dir: Path) -> None:
 SLOWER_SPEEDUP = 0.87
 #: The failures run's candidates: (id, parent, status, description, error message, log tail).
 FAILURES = (
-    ("e5e5e5e5e5e5", "d4d4d4d4d4d4", types_pb2.COMPILE_ERROR, "drop a semicolon", "compilation failed",
+    ("e5e5e5e5e5e5", "d4d4d4d4d4d4", CandidateStatus.COMPILE_ERROR, "drop a semicolon", "compilation failed",
      COMPILE_LOG),
-    ("f6f6f6f6f6f6", "d4d4d4d4d4d4", types_pb2.RUNTIME_ERROR, "read past the end", "kf_launch returned 3",
+    ("f6f6f6f6f6f6", "d4d4d4d4d4d4", CandidateStatus.RUNTIME_ERROR, "read past the end", "kf_launch returned 3",
      "kernel.cpp: out-of-bounds read at element 4096"),
-    ("a7a7a7a7a7a7", "", types_pb2.WRONG_RESULT, "skip the sign test", "output 0 departs from eager",
+    ("a7a7a7a7a7a7", "", CandidateStatus.WRONG_RESULT, "skip the sign test", "output 0 departs from eager",
      "rel_l2 3.1e-01 over the float32 tolerance 1.0e-05"),
-    ("b8b8b8b8b8b8", "", types_pb2.TIMEOUT, "spin until done", "evaluation ran past 30 s", ""),
+    ("b8b8b8b8b8b8", "", CandidateStatus.TIMEOUT, "spin until done", "evaluation ran past 30 s", ""),
 )
 SLOWER_ID = "d4d4d4d4d4d4"
 
@@ -154,8 +164,8 @@ def seed_failures_run(runs_dir: Path) -> None:
     store.add_event("status", "run started", status="running")
     store.add_event("capture", "captured 1 cards", status="running")
     store.add_event("card_started", f"searching {card.op} (30.0% of eager time)", card.id, status="running")
-    slower = _result(SLOWER_ID, types_pb2.PASSED, latency_us=EAGER_US / SLOWER_SPEEDUP, latency_spread_us=3.0,
-                     speedup=SLOWER_SPEEDUP, eager_latency_us=EAGER_US, eager_spread_us=5.0, floor_us=FLOOR_US,
+    slower = _result(SLOWER_ID, CandidateStatus.PASSED, latency_us=EAGER_US / SLOWER_SPEEDUP, latency_spread_us=3.0,
+                     eager_latency_us=EAGER_US, eager_spread_us=5.0, floor_us=FLOOR_US,
                      rel_l2_error=0.0, max_scaled_error=0.0, compile_s=0.7, total_s=1.9, audit_class="custom")
     plan = [(SLOWER_ID, "", FIRST_SOURCE, "a bounds check per element", slower)]
     plan += [(cid, parent, BROKEN_SOURCE, description, _result(cid, status, error_message=error, log_tail=log))
@@ -164,11 +174,9 @@ def seed_failures_run(runs_dir: Path) -> None:
     for node_id, (cid, parent, source, description, result) in enumerate(plan, 1):
         nodes[cid] = node_id
         store.add_candidate(cid, card.id, parent, node_id, "offline", add_child_op(nodes[parent], node_id, cid))
-        store.set_proposal(cid, source, description, {}, {}, [], card.id, None)
-        passed = result.status == types_pb2.PASSED
-        store.put_result(result, card.id, tell_op(node_id, passed, result.latency_us if passed else None,
-                                                  result.latency_spread_us if passed else None))
-        store.add_event("candidate", f"{description}: {types_pb2.CandidateStatus.Name(result.status).lower()}",
+        store.set_proposal(cid, source, description, {}, Cost(), [], card.id, None)
+        store.put_result(result, card.id, _tell(node_id, result))
+        store.add_event("candidate", f"{description}: {result.status.value.lower()}",
                         card.id, cid, status="running")
     store.add_event("card_done", f"{card.op}: stopped improving", card.id, status="running")
     report = RunReport(

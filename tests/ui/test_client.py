@@ -25,7 +25,6 @@ from tests.ui.seeding import (
 )
 from ui.client import ForgeClient, ForgeError
 from ui.connection import ForgeTarget
-from ui.models import status_name
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +64,7 @@ def test_run_events_replay_a_finished_run_in_order_with_each_candidates_verdict(
     assert [e.seq for e in events] == sorted(e.seq for e in events)
     assert (events[0].message, events[-1].kind, events[-1].run_status) == ("run started", "status", "done")
     verdicts = {e.candidate_id: e.candidate_status for e in events if e.kind == "candidate"}
-    assert verdicts == {SLOWER_ID: "PASSED", **{cid: status_name(status) for cid, _, status, *_ in FAILURES}}
+    assert verdicts == {SLOWER_ID: "PASSED", **{cid: status.value for cid, _, status, *_ in FAILURES}}
     assert next(e.speedup for e in events if e.candidate_id == SLOWER_ID) == pytest.approx(0.87)
     assert client.run_events(LLM_RUN_ID) == []  # seeded without events: the stream ends at once
 
