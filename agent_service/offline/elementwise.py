@@ -284,51 +284,67 @@ def _render_cuda(plan: ElementwisePlan, knobs: Knobs, device: DeviceDescription)
     inner = shape[-1]
     out_t = cxx.element_type(plan.outputs[0].dtype, "cuda")
     params, args = _signature(plan, "cuda")
-    names = [(f"o{i}", s[:-1]) for i, s in enumerate(op_strides)] + [("oo", out_strides[:-1])]
-    body = [f"      const int64_t e = v * {vec}LL, c = e % {inner}LL;"]
-    body.append(_offsets(shape[:-1], names, f"e / {inner}LL", "      "))
+
+    def index(names: Sequence[tuple[str, Sequence[int]]]) -> list[str]:
+        return [f"      const int64_t e = v * {vec}LL, c = e % {inner}LL; (void)c;",
+                _offsets(shape[:-1], names, f"e / {inner}LL", "      ")]
+
+    input_names = [(f"o{i}", s[:-1]) for i, s in enumerate(op_strides)]
+    held, loads, values = [], [], []
     for i, s in enumerate(op_strides):
         t = cxx.element_type(plan.inputs[plan.operands[i].tensor].dtype, "cuda")
         if vec > 1 and s[-1] == 1:
-            body.append(f"      const kf_vec<{t}, {vec}> l{i} = kf_load_vec<{t}, {vec}>(in{i} + o{i} + c);")
+            held.append(f"  kf_vec<{t}, {vec}> l{i}[{unroll}];")
+            loads.append(f"      l{i}[u] = kf_load_vec<{t}, {vec}>(in{i} + o{i} + c);")
+            values.append(f"        const float x{i} = kf_to_f32(l{i}[u].v[k]);")
         elif s[-1] == 0:
-            body.append(f"      const float b{i} = kf_to_f32(__ldg(in{i} + o{i}));")
+            held.append(f"  float b{i}[{unroll}];")
+            loads.append(f"      b{i}[u] = kf_to_f32(__ldg(in{i} + o{i}));")
+            values.append(f"        const float x{i} = b{i}[u];")
         else:
-            body.append(f"      const {t} s{i} = in{i}[o{i} + c * {s[-1]}LL];")
-    body.append(f"      kf_vec<{out_t}, {vec}> r;")
-    body.append("#pragma unroll")
-    body.append(f"      for (int k = 0; k < {vec}; ++k) {{")
-    for i, s in enumerate(op_strides):
-        if vec > 1 and s[-1] == 1:
-            body.append(f"        const float x{i} = kf_to_f32(l{i}.v[k]);")
-        elif s[-1] == 0:
-            body.append(f"        const float x{i} = b{i};")
-        else:
-            body.append(f"        const float x{i} = kf_to_f32(s{i});")
-    body.append(f"        r.v[k] = kf_from_f32<{out_t}>({plan.expression});")
-    body.append("      }")
-    if vec > 1:
-        body.append(f"      kf_store_vec<{out_t}, {vec}>(out + oo + c, r);")
-    else:
-        body.append(f"      out[oo + c * {out_strides[-1]}LL] = r.v[0];")
+            held.append(f"  {t} s{i}[{unroll}];")
+            loads.append(f"      s{i}[u] = in{i}[o{i} + c * {s[-1]}LL];")
+            values.append(f"        const float x{i} = kf_to_f32(s{i}[u]);")
+    store = (f"      kf_store_vec<{out_t}, {vec}>(out + oo + c, r);" if vec > 1
+             else f"      out[oo + c * {out_strides[-1]}LL] = r.v[0];")
+    body = [
+        "    // Every load of the unrolled steps is issued before the first store: the bytes in flight",
+        "    // per thread, not the thread count, bound a streaming kernel's bandwidth.",
+        "#pragma unroll",
+        f"    for (int u = 0; u < {unroll}; ++u) {{",
+        f"      const int64_t v = first + (int64_t)u * {block};",
+        f"      if (v >= {nvec}LL) continue;",
+        *index(input_names), *loads,
+        "    }",
+        "#pragma unroll",
+        f"    for (int u = 0; u < {unroll}; ++u) {{",
+        f"      const int64_t v = first + (int64_t)u * {block};",
+        f"      if (v >= {nvec}LL) continue;",
+        *index([("oo", out_strides[:-1])]),
+        f"      kf_vec<{out_t}, {vec}> r;",
+        "#pragma unroll",
+        f"      for (int k = 0; k < {vec}; ++k) {{",
+        *values,
+        f"        r.v[k] = kf_from_f32<{out_t}>({plan.expression});",
+        "      }",
+        store,
+        "    }",
+    ]
     grid = min(cxx.ceil_div(nvec, block * unroll), cuda_grid_limit(device, block) * int(knobs["waves"]))
     aligned = [f"inputs[{o.tensor}].data"
                for o, s in zip(plan.operands, op_strides, strict=True) if vec > 1 and s[-1] == 1]
     if vec > 1:
         aligned.append("outputs[0].data")
     body_text = "\n".join(body)
+    held_text = "\n".join(held)
     return f"""{cxx.CUDA_PRELUDE}
 {_math_macros("cuda", bool(knobs["fast_math"]))}
 /* {plan.summary} */
 __global__ void __launch_bounds__({block}) kf_elementwise({params}) {{
   const int64_t step = (int64_t)gridDim.x * {block * unroll}LL;
+{held_text}
   for (int64_t first = (int64_t)blockIdx.x * {block * unroll}LL + threadIdx.x; first < {nvec}LL; first += step) {{
-#pragma unroll
-    for (int u = 0; u < {unroll}; ++u) {{
-      const int64_t v = first + (int64_t)u * {block};
-      if (v >= {nvec}LL) break;
 {body_text}
-    }}
   }}
 }}
 
