@@ -116,21 +116,35 @@ async def follow(stub: forge_grpc.ForgeServiceStub, run_id: str, verbose: bool) 
 
 
 def card_table(cards: list[forge_pb2.RunCard]) -> Table:
-    """The searched cards, each op in full above its card id."""
-    numbers = ("share", "eager µs", "best µs", "speedup")
+    """The searched cards, each op in full above its card id; eager time as median ± IQR."""
+    numbers = ("share", "eager µs ± IQR", "best µs", "speedup")
     table = terminal.folding_table("operator cards", ("op\ncard", *numbers, "class", "status"), right=numbers,
                                    whole=(*numbers, "class"))
     for c in cards:
         if c.status == "skipped":
             continue
-        eager = c.eager_latency_us if c.HasField("eager_latency_us") else c.card.eager_us
         table.add_row(
-            f"{c.card.op}\n{c.card.id}", f"{c.card.time_share:.1%}", f"{eager:.2f}" if eager else "—",
+            f"{c.card.op}\n{c.card.id}", f"{c.card.time_share:.1%}", eager_text(c),
             f"{c.best_latency_us:.2f}" if c.HasField("best_latency_us") else "—",
             f"{c.speedup:.2f}x" if c.HasField("speedup") else "—", c.audit_class,
             c.status + (f" ({c.reason})" if c.reason and c.status != "done" else ""),
         )
     return table
+
+
+def eager_text(card: forge_pb2.RunCard) -> str:
+    """A card's eager time as median ± IQR, ``12.30 ± 0.40``: with a kernel, the series its speedup was
+    timed in, else the capture's; "—" for a figure not recorded."""
+    spread: float | None
+    if card.HasField("eager_latency_us"):
+        median = card.eager_latency_us
+        spread = card.eager_spread_us if card.HasField("eager_spread_us") else None
+    else:
+        median = card.card.eager_us  # 0: not timed
+        spread = card.card.eager_spread_us if card.card.HasField("eager_spread_us") else None
+    if not median:
+        return "—"
+    return f"{median:.2f} ± " + (f"{spread:.2f}" if spread is not None else "—")
 
 
 async def export_cast(stub: forge_grpc.ForgeServiceStub, run_id: str, dest: Path) -> int:

@@ -161,6 +161,13 @@ def number(value: float | None, unit: str = "") -> str:
     return f"{value:.4g}"
 
 
+def spread_number(median: float | None, spread: float | None) -> str:
+    """A timed median and its interquartile range, ``500 ± 5``; "—" for either one not measured."""
+    if median is None:
+        return number(None)
+    return f"{number(median)} ± {number(spread)}"
+
+
 def is_slower(e2e: EndToEnd) -> bool:
     """Slower with the .cast by more than two medians of the same model differ run to run."""
     return bool(e2e.measured and e2e.eager_ms and e2e.cast_ms

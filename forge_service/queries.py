@@ -55,6 +55,7 @@ class CardSummary:
     best_candidate_id: str | None = None
     best_latency_us: float | None = None
     eager_latency_us: float | None = None
+    eager_spread_us: float | None = None  # the interquartile range of eager_latency_us's series
     speedup: float | None = None
 
 
@@ -112,6 +113,7 @@ def card_summaries(store: RunStore) -> list[CardSummary]:
             best_candidate_id=cand.id if cand else None,
             best_latency_us=result.latency_us if result else None,
             eager_latency_us=result.eager_latency_us if result else None,
+            eager_spread_us=result.eager_spread_us if result else None,
             speedup=result.speedup if result else None,
         ))
     return out

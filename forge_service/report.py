@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from forge_service.config import RunConfig
-from forge_service.end_to_end import RUNS_AS_EAGER, EndToEnd, mode_rows, number, parity_word, scientific
+from forge_service.end_to_end import RUNS_AS_EAGER, EndToEnd, mode_rows, number, parity_word, scientific, spread_number
 from forge_service.packaging import Pruning, package_and_measure
 from forge_service.store import RunStore, audit_class, best_candidate
 from kforge_domain.card import OperatorCard
@@ -36,6 +36,7 @@ class CardReport(BaseModel):
     status: str
     reason: str
     eager_us: float | None
+    eager_spread_us: float | None = None  # interquartile range of eager_us's timed calls; None: not recorded
     best_us: float | None
     speedup: float | None
     floor_us: float | None
@@ -70,12 +71,13 @@ class RunReport(BaseModel):
         lines = [
             f"# Run {self.run_id}", "",
             f"Model `{self.model_spec}` on {self.backend} ({self.device}).", "",
-            "| card | op | share | eager µs | best µs | speedup | % of floor | class | status |",
+            "| card | op | share | eager µs ± IQR | best µs | speedup | % of floor | class | status |",
             "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
         ]
         for c in self.cards:
+            eager = spread_number(c.eager_us, c.eager_spread_us)
             lines.append(
-                f"| {c.card_id} | `{c.op}` | {c.time_share:.1%} | {number(c.eager_us)} | {number(c.best_us)} | "
+                f"| {c.card_id} | `{c.op}` | {c.time_share:.1%} | {eager} | {number(c.best_us)} | "
                 f"{number(c.speedup, 'x')} | {number(c.pct_of_floor, '%')} | {c.audit_class} | {c.status} |"
             )
         e = self.end_to_end
@@ -120,11 +122,13 @@ def card_reports(store: RunStore) -> list[CardReport]:
         best = best_candidate(store, row.id)
         result = best[1] if best else None
         best_us = result.latency_us if result else None
-        eager = result.eager_latency_us if result else card.eager_us
+        # With a kernel, eager time and its spread come from the series its speedup was timed in.
+        eager, spread = (result.eager_latency_us, result.eager_spread_us) if result else (
+            card.eager_us, card.eager_spread_us)
         reports.append(CardReport(
             card_id=row.id, op=card.op, kind=card.kind, time_share=card.time_share, status=row.status,
-            reason=row.reason, eager_us=eager, best_us=best_us, speedup=result.speedup if result else None,
-            floor_us=row.floor_us,
+            reason=row.reason, eager_us=eager, eager_spread_us=spread, best_us=best_us,
+            speedup=result.speedup if result else None, floor_us=row.floor_us,
             pct_of_floor=100.0 * row.floor_us / best_us if best_us and row.floor_us else None,
             audit_class=audit_class(result),
             evaluations=store.evaluation_count(row.id), cost_usd=store.total_cost(row.id).usd,

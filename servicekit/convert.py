@@ -30,10 +30,11 @@ from servicekit.errors import InvalidArgument
 
 
 def card_to_proto(card: OperatorCard) -> types_pb2.OperatorCard:
-    """The wire form of ``card``: its JSON plus the fields a listing shows."""
+    """The wire form of ``card``: its JSON plus the fields a listing shows (no spread: one not recorded)."""
     return types_pb2.OperatorCard(
         id=card.id, kind=card.kind, op=card.op, time_share=card.time_share, eager_us=card.eager_us or 0.0,
-        call_count=card.call_count, optimisable=card.optimisable, card_json=card.to_json(),
+        eager_spread_us=card.eager_spread_us, call_count=card.call_count, optimisable=card.optimisable,
+        card_json=card.to_json(),
     )
 
 

@@ -173,6 +173,10 @@ class CardSummary:
     from; otherwise (no kernel passed yet) it is the card's time in the model, at capture."""
     model_eager_us: float | None = None
     """The card's eager time in the model, at capture: what its time share is a share of."""
+    eager_spread_us: float | None = None
+    """The interquartile range of ``eager_us``'s timed calls; None: not recorded."""
+    model_eager_spread_us: float | None = None
+    """The interquartile range of ``model_eager_us``'s timed calls; None: not recorded."""
 
     @property
     def pct_of_floor(self) -> float | None:
@@ -184,6 +188,7 @@ class CardSummary:
     @classmethod
     def from_proto(cls, card: forge_pb2.RunCard) -> CardSummary:
         eager = _optional(card, "eager_latency_us")
+        model_spread = _optional(card.card, "eager_spread_us")
         return cls(
             card_id=card.card.id, op=card.card.op, kind=card.card.kind, time_share=card.card.time_share,
             call_count=card.card.call_count, optimisable=card.card.optimisable, status=card.status,
@@ -193,6 +198,8 @@ class CardSummary:
             floor_us=_optional(card, "floor_us"), best_candidate_id=card.best_candidate_id,
             evaluations=card.evaluations, cost_usd=card.cost.usd, budget=card.budget,
             eager_in_series=eager is not None, model_eager_us=card.card.eager_us or None,
+            eager_spread_us=_optional(card, "eager_spread_us") if eager is not None else model_spread,
+            model_eager_spread_us=model_spread,
         )
 
 

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 import pandas as pd
 
 from ui.models import CardSummary, CardTree, RunSummary
+from ui.numbers import spread_text
 from ui.run_story import outcome_word
 
 OTHER_CARDS = "other cards"
@@ -39,12 +40,14 @@ def runs_frame(runs: Sequence[RunSummary]) -> pd.DataFrame:
 
 
 def cards_frame(cards: Sequence[CardSummary]) -> pd.DataFrame:
-    """The card table of a run: time share, eager and best latency, speedup, % of floor, verdict;
-    each card by the first 8 characters of its id, as the rest of the dashboard shows it."""
+    """The card table of a run: time share, eager latency (median ± IQR, as text) and best latency,
+    speedup, % of floor, verdict; each card by the first 8 characters of its id, as the rest of the
+    dashboard shows it."""
     return pd.DataFrame(
         [
             {
-                "card": c.card_id[:8], "op": c.op, "share": c.time_share, "calls": c.call_count, "eager µs": c.eager_us,
+                "card": c.card_id[:8], "op": c.op, "share": c.time_share, "calls": c.call_count,
+                "eager µs": spread_text(c.eager_us, c.eager_spread_us),
                 "best µs": c.best_us, "speedup": c.speedup, "% of floor": c.pct_of_floor, "status": c.status,
                 "class": c.audit_class, "evaluations": c.evaluations, "granted": c.budget or None,
                 "cost $": c.cost_usd, "reason": c.reason or None,

@@ -1,13 +1,18 @@
 """What `kforge ...` prints: JSON for scripts, tables for people."""
 
+import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from forge_service.cli import as_json
+from rich.console import Console
+
+from forge_service.cli import as_json, card_table
+from kernel_forge.common.v1 import types_pb2
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
+from servicekit.terminal import COLUMNS
 from tests.terminal_tables import assert_fits, stacked, table_rows
 from tests.ui.seeding import FAILED_RUN_ID, LLM_PROPOSER, LLM_RUN_ID, seed_failed_run, seed_llm_run
 
@@ -39,3 +44,27 @@ def test_runs_fit_100_columns_with_whole_ids_and_names_and_json_stays_unwrapped(
     runs = json.loads(as_json.stdout)
     assert {r["run_id"] for r in runs} == {LLM_RUN_ID, FAILED_RUN_ID}
     assert as_json.stdout == json.dumps(runs, indent=2, ensure_ascii=False) + "\n"  # not wrapped at $COLUMNS
+
+
+def test_the_card_table_shows_each_eager_time_as_median_and_spread_within_100_columns() -> None:
+    def card(card_id: str, **fields: float) -> types_pb2.OperatorCard:
+        return types_pb2.OperatorCard(id=card_id * 16, op="aten::native_layer_norm.default", time_share=0.25,
+                                      **fields)
+
+    cards = [  # timed beside a kernel; at capture, with and without a spread; not timed
+        forge_pb2.RunCard(card=card("a", eager_us=500.0, eager_spread_us=6.0), status="done",
+                          eager_latency_us=1234.5, eager_spread_us=12.25, best_latency_us=600.0, speedup=2.06,
+                          audit_class="custom"),
+        forge_pb2.RunCard(card=card("b", eager_us=40.0, eager_spread_us=0.5), status="pending", audit_class="fallback"),
+        forge_pb2.RunCard(card=card("c", eager_us=40.0), status="pending", audit_class="fallback"),
+        forge_pb2.RunCard(card=card("d"), status="no_proposal", reason="the proposer had nothing",
+                          audit_class="fallback"),
+    ]
+    out = io.StringIO()
+    Console(file=out, width=COLUMNS).print(card_table(cards))
+    text = out.getvalue()
+    assert_fits(text)
+    eager = {stacked(row, "op\ncard")[1]: row["eager µs ± IQR"] for row in table_rows(text, "share")}
+    assert eager == {"a" * 16: ["1234.50 ± 12.25"], "b" * 16: ["40.00 ± 0.50"], "c" * 16: ["40.00 ± —"],
+                     "d" * 16: ["—"]}
+    assert "None" not in text

@@ -11,7 +11,7 @@ from forge_service.store import RunStore
 from kforge_domain.cost import Cost
 from kforge_domain.verdict import CandidateStatus
 from servicekit.errors import NotFound
-from tests.ui.seeding import BEST_US, EAGER_US, FLOOR_US, LLM_RUN_ID, seed_llm_run
+from tests.ui.seeding import BEST_US, EAGER_US, FLOOR_US, LLM_RUN_ID, SERIES_SPREAD_US, seed_llm_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,6 +37,7 @@ def test_a_card_summary_names_its_best_kernel_by_speedup(llm_run) -> None:
     assert (card.card.id, card.best_candidate_id, card.audit_class) == (ids["card"], ids["best"], "custom")
     assert (card.best_latency_us, card.eager_latency_us, card.speedup, card.floor_us) == (
         BEST_US, EAGER_US, 2.0, FLOOR_US)
+    assert card.eager_spread_us == SERIES_SPREAD_US  # the spread of the series the speedup comes from
 
 
 def test_the_card_tree_gives_depths_verdicts_and_replayed_visits(llm_run) -> None:

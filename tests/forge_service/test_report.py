@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -16,10 +17,15 @@ from forge_service.end_to_end import (
     prune_reason,
 )
 from forge_service.packaging import least_saving_op
-from forge_service.report import RunReport
+from forge_service.report import CardReport, RunReport, card_reports
+from forge_service.store import CardRow, RunStore
 from packager.format import build_cast
 from tests.packager.conftest import MODEL, RELU, SOFTMAX, compile_kernel, entry, relu_card, softmax_card
 from tests.terminal_tables import assert_fits
+from tests.ui import seeding
+from tests.ui.seeding import CAPTURE_SPREAD_US, EAGER_US, LLM_RUN_ID, SERIES_SPREAD_US, seed_llm_run
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_op_estimated_to_save_least_over_its_calls_is_left_on_eager_first(tmp_path: Path) -> None:
@@ -148,3 +154,50 @@ def test_the_speedup_shows_its_interval_and_a_noisy_figure_says_why() -> None:
                          cast_path=None, kernels_packaged=1).markdown()
     assert "comes from 5 interleaved rounds; its 95% interval is 1.90x to 2.10x" in markdown
     assert "Noisy figure: the speedup's 95% interval is still" in markdown
+
+
+def test_each_card_reports_the_spread_of_the_eager_time_it_shows(tmp_path: Path) -> None:
+    seed_llm_run(tmp_path, str(ROOT / "examples" / "small_cnn.py"))
+    store = RunStore(tmp_path / LLM_RUN_ID)
+    untried = seeding.relu_card(time_share=0.1, eager_us=40.0).model_copy(update={"id": "0000untried0000"})
+    store.put_cards([CardRow(untried.id, untried.to_json(), 1, True, "pending", "", 0, None)])
+    searched, pending = card_reports(store)
+    # with a kernel, the series its speedup was timed in; without, the capture's timing
+    assert (searched.eager_us, searched.eager_spread_us) == (EAGER_US, SERIES_SPREAD_US)
+    assert (pending.eager_us, pending.eager_spread_us) == (40.0, CAPTURE_SPREAD_US)
+    store.close()
+
+
+def _card(**fields: object) -> CardReport:
+    values: dict[str, object] = dict(card_id="c1", op="aten::relu.default", kind="aten", time_share=0.5,
+                                     status="done", reason="", eager_us=500.0, eager_spread_us=5.0, best_us=250.0,
+                                     speedup=2.0, floor_us=None, pct_of_floor=None, audit_class="custom",
+                                     evaluations=3, cost_usd=0.0)
+    values.update(fields)
+    return CardReport.model_validate(values)
+
+
+def test_the_report_shows_each_eager_time_as_median_and_spread_and_keeps_the_spread_in_json() -> None:
+    report = RunReport(
+        run_id="r1", model_spec="m.py", backend="cpu", device="test cpu",
+        cards=[_card(), _card(card_id="c2", eager_spread_us=None), _card(card_id="c3", eager_us=None,
+                                                                         eager_spread_us=None)],
+        end_to_end=EndToEnd(measured=False, error="not run"), cast_path=None, kernels_packaged=0,
+    )
+    markdown = report.markdown()
+    assert "| eager µs ± IQR |" in markdown
+    rows = {cells[0]: cells[3] for cells in (line.split(" | ") for line in markdown.splitlines())
+            if cells[0] in ("| c1", "| c2", "| c3")}
+    assert rows == {"| c1": "500 ± 5", "| c2": "500 ± —", "| c3": "—"}
+    assert "None" not in markdown
+    cards = json.loads(report.model_dump_json())["cards"]
+    assert [c["eager_spread_us"] for c in cards] == [5.0, None, None]
+
+
+def test_a_report_written_before_the_spread_was_kept_still_reads() -> None:
+    old = json.loads(RunReport(run_id="r1", model_spec="m.py", backend="cpu", device="", cards=[_card()],
+                               end_to_end=EndToEnd(measured=False, error="not run"), cast_path=None,
+                               kernels_packaged=0).model_dump_json())
+    del old["cards"][0]["eager_spread_us"]
+    report = RunReport.model_validate(old)
+    assert report.cards[0].eager_spread_us is None and "| 500 ± — |" in report.markdown()

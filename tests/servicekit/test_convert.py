@@ -41,6 +41,12 @@ def test_a_card_round_trips_through_its_message() -> None:
     assert (message.id, message.op, message.call_count, message.time_share, message.eager_us) == (
         card.id, card.op, 3, 0.25, 0.0)
     assert card_from_proto(message) == card
+    assert not message.HasField("eager_spread_us")  # not recorded: unset, not 0
+
+
+def test_a_timed_card_lists_its_eager_time_with_its_spread() -> None:
+    message = card_to_proto(_card().model_copy(update={"eager_us": 12.5, "eager_spread_us": 0.75}))
+    assert (message.eager_us, message.eager_spread_us) == (12.5, 0.75)
 
 
 @pytest.mark.parametrize(("text", "needle"), [("", "card_json is empty"), ("{not json", "not a valid operator card"),

@@ -43,6 +43,8 @@ COMPILE_LOG = "kernel.cpp:6:11: error: expected ';' before '}' token"
 PROMPT = "Write a faster kf_launch for aten::relu.default on float32[4096]."
 ANSWER = "```cpp\n" + BEST_SOURCE + "```"
 EAGER_US, BEST_US, FLOOR_US = 500.0, 250.0, 100.0
+#: Spreads (IQR) of the eager time: at capture, and in the series timed beside the kernels.
+CAPTURE_SPREAD_US, SERIES_SPREAD_US = 6.0, 5.0
 CONV_FALLBACK = ("0123456789abcdef", "aten::convolution.default", "vendor op: not searched")
 
 
@@ -53,7 +55,7 @@ def relu_card(time_share: float, eager_us: float) -> OperatorCard:
     spec = TensorSpec(shape=[4096], stride=[1], dtype="float32")
     return OperatorCard(
         id=key.id, kind="aten", op="aten::relu.default", device="cpu", key=key.to_json(), inputs=[spec],
-        outputs=[spec], call_count=3, eager_us=eager_us, time_share=time_share,
+        outputs=[spec], call_count=3, eager_us=eager_us, eager_spread_us=CAPTURE_SPREAD_US, time_share=time_share,
     )
 
 
@@ -90,7 +92,7 @@ def seed_llm_run(runs_dir: Path, model_spec: str) -> dict[str, str]:
     card_id = card.id
     store.put_cards([CardRow(card_id, card.to_json(), 0, True, "done", "budget spent", 3, FLOOR_US)])
     ids = {"card": card_id, "first": "a1a1a1a1a1a1", "broken": "b2b2b2b2b2b2", "best": "c3c3c3c3c3c3"}
-    timing: dict[str, Any] = dict(eager_latency_us=EAGER_US, eager_spread_us=5.0, audit_class="custom",
+    timing: dict[str, Any] = dict(eager_latency_us=EAGER_US, eager_spread_us=SERIES_SPREAD_US, audit_class="custom",
                                   floor_us=FLOOR_US, toolchain="g++ 12.2.0", arch="cpu-x86_64")
     plan = [
         (ids["first"], "", FIRST_SOURCE, "plain loop",
@@ -118,8 +120,9 @@ def seed_llm_run(runs_dir: Path, model_spec: str) -> dict[str, str]:
     report = RunReport(
         run_id=LLM_RUN_ID, model_spec=model_spec, backend="cpu", device="test cpu",
         cards=[CardReport(card_id=card_id, op="aten::relu.default", kind="aten", time_share=0.4, status="done",
-                          reason="", eager_us=EAGER_US, best_us=BEST_US, speedup=2.0, floor_us=FLOOR_US,
-                          pct_of_floor=40.0, audit_class="custom", evaluations=3, cost_usd=0.0375)],
+                          reason="", eager_us=EAGER_US, eager_spread_us=SERIES_SPREAD_US, best_us=BEST_US,
+                          speedup=2.0, floor_us=FLOOR_US, pct_of_floor=40.0, audit_class="custom", evaluations=3,
+                          cost_usd=0.0375)],
         end_to_end=EndToEnd(measured=True, eager_ms=1.0, cast_ms=0.8, cast_speedup=1.25, parity_ok=True,
                             parity_max_rel_error=1e-7),
         cast_path=str(store.run_dir / CAST_FILE), kernels_packaged=1,
@@ -165,7 +168,7 @@ def seed_failures_run(runs_dir: Path) -> None:
     store.add_event("capture", "captured 1 cards", status="running")
     store.add_event("card_started", f"searching {card.op} (30.0% of eager time)", card.id, status="running")
     slower = _result(SLOWER_ID, CandidateStatus.PASSED, latency_us=EAGER_US / SLOWER_SPEEDUP, latency_spread_us=3.0,
-                     eager_latency_us=EAGER_US, eager_spread_us=5.0, floor_us=FLOOR_US,
+                     eager_latency_us=EAGER_US, eager_spread_us=SERIES_SPREAD_US, floor_us=FLOOR_US,
                      rel_l2_error=0.0, max_scaled_error=0.0, compile_s=0.7, total_s=1.9, audit_class="custom")
     plan = [(SLOWER_ID, "", FIRST_SOURCE, "a bounds check per element", slower)]
     plan += [(cid, parent, BROKEN_SOURCE, description, _result(cid, status, error_message=error, log_tail=log))
@@ -182,8 +185,9 @@ def seed_failures_run(runs_dir: Path) -> None:
     report = RunReport(
         run_id=FAILURES_RUN_ID, model_spec=config.model_spec, backend="cpu", device="test cpu",
         cards=[CardReport(card_id=card.id, op=card.op, kind="aten", time_share=0.3, status="done",
-                          reason="stopped improving", eager_us=EAGER_US, best_us=EAGER_US / SLOWER_SPEEDUP,
-                          speedup=SLOWER_SPEEDUP, floor_us=FLOOR_US, pct_of_floor=17.4, audit_class="fallback",
+                          reason="stopped improving", eager_us=EAGER_US, eager_spread_us=SERIES_SPREAD_US,
+                          best_us=EAGER_US / SLOWER_SPEEDUP, speedup=SLOWER_SPEEDUP, floor_us=FLOOR_US,
+                          pct_of_floor=17.4, audit_class="fallback",
                           evaluations=len(plan), cost_usd=0.0)],
         end_to_end=EndToEnd(measured=True, eager_ms=1.0, cast_ms=1.0, cast_speedup=1.0, compile_ms=0.8,
                             compile_speedup=1.25, cast_kernels=0, parity_ok=True),

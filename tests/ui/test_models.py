@@ -39,6 +39,18 @@ def test_card_summary_prefers_the_sandbox_eager_time_and_falls_back_to_the_captu
     assert card.eager_us == 8.0 and card.pct_of_floor == 25.0
 
 
+def test_card_summary_takes_the_spread_of_the_eager_time_it_shows() -> None:
+    msg = forge_pb2.RunCard(card=types_pb2.OperatorCard(id="c", eager_us=7.0, eager_spread_us=0.7))
+    card = CardSummary.from_proto(msg)
+    assert (card.eager_us, card.eager_spread_us, card.model_eager_spread_us) == (7.0, 0.7, 0.7)
+    msg.eager_latency_us = 8.0  # timed beside a kernel, whose series recorded no spread
+    card = CardSummary.from_proto(msg)
+    assert (card.eager_us, card.eager_spread_us, card.model_eager_spread_us) == (8.0, None, 0.7)
+    msg.eager_spread_us = 0.2
+    assert CardSummary.from_proto(msg).eager_spread_us == 0.2
+    assert CardSummary.from_proto(forge_pb2.RunCard(card=types_pb2.OperatorCard(eager_us=7.0))).eager_spread_us is None
+
+
 def test_best_lineage_runs_from_the_best_candidate_to_its_first_ancestor() -> None:
     assert factories.tree("k3").best_lineage() == ["k3", "k1"]
     assert factories.tree("").best_lineage() == []

@@ -59,11 +59,13 @@ def test_run_page_shows_progress_cards_and_the_time_plot() -> None:
     assert not at.get("progress") and "done: the evaluation budget is spent (3 of 3 budgeted evaluations)" in texts(
         at.caption)
     row = at.dataframe[0].value.iloc[0]
+    # eager time as median ± IQR, from the series timed beside the best kernel
     assert (row["op"], row["eager µs"], row["best µs"], row["speedup"], row["% of floor"], row["class"]) == (
-        "aten::relu.default", 500.0, 250.0, 2.0, 40.0, "custom")
+        "aten::relu.default", "500.00 ± 5.00", 250.0, 2.0, 40.0, "custom")
     chart = json.loads(at.get("vega_lite_chart")[0].proto.spec)
     assert chart["encoding"]["x"]["field"] == "time µs"
-    assert any("# Run " + LLM_RUN_ID in m for m in texts(at.markdown))
+    report = next(m for m in texts(at.markdown) if "# Run " + LLM_RUN_ID in m)
+    assert "| eager µs ± IQR |" in report and "| 500 ± 5 |" in report
     assert not at.error
 
 
@@ -94,8 +96,10 @@ def test_card_page_draws_the_revision_tree_with_the_best_lineage() -> None:
     assert frame["visits"].to_dict() == {"a1a1a1a1a1a1": 3, "b2b2b2b2b2b2": 1, "c3c3c3c3c3c3": 1}
     # the eager time the header shows is the one the best kernel's speedup divides: it says so
     metrics = _metrics(at)
-    assert metrics["Eager, same series as best"] == "500.00 µs" and metrics["Speedup"] == "×2.00"
+    assert metrics["Eager, same series as best"] == "500.00 ± 5.00 µs" and metrics["Speedup"] == "×2.00"
     assert "Eager in the model" not in metrics
+    helps = {m.label: m.proto.help for m in at.metric}
+    assert "in the model at capture: 500.00 ± 6.00 µs" in helps["Eager, same series as best"]
     assert frame.loc["c3c3c3c3c3c3", "value"] == pytest.approx(0.6931, abs=1e-4)
     assert at.selectbox(key="card:card").value == frame.index[0] or at.selectbox(key="card:card").value
     assert not at.error
@@ -115,7 +119,7 @@ def test_candidate_page_opens_on_the_best_candidate_with_its_timings() -> None:
     at = open_page("candidate", run=LLM_RUN_ID)
     assert at.selectbox(key="candidate:candidate").value == "c3c3c3c3c3c3"
     metrics = _metrics(at)
-    assert metrics["Kernel"] == "250.00 µs (IQR 2.00)" and metrics["Eager, same series"] == "500.00 µs (IQR 5.00)"
+    assert metrics["Kernel"] == "250.00 ± 2.00 µs" and metrics["Eager, same series"] == "500.00 ± 5.00 µs"
     assert metrics["Rel. L2 error"] == "0.00e+00"
     assert BEST_SOURCE.rstrip() in code_texts(at)
     assert any("re-measured" in s for s in texts(at.success))
@@ -253,6 +257,18 @@ def test_the_time_plot_shows_one_kind_of_card_at_a_time(optimized_run_id: str, f
         at.radio(key="time_plot_kind").set_value(kind).run()
         shown = {label[-9:-1] for label in chart_data(at)["card"] if label != OTHER_CARDS}
         assert shown and {kind_of[card] for card in shown} == {kind}
+
+
+def test_every_eager_time_of_a_real_run_shows_its_spread(optimized_run_id: str, forge: ForgeClient) -> None:
+    report = json.loads((Path(forge.get_run(optimized_run_id).run_dir) / "report.json").read_text())
+    timed = [c for c in report["cards"] if c["eager_us"]]
+    assert timed and all(c["eager_spread_us"] is not None for c in timed), timed
+    at = open_page("run", run=optimized_run_id)
+    shown = at.dataframe[0].value.set_index("card")["eager µs"]
+    for card in timed:
+        if card["card_id"][:8] in shown.index:
+            assert shown[card["card_id"][:8]] == f"{card['eager_us']:.2f} ± {card['eager_spread_us']:.2f}"
+    assert any("| eager µs ± IQR |" in m and " ± " in m for m in texts(at.markdown))
 
 
 # Every page over each kind of run; "{optimized}" stands for the run of the real `kforge optimize`.

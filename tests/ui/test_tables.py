@@ -42,6 +42,13 @@ def test_cards_frame_has_the_issue_columns() -> None:
     assert frame.iloc[0]["% of floor"] == 50.0
 
 
+def test_cards_frame_shows_eager_time_as_median_and_spread() -> None:
+    frame = cards_frame([factories.card("a", eager_us=10.0, eager_spread_us=0.25),
+                         factories.card("b", eager_us=10.0, eager_spread_us=None),
+                         factories.card("c", eager_us=None)])
+    assert frame["eager µs"].tolist() == ["10.00 ± 0.25", "10.00 ± —", "—"]
+
+
 def test_time_breakdown_shrinks_only_cards_whose_kernel_beats_eager() -> None:
     cards = [
         factories.card("win", eager_us=10.0, call_count=3, speedup=2.0),

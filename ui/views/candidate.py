@@ -7,6 +7,7 @@ import json
 import streamlit as st
 
 from ui.models import CandidateDetail
+from ui.numbers import spread_text
 from ui.source_diff import source_diff
 from ui.views.formatting import speedup_text, us_text, usd_text
 
@@ -31,8 +32,8 @@ def render_verdict(cand: CandidateDetail) -> None:
     else:
         st.warning(f"{cand.status}: {cand.error_message or 'no message'}")
     cols = st.columns(4)
-    cols[0].metric("Kernel", us_text(cand.latency_us, cand.latency_spread_us), help="median; IQR = spread")
-    cols[1].metric("Eager, same series", us_text(cand.eager_latency_us, cand.eager_spread_us),
+    cols[0].metric("Kernel", spread_text(cand.latency_us, cand.latency_spread_us, "µs"), help="median ± IQR")
+    cols[1].metric("Eager, same series", spread_text(cand.eager_latency_us, cand.eager_spread_us, "µs"),
                    help="timed interleaved with this kernel, so Speedup is this over Kernel")
     cols[2].metric("Speedup", speedup_text(cand.speedup))
     floor = f"{100 * cand.floor_us / cand.latency_us:.0f}% of floor" if cand.floor_us and cand.latency_us else None

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from ui.models import CardSummary, CardTree
+from ui.numbers import spread_text
 from ui.tables import candidates_frame
 from ui.tree_graph import SPEEDUP_FILL, STATUS_FILL, card_tree_dot
 from ui.views.formatting import HIDDEN, SPEEDUP_COLUMN, number_column, select_row, speedup_text, text_column, us_text
@@ -18,13 +19,14 @@ def render_card_header(card: CardSummary) -> None:
     cols = st.columns(4)
     cols[0].metric("Time share", f"{card.time_share:.1%}")
     if card.eager_in_series:
-        cols[1].metric("Eager, same series as best", us_text(card.eager_us),
-                       help="timed interleaved with the best kernel, so Speedup is this over Best; in the model "
-                            f"at capture: {us_text(card.model_eager_us)}")
+        at_capture = spread_text(card.model_eager_us, card.model_eager_spread_us, "µs")
+        cols[1].metric("Eager, same series as best", spread_text(card.eager_us, card.eager_spread_us, "µs"),
+                       help="median ± IQR, timed interleaved with the best kernel, so Speedup is this over Best; "
+                            f"in the model at capture: {at_capture}")
     else:
-        cols[1].metric("Eager in the model", us_text(card.eager_us),
-                       help="the card's time in the model at capture; once a kernel passes, the eager time "
-                            "measured beside it is shown")
+        cols[1].metric("Eager in the model", spread_text(card.eager_us, card.eager_spread_us, "µs"),
+                       help="median ± IQR of the card's time in the model at capture; once a kernel passes, the "
+                            "eager time measured beside it is shown")
     cols[2].metric("Best", us_text(card.best_us))
     cols[3].metric("Speedup", speedup_text(card.speedup))
 

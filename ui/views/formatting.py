@@ -10,15 +10,13 @@ import pandas as pd
 import streamlit as st
 
 from ui.models import CardSummary, RunSummary
+from ui.numbers import ABSENT
 
 STATUS_ICONS = {
     "pending": ":material/schedule:", "running": ":material/autorenew:", "done": ":material/check_circle:",
     "failed": ":material/error:", "cancelled": ":material/cancel:",
 }
 
-
-#: How every page shows a value that is absent (not measured, not reached, not applicable).
-ABSENT = "—"
 #: Streamlit wraps a cell's text only in rows taller than 4rem; below that a row holds one line.
 WRAPPING_ROW_HEIGHT = 72
 #: Pixels per line of wrapped cell text, a row's padding above and below it, a cell's padding on
@@ -36,10 +34,10 @@ def ms_text(value: float | None) -> str:
     return f"{value:.3f} ms" if value is not None else ABSENT
 
 
-def us_text(value: float | None, spread: float | None = None) -> str:
-    if value is None:
-        return ABSENT
-    return f"{value:.2f} µs" + (f" (IQR {spread:.2f})" if spread is not None else "")
+def us_text(value: float | None) -> str:
+    """A figure shown alone (a floor; a card's best latency): ``250.00 µs``; a timed median shown
+    with its spread reads as :func:`ui.numbers.spread_text` writes it."""
+    return f"{value:.2f} µs" if value is not None else ABSENT
 
 
 def duration_text(seconds: float | None) -> str:

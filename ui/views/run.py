@@ -87,10 +87,12 @@ def render_end_to_end(e2e: EndToEnd) -> None:
 
 
 #: Fixed widths that fit the page at 1400 px (a long op name wraps); the call count is on the Card
-#: page and each card's reason, which can run long, is listed under the table.
+#: page and each card's reason, which can run long, is listed under the table. Eager time is text,
+#: its median ± IQR, wide enough for ``500.00 ± 5.00`` on one line.
 CARD_COLUMNS = {
-    "card": text_column(80), "op": text_column(140), "share": SHARE_COLUMN, "calls": HIDDEN,
-    "eager µs": US_COLUMN, "best µs": US_COLUMN, "speedup": SPEEDUP_COLUMN,
+    "card": text_column(70), "op": text_column(124), "share": SHARE_COLUMN, "calls": HIDDEN,
+    "eager µs": text_column(108, help="median ± IQR of the timed eager calls"), "best µs": US_COLUMN,
+    "speedup": SPEEDUP_COLUMN,
     "% of floor": number_column(64, "%.0f%%", "% floor", help="the bandwidth floor's share of the best latency"),
     "status": text_column(66), "class": text_column(110),
     "evaluations": number_column(50, label="evals", help="candidates evaluated"),
