@@ -13,8 +13,9 @@ from pydantic import ValidationError
 
 from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.evaluator import Evaluator
-from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest, EvaluationResult
+from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest
 from kforge_domain.card import BLOBS_DIR, CardSet
+from kforge_domain.result import CandidateResult
 from kforge_domain.verdict import RunFigures
 from servicekit.errors import InvalidArgument, KforgeError, NotFound
 
@@ -44,7 +45,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0 if result.status.value == "PASSED" else 1
 
 
-async def evaluate_file(args: argparse.Namespace) -> EvaluationResult:
+async def evaluate_file(args: argparse.Namespace) -> CandidateResult:
     try:
         card = CardSet.load(args.cards).card(args.card)
     except FileNotFoundError as exc:
@@ -64,16 +65,16 @@ async def evaluate_file(args: argparse.Namespace) -> EvaluationResult:
     return await evaluator.evaluate(request)
 
 
-def result_json(result: EvaluationResult) -> str:
+def result_json(result: CandidateResult) -> str:
     """The result's fields, status by name, the artifact by size only."""
     verdict = {f.name: None for f in fields(RunFigures)} | asdict(result.verdict)
-    verdict |= {"status": result.status.value, "speedup": result.figures.speedup if result.figures else None}
-    shown = {**verdict, **result.model_dump(mode="json", exclude={"artifact", "verdict"})}
+    verdict |= {"status": result.status.value, "speedup": result.speedup}
+    shown = verdict | {f.name: getattr(result, f.name) for f in fields(result) if f.name not in ("artifact", "verdict")}
     shown["artifact_bytes"] = len(result.artifact)
     return json.dumps(shown, indent=1)
 
 
-def result_text(result: EvaluationResult) -> str:
+def result_text(result: CandidateResult) -> str:
     lines = [f"{result.candidate_id}: {result.status.value}"]
     run = result.figures
     if run is not None and run.latency_us is not None:

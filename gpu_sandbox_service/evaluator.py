@@ -38,16 +38,11 @@ from gpu_sandbox_service.isolation import (
     run_isolated,
 )
 from gpu_sandbox_service.kernel_isolation import choose_kernel_profile
-from gpu_sandbox_service.models import (
-    CandidateStatus,
-    DeviceInfo,
-    EvaluationRequest,
-    EvaluationResult,
-    Limits,
-)
+from gpu_sandbox_service.models import CandidateStatus, DeviceInfo, EvaluationRequest, Limits
 from gpu_sandbox_service.pool import Slot, WorkerPool
 from gpu_sandbox_service.pycommand import python_module_command
-from kforge_domain.verdict import BuildFailure, RunFigures
+from kforge_domain.result import CandidateResult
+from kforge_domain.verdict import BuildFailure
 from servicekit.errors import FailedPrecondition, InvalidArgument, Unavailable
 
 log = logging.getLogger(__name__)
@@ -109,54 +104,46 @@ class Evaluator:
             self._device = device.model_copy(update={"sandbox_id": self.sandbox_id,
                                                      "candidate_slots": self._pool.candidate_slots})
 
-    async def evaluate(self, request: EvaluationRequest) -> EvaluationResult:
+    async def evaluate(self, request: EvaluationRequest) -> CandidateResult:
         """The verdict on one candidate. Bad requests raise; bad candidates get a status."""
         started = time.perf_counter()
         self._validate(request)
         await self._prepare()
         assert self._device is not None and self._compiler is not None and self._pool is not None
         audit = audit_source(request.source, self.backend)
-        result = EvaluationResult(
-            candidate_id=request.candidate_id, audit_class=audit.audit_class,
-            source_sha256=hashlib.sha256(request.source.encode()).hexdigest(), toolchain=self._device.toolchain,
-            arch=self._device.arch, sandbox_id=self.sandbox_id,
+        evidence = CandidateResult(  # every way through _evaluate gives it its own verdict
+            candidate_id=request.candidate_id, verdict=BuildFailure(CandidateStatus.REJECTED),
+            audit_class=audit.audit_class, source_sha256=hashlib.sha256(request.source.encode()).hexdigest(),
+            toolchain=self._device.toolchain, arch=self._device.arch, sandbox_id=self.sandbox_id,
             compiler_flags=" ".join(self._compiler.toolchain.flags(audit.link_libraries)),
         )
-        try:
-            return await self._evaluate(request, audit, result)
-        finally:
-            result.total_s = time.perf_counter() - started
+        result = await self._evaluate(request, audit, evidence)
+        return replace(result, total_s=time.perf_counter() - started)
 
     async def _evaluate(self, request: EvaluationRequest, audit: AuditReport,
-                        result: EvaluationResult) -> EvaluationResult:
+                        result: CandidateResult) -> CandidateResult:
+        """``result`` (the evidence known before compiling) with the verdict and what was found on the way."""
         assert self._compiler is not None and self._pool is not None
         if self.limits.static_audit and not audit.allowed:
-            result.verdict = BuildFailure(CandidateStatus.REJECTED, "forbidden by the kernel contract: "
-                                          + "; ".join(audit.violations[:10]))
-            return result
+            return replace(result, verdict=BuildFailure(CandidateStatus.REJECTED, "forbidden by the kernel contract: "
+                                                        + "; ".join(audit.violations[:10])))
         async with self._pool.compile_slots:
             compiled = await self._compiler.compile(request.source, audit.link_libraries,
                                                     request.options.compile_timeout_s)
-        result.compile_s = compiled.compile_s
-        result.compiler_flags = compiled.flags
+        result = replace(result, compile_s=compiled.compile_s, compiler_flags=compiled.flags)
         if compiled.library is None:
-            result.verdict = BuildFailure(CandidateStatus.COMPILE_ERROR, compiled.error)
-            result.log_tail = compiled.log
-            return result
+            return replace(result, verdict=BuildFailure(CandidateStatus.COMPILE_ERROR, compiled.error),
+                           log_tail=compiled.log)
         report, log = await self._run(request, compiled.library, verify_fresh=True)
-        self._apply(result, report, log)
-        passed = result.status == CandidateStatus.PASSED
-        if passed and request.options.remeasure and _would_be_best(result, request):
+        result = replace(result, verdict=report.run_figures(), log_tail=log)
+        if result.passed and request.options.remeasure and _would_be_best(result, request):
             again, log = await self._run(request, compiled.library, verify_fresh=False, cold=True)
-            if again.status == CandidateStatus.PASSED:
-                self._apply(result, again, log)
-                result.remeasured = True
-            else:
-                self._apply(result, again, log)
-                result.verdict = replace(result.verdict,
-                                         error_message=f"re-measured in a fresh process: {again.error_message}")
-        if result.status == CandidateStatus.PASSED:
-            result.artifact = compiled.library.read_bytes()
+            confirmed = again.status == CandidateStatus.PASSED
+            verdict = again.run_figures() if confirmed else replace(
+                again.run_figures(), error_message=f"re-measured in a fresh process: {again.error_message}")
+            result = replace(result, verdict=verdict, log_tail=log, remeasured=confirmed)
+        if result.passed:
+            result = replace(result, artifact=compiled.library.read_bytes())
         return result
 
     def _validate(self, request: EvaluationRequest) -> None:
@@ -320,16 +307,10 @@ class Evaluator:
             floor_slack=self.limits.floor_slack, seed=int.from_bytes(os.urandom(4), "little"),
         )
 
-    @staticmethod
-    def _apply(result: EvaluationResult, report: HarnessReport, log: str) -> None:
-        result.verdict = report.run_figures()
-        result.log_tail = log
 
-
-def _would_be_best(result: EvaluationResult, request: EvaluationRequest) -> bool:
+def _would_be_best(result: CandidateResult, request: EvaluationRequest) -> bool:
     """Whether the candidate beats the card's best so far, so its figure is worth a fresh process."""
-    speedup = result.verdict.speedup if isinstance(result.verdict, RunFigures) else None
-    return speedup is not None and speedup > request.options.best_speedup
+    return result.speedup is not None and result.speedup > request.options.best_speedup
 
 
 def _copy_private(source: Path, target: Path) -> None:

@@ -1,7 +1,8 @@
-"""Plain domain models of the sandbox: requests, verdicts, limits and device facts.
+"""Plain domain models of the sandbox: requests, limits and device facts.
 
 They know nothing of gRPC; :mod:`gpu_sandbox_service.servicer` converts them to and from
-``kernel_forge.*.v1`` messages.
+``kernel_forge.*.v1`` messages. The sandbox answers with the shared
+:class:`kforge_domain.result.CandidateResult`, converted by ``servicekit.convert``.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kforge_domain.card import OperatorCard
 from kforge_domain.floor import BandwidthAtSize
-from kforge_domain.verdict import BuildFailure, CandidateStatus, RunFigures, Verdict
+from kforge_domain.verdict import CandidateStatus
 
-__all__ = ["CandidateStatus", "DeviceInfo", "EvaluationOptions", "EvaluationRequest", "EvaluationResult", "Limits"]
+__all__ = ["CandidateStatus", "DeviceInfo", "EvaluationOptions", "EvaluationRequest", "Limits"]
 
 
 class Limits(BaseModel):
@@ -58,41 +59,6 @@ class EvaluationRequest(BaseModel):
     source: str
     backend: str
     options: EvaluationOptions = Field(default_factory=EvaluationOptions)
-
-
-class EvaluationResult(BaseModel):
-    """The verdict with its evidence (``kernel_forge.common.v1.CandidateResult``).
-
-    ``verdict`` is a :class:`~kforge_domain.verdict.BuildFailure` until a run replaces it with
-    its :class:`~kforge_domain.verdict.RunFigures`.
-    """
-
-    candidate_id: str
-    verdict: Verdict = BuildFailure(CandidateStatus.REJECTED)
-    audit_class: str = ""
-    log_tail: str = ""
-    compile_s: float = 0.0
-    total_s: float = 0.0
-    source_sha256: str = ""
-    compiler_flags: str = ""
-    toolchain: str = ""
-    arch: str = ""
-    sandbox_id: str = ""
-    artifact: bytes = b""
-    remeasured: bool = False
-
-    @property
-    def status(self) -> CandidateStatus:
-        return self.verdict.status
-
-    @property
-    def error_message(self) -> str:
-        return self.verdict.error_message
-
-    @property
-    def figures(self) -> RunFigures | None:
-        """What the run measured; ``None`` for a candidate that never ran."""
-        return self.verdict if isinstance(self.verdict, RunFigures) else None
 
 
 class DeviceInfo(BaseModel):

@@ -10,11 +10,11 @@ from pydantic import ValidationError
 
 from gpu_sandbox_service.blobs import BlobStore, check_sha256
 from gpu_sandbox_service.evaluator import Evaluator
-from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest, EvaluationResult
+from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.sandbox.v1 import messages_pb2, service_pb2_grpc
 from servicekit.auth import client_identity
-from servicekit.convert import card_from_json, verdict_to_proto
+from servicekit.convert import candidate_result_to_proto, card_from_json
 from servicekit.errors import InvalidArgument
 from servicekit.limits import ClientLimiter
 
@@ -37,18 +37,6 @@ def request_from_message(message: messages_pb2.EvaluateRequest) -> EvaluationReq
         raise InvalidArgument(f"invalid evaluation options: {exc.errors()[:3]}") from exc
     return EvaluationRequest(candidate_id=message.candidate_id, card=card, source=message.source,
                              backend=message.backend, options=options)
-
-
-def result_to_message(result: EvaluationResult) -> types_pb2.CandidateResult:
-    """The wire form of ``result``: its verdict (``servicekit.convert``) and the evidence around it."""
-    message = verdict_to_proto(result.verdict)
-    message.MergeFrom(types_pb2.CandidateResult(
-        candidate_id=result.candidate_id, audit_class=result.audit_class, log_tail=result.log_tail,
-        compile_s=result.compile_s, total_s=result.total_s, source_sha256=result.source_sha256,
-        compiler_flags=result.compiler_flags, toolchain=result.toolchain, arch=result.arch,
-        sandbox_id=result.sandbox_id, artifact=result.artifact, remeasured=result.remeasured,
-    ))
-    return message
 
 
 class SandboxServicer(service_pb2_grpc.SandboxServiceServicer):
@@ -100,7 +88,7 @@ class SandboxServicer(service_pb2_grpc.SandboxServiceServicer):
         domain_request = request_from_message(request)
         async with self.limiter(client_identity(context)):
             result = await self.evaluator.evaluate(domain_request)
-        return result_to_message(result)
+        return candidate_result_to_proto(result)
 
     async def EvaluateStream(self, request_iterator: AsyncIterable[messages_pb2.EvaluateRequest],
                              context: grpc.aio.ServicerContext) -> AsyncIterator[types_pb2.CandidateResult]:
@@ -113,7 +101,7 @@ class SandboxServicer(service_pb2_grpc.SandboxServiceServicer):
             try:
                 domain_request = request_from_message(message)
                 async with self.limiter(client):
-                    await finished.put(result_to_message(await self.evaluator.evaluate(domain_request)))
+                    await finished.put(candidate_result_to_proto(await self.evaluator.evaluate(domain_request)))
             except Exception as exc:
                 await finished.put(exc)
 

@@ -10,7 +10,8 @@ import pytest
 
 from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.evaluator import Evaluator
-from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest, EvaluationResult
+from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest
+from kforge_domain.result import CandidateResult
 from tests.gpu_sandbox_service.conftest import TEST_LIMITS, load_corpus, softmax_card
 
 CORPUS = {e.name: e.source for e in load_corpus("cpu")}
@@ -62,12 +63,12 @@ def evaluator(tmp_path: Path) -> Evaluator:
 
 
 def evaluate_in_turn(evaluator: Evaluator, sources: list[str], options: EvaluationOptions = FAST
-                     ) -> tuple[list[EvaluationResult], list[int]]:
+                     ) -> tuple[list[CandidateResult], list[int]]:
     """The candidates one after the other in one event loop (one fork server), with the identity
     of the fork server each ran under."""
     card = softmax_card(evaluator.blobs)
 
-    async def run() -> tuple[list[EvaluationResult], list[int]]:
+    async def run() -> tuple[list[CandidateResult], list[int]]:
         results, servers = [], []
         try:
             for i, source in enumerate(sources):
