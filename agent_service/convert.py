@@ -7,10 +7,8 @@ from typing import Any
 
 from agent_service.models import (
     Backend,
-    Cost,
     DeviceDescription,
     Feedback,
-    LlmExchange,
     ParentCandidate,
     Proposal,
     ProposalRequest,
@@ -19,7 +17,7 @@ from agent_service.models import (
 from kernel_forge.agent.v1 import messages_pb2 as agent_pb2
 from kernel_forge.common.v1 import types_pb2
 from kforge_domain.backends import BACKENDS
-from servicekit.convert import card_from_json
+from servicekit.convert import card_from_json, cost_to_proto, exchange_to_proto
 from servicekit.errors import InvalidArgument
 
 
@@ -80,21 +78,10 @@ def request_from_message(msg: agent_pb2.ProposeRequest) -> ProposalRequest:
     )
 
 
-def cost_to_message(cost: Cost) -> types_pb2.Cost:
-    return types_pb2.Cost(prompt_tokens=cost.prompt_tokens, completion_tokens=cost.completion_tokens, usd=cost.usd,
-                          llm_calls=cost.llm_calls)
-
-
-def _exchange(exchange: LlmExchange) -> types_pb2.LlmExchange:
-    return types_pb2.LlmExchange(model=exchange.model, prompt=exchange.prompt, response=exchange.response,
-                                 cost=cost_to_message(exchange.cost), latency_s=exchange.latency_s,
-                                 error=exchange.error)
-
-
 def proposal_to_message(proposal: Proposal) -> agent_pb2.ProposeResponse:
     return agent_pb2.ProposeResponse(
         has_proposal=proposal.has_proposal, source=proposal.source, description=proposal.description,
         knobs_json=json.dumps(proposal.knobs, sort_keys=True), no_proposal_reason=proposal.no_proposal_reason,
-        cost=cost_to_message(proposal.cost), exchanges=[_exchange(e) for e in proposal.exchanges],
+        cost=cost_to_proto(proposal.cost), exchanges=[exchange_to_proto(e) for e in proposal.exchanges],
         proposer=proposal.proposer,
     )

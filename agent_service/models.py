@@ -1,7 +1,8 @@
 """The proposer interface's data: what a proposer is asked and what it answers.
 
-These are plain domain objects (no gRPC); :mod:`agent_service.servicer` converts them to and
-from ``kernel_forge.agent.v1`` messages. Knob sets are dicts of JSON scalars so that they can be
+These are plain domain objects (no gRPC); :mod:`agent_service.convert` converts them to and
+from ``kernel_forge.agent.v1`` messages. A proposal's cost and LLM exchanges are the shared
+:mod:`kforge_domain.cost` types. Knob sets are dicts of JSON scalars so that they can be
 compared, stored in the run store and sent back as ``tried_knobs``.
 """
 
@@ -12,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kforge_domain.card import OperatorCard
+from kforge_domain.cost import Cost, LlmExchange
 
 Backend = Literal["cpu", "cuda"]
 Knobs = dict[str, Any]
@@ -77,36 +79,6 @@ class ProposalRequest(BaseModel):
     seed: int = 0
     run_id: str = ""
     budget_usd_remaining: float | None = None
-
-
-class Cost(BaseModel):
-    """Tokens and dollars spent; ``usd_known`` is False when a model has no price."""
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    usd: float = 0.0
-    llm_calls: int = 0
-    usd_known: bool = True
-
-    def __add__(self, other: Cost) -> Cost:
-        return Cost(
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            usd=self.usd + other.usd,
-            llm_calls=self.llm_calls + other.llm_calls,
-            usd_known=self.usd_known and other.usd_known,
-        )
-
-
-class LlmExchange(BaseModel):
-    """One prompt and its answer (or error), kept for audit."""
-
-    model: str
-    prompt: str
-    response: str = ""
-    cost: Cost = Field(default_factory=Cost)
-    latency_s: float = 0.0
-    error: str = ""
 
 
 class Proposal(BaseModel):

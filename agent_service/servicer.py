@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import grpc
 
-from agent_service.convert import cost_to_message, proposal_to_message, request_from_message
+from agent_service.convert import proposal_to_message, request_from_message
 from agent_service.llm.settings import LlmSettings
 from agent_service.proposer import Proposer, make_proposer
 from agent_service.providers import PROVIDERS
 from agent_service.usage import UsageLedger
 from kernel_forge.agent.v1 import messages_pb2 as agent_pb2
 from kernel_forge.agent.v1 import service_pb2_grpc as agent_grpc
+from servicekit.convert import cost_to_proto
 
 
 class AgentServicer(agent_grpc.AgentServiceServicer):
@@ -46,4 +47,4 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
     async def GetUsage(
         self, request: agent_pb2.GetUsageRequest, context: grpc.aio.ServicerContext
     ) -> agent_pb2.Usage:
-        return agent_pb2.Usage(cost=cost_to_message(self.ledger.spent(request.run_id or None)))
+        return agent_pb2.Usage(cost=cost_to_proto(self.ledger.spent(request.run_id or None)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
-from agent_service.models import Cost
+from kforge_domain.cost import Cost
 
 
 class UsageLedger:
@@ -27,9 +27,9 @@ class UsageLedger:
         """Everything recorded, or one run's share (an unknown run has spent nothing)."""
         with self._lock:
             if run_id is None or run_id == "":
-                return self._total.model_copy()
-            return self._by_run.get(run_id, Cost()).model_copy()
+                return self._total
+            return self._by_run.get(run_id, Cost())
 
     def spent_on_card(self, run_id: str, card_id: str) -> Cost:
         with self._lock:
-            return self._by_card.get((run_id, card_id), Cost()).model_copy()
+            return self._by_card.get((run_id, card_id), Cost())

@@ -18,6 +18,11 @@ class Cost:
     usd: float = 0.0
     llm_calls: int = 0
 
+    def __add__(self, other: Cost) -> Cost:
+        """The two spent together."""
+        return Cost(self.prompt_tokens + other.prompt_tokens, self.completion_tokens + other.completion_tokens,
+                    self.usd + other.usd, self.llm_calls + other.llm_calls)
+
 
 @dataclass(frozen=True)
 class LlmExchange:

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from agent_service.llm.settings import LlmSettings
-from agent_service.models import Cost, LlmExchange
+from kforge_domain.cost import Cost, LlmExchange
 
 
 class LlmCallFailed(Exception):
@@ -49,17 +49,15 @@ def _retry_after_s(exc: BaseException) -> float | None:
 
 
 def cost_of(litellm: Any, response: Any, model: str) -> Cost:
-    """Tokens from the response's usage; dollars from litellm's price map (0, flagged, if unknown)."""
+    """Tokens from the response's usage; dollars from litellm's price map (0 if the model is not in it)."""
     usage = getattr(response, "usage", None)
     prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
     completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
     try:
         usd = float(litellm.completion_cost(completion_response=response, model=model))
-        known = True
     except Exception:  # litellm raises for models missing from its price map
-        usd, known = 0.0, False
-    return Cost(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, usd=usd, llm_calls=1,
-                usd_known=known)
+        usd = 0.0
+    return Cost(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, usd=usd, llm_calls=1)
 
 
 def _prompt_text(messages: list[dict[str, str]]) -> str:

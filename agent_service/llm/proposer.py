@@ -17,8 +17,9 @@ from agent_service.llm.client import LlmCallFailed, complete
 from agent_service.llm.parse import AnswerFormatError, parse_answer
 from agent_service.llm.prompt import build_messages, repair_message
 from agent_service.llm.settings import LlmSettings
-from agent_service.models import Cost, Feedback, LlmExchange, Proposal, ProposalRequest
+from agent_service.models import Feedback, Proposal, ProposalRequest
 from agent_service.usage import UsageLedger
+from kforge_domain.cost import Cost, LlmExchange
 
 Check = Callable[[str], Awaitable[Feedback | None]]
 

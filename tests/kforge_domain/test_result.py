@@ -32,3 +32,8 @@ def test_results_are_values() -> None:
 def test_an_offline_proposal_costs_nothing() -> None:
     assert Cost() == Cost(prompt_tokens=0, completion_tokens=0, usd=0.0, llm_calls=0)
     assert LlmExchange("m", "p").cost == Cost() and LlmExchange("m", "p").error == ""
+
+
+def test_costs_add_up() -> None:
+    assert Cost(1200, 300, 0.0125, 1) + Cost(800, 0, 0.004, 1) == Cost(2000, 300, 0.0165, 2)
+    assert Cost() + Cost() == Cost()
