@@ -3,9 +3,11 @@
 Builds a cast with a relu and a softmax kernel (compiled with g++ for one (64, 256) float32
 layout), then measures per call: eager, a guarded hit (kernel included), a guarded miss
 (guard, then the original kernel), the matcher alone, and the guard cost the builder charges.
-For a GroupNorm module card it compares reading the module's side of the key afresh on every
-call with the runtime's kept reading, alone and with the match; for an op with several kernels,
-a call none of them takes, turned away by the first-argument shape lookup or by every matcher.
+For a module card with a kernel, hits and misses are timed through the module guard's native
+front and through the Python guard alone. For a GroupNorm module card it compares reading the
+module's side of the key afresh on every call with the runtime's kept reading, alone and with
+the match; for an op with several kernels, a call none of them takes, turned away by the
+first-argument shape lookup or by every matcher.
 A hit is also taken apart (output allocation, descriptor packing, counting); hits and misses are
 timed with the guard's native front and with the Python override alone, and the call a compiled
 graph makes is timed for both ops (``kforge_cast::native`` and ``kforge_cast::kernel``).
@@ -36,10 +38,12 @@ from packager.native.build import ENABLE_ENV
 from packager.runtime import host_cpu_arch
 from packager.variant import (
     ATTRIBUTES_KWARG,
+    STATE_KWARG,
     VariantKey,
     dtype_name,
     encode_call,
     module_call_kwargs,
+    module_state,
     module_variant_key,
     variant_key,
 )
@@ -67,6 +71,26 @@ SOFTMAX = _HEAD + _SIGNATURE + """ {
   return 0;
 }
 """
+# relu(x) * weight over rows, for the ScaledRelu module card: inputs are x, then the module's weight.
+SCALED_RELU = _HEAD + _SIGNATURE + """ {
+  int64_t rows = in[0].shape[0], cols = in[0].shape[1];
+  const float *x = (const float *)in[0].data, *w = (const float *)in[1].data; float *y = (float *)out[0].data;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) { float v = x[r * cols + c]; y[r * cols + c] = (v > 0.f ? v : 0.f) * w[c]; }
+  return 0;
+}
+"""
+
+
+class ScaledRelu(torch.nn.Module):
+    """A leaf module the offline search would serve with a module card."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) * self.weight
 
 
 def _spec(t: torch.Tensor) -> dict[str, object]:
@@ -81,14 +105,14 @@ def _card(key: VariantKey, args: list[object], kwargs: dict[str, object], result
             "inputs": [_spec(t) for t in tensors], "outputs": [_spec(result)]}
 
 
-def _entry(card: dict[str, object], source: str, work: Path) -> KernelEntry:
+def _entry(card: dict[str, object], source: str, work: Path, kind: str = "aten") -> KernelEntry:
     src, lib = work / f"{card['id']}.cpp", work / f"{card['id']}.so"
     src.write_text(source)
     flags = "-O3 -shared -fPIC"
     subprocess.run(["g++", *flags.split(), "-I", str(REPO / "gpu_sandbox_service/include"), str(src), "-o", str(lib)],
                    check=True)
     return KernelEntry(
-        card_id=str(card["id"]), kind="aten", op=str(card["op"]), card_json=json.dumps(card), backend="cpu",
+        card_id=str(card["id"]), kind=kind, op=str(card["op"]), card_json=json.dumps(card), backend="cpu",
         arch=host_cpu_arch(), audit_class="custom", source=source, artifact=lib.read_bytes(),
         eager_latency_us=1e6, eager_spread_us=None, latency_us=1.0, latency_spread_us=None, speedup=1e6,
         rel_l2_error=None, max_scaled_error=None, source_sha256=hashlib.sha256(source.encode()).hexdigest(),
@@ -140,7 +164,8 @@ def measure() -> dict[str, object]:
             rows[name] = {k: round(v, 3) for k, v in row.items()}
     return {"machine": platform.machine(), "torch": torch.__version__, "threads": torch.get_num_threads(),
             "shape": list(SHAPE), "dispatch_entry_us": round(dispatch_entry_us(), 3), "ops": rows,
-            "misses_among_kernels": measure_misses_among_kernels(), "module": measure_module()}
+            "misses_among_kernels": measure_misses_among_kernels(), "module": measure_module(),
+            "module_card": measure_module_card()}
 
 
 def measure_misses_among_kernels(n_kernels: int = 4) -> dict[str, float]:
@@ -187,6 +212,35 @@ def measure_module() -> dict[str, float]:
     return {k: round(v, 3) for k, v in row.items()}
 
 
+def measure_module_card() -> dict[str, float]:
+    """A module card's guarded call, kernel included: hits and misses through the module guard's
+    native front and through the Python guard alone, in one run."""
+    module = ScaledRelu(SHAPE[1]).eval()
+    x, miss = torch.randn(*SHAPE), torch.randn(SHAPE[0] // 2, SHAPE[1])
+    with tempfile.TemporaryDirectory() as tmp, torch.inference_mode():
+        work = Path(tmp)
+        key = module_variant_key(module, [x], {})
+        card = _card(key, [x], {STATE_KWARG: module_state(module)}, module(x), kind="module")
+        build_cast(work / "module.cast", ModelIdentity("bench", "bench", "bench"),
+                   [_entry(card, SCALED_RELU, work, kind="module")], [])
+        cast = load_cast(work / "module.cast")
+        kernel = cast.kernels[str(card["id"])]
+        row = {"eager_us": median_us(lambda: module(x)), "eager_miss_shape_us": median_us(lambda: module(miss)),
+               "kernel_direct_us": median_us(lambda: kernel.try_launch([x, module.weight]))}
+        with cast.applied_to(module):
+            (override,) = cast._modules.values()
+            front = override.front
+            for path in ("native", "python"):
+                override.front = front if path == "native" else None
+                row[f"cast_hit_{path}_us"] = median_us(lambda: module(x))
+                row[f"cast_miss_{path}_us"] = median_us(lambda: module(miss))
+                row[f"miss_overhead_{path}_us"] = row[f"cast_miss_{path}_us"] - row["eager_miss_shape_us"]
+            override.front = front
+            row["native_front_armed"] = float(front is not None and front.armed > 0)
+        row["guard_cost_charged_us"] = guard_cost_us(card)
+    return {k: round(v, 3) for k, v in row.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "bench/results/guard_overhead.json")
@@ -199,6 +253,7 @@ def main() -> None:
         print(f"{name:<9}" + "".join(f"{row[c]:>25.2f}" for c in columns))
     print(f"dispatcher -> Python kernel entry: {result['dispatch_entry_us']} us")
     print("GroupNorm module card: " + ", ".join(f"{k} {v:.2f}" for k, v in result["module"].items()))  # type: ignore[union-attr]
+    print("module card: " + ", ".join(f"{k} {v:.2f}" for k, v in result["module_card"].items()))  # type: ignore[attr-defined]
     print("miss among an op's kernels: " + ", ".join(
         f"{k} {v:.2f}" for k, v in result["misses_among_kernels"].items()))  # type: ignore[union-attr]
     args.out.parent.mkdir(parents=True, exist_ok=True)

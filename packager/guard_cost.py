@@ -6,7 +6,9 @@ dispatcher (aten cards; measured on a probe op whose implementation returns at o
 over- rather than under-states it), matching the call, allocating outputs and the kernel's
 workspace (when it exports ``kf_workspace_bytes``) and filling the kernel's descriptors. It runs
 on the CPU whatever the card's device: the guard is host code. An aten card that the eager guard's
-native front serves is charged what a hit through that front costs, measured the same way.
+native front serves is charged what a hit through that front costs, measured the same way; a
+module card that the module guard's native front serves (positional tensor arguments only), what
+a hit through that front costs.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
@@ -24,6 +27,7 @@ from packager.guard import CallMatcher
 from packager.launcher import CallDescriptors, spec_layout
 from packager.module_state import ModuleKeyReader
 from packager.native.eager import native_eager_guard
+from packager.native.module import DECLINED, native_module_guard
 from packager.synthetic import allocated_outputs, allocated_workspace_bytes, synthetic_call
 from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG, VariantKey, decode_call
 
@@ -102,11 +106,48 @@ def native_guard_cost_us(card: Mapping[str, Any], workspace_bytes: int = 0, *, c
     return statistics.median(measured) if len(measured) == len(samples) else None
 
 
+def native_module_cost_us(card: Mapping[str, Any], workspace_bytes: int = 0) -> float | None:
+    """Per-call cost of a module card's hit through the module guard's native front, kernel
+    excluded: the override's own lines before it (the module's weak reference, the compile check),
+    the module compared with its snapshot, the tensors checked, outputs (and workspace) allocated,
+    descriptors filled and a kf_launch that does nothing called, on a synthetic module holding the
+    card's state. None for an aten card, a call the front cannot serve (keywords, or arguments
+    other than tensors), or where either native library cannot be built here."""
+    if card.get("kind") != "module":
+        return None
+    guard, eager = native_module_guard(), native_eager_guard()
+    if guard is None or eager is None:
+        return None
+    key, tensors = synthetic_call(VariantKey.from_json(card["key"]))
+    args, kwargs = decode_call(json.loads(key.template), tensors)
+    if set(kwargs) - {STATE_KWARG, ATTRIBUTES_KWARG}:
+        return None
+    front = guard.front()
+    index = front.add_call(key.tensors, [spec_layout(o) for o in allocated_outputs(card)], "cpu",
+                           eager.noop_launch_address, allocated_workspace_bytes(card, workspace_bytes))
+    module, call = synthetic_module(kwargs), tuple(args)
+    if index is None or not front.arm_index(index, module, call, tensors):
+        return None
+    module_ref = weakref.ref(module)
+
+    def guarded_hit() -> object:  # as ModuleOverride.forward reaches the front
+        held = module_ref()
+        if torch.compiler.is_compiling():
+            return DECLINED
+        return front.hit(held, call)
+
+    with torch.inference_mode():
+        if guarded_hit() is DECLINED:
+            return None
+        return median_us(guarded_hit)
+
+
 def guard_cost_us(card: Mapping[str, Any], workspace_bytes: int = 0) -> float:
     """Per-call cost of the runtime's path for ``card`` (a parsed OperatorCard), kernel excluded.
 
     An aten card that the eager guard's native front serves costs what that front costs
-    (:func:`native_guard_cost_us`); otherwise the Python path is measured, as follows.
+    (:func:`native_guard_cost_us`), a module card that the module guard's front serves what that
+    front costs (:func:`native_module_cost_us`); otherwise the Python path is measured, as follows.
 
     Module cards add reading the module's side of the key (:class:`ModuleKeyReader`), measured
     on a synthetic module with the card's tensors and attributes; aten cards add entering the
@@ -117,6 +158,8 @@ def guard_cost_us(card: Mapping[str, Any], workspace_bytes: int = 0) -> float:
     the size, while a CPU allocation of hundreds of MiB maps fresh pages on every call.
     """
     native = native_guard_cost_us(card, workspace_bytes)
+    if native is None:
+        native = native_module_cost_us(card, workspace_bytes)
     if native is not None:
         return native
     key, tensors = synthetic_call(VariantKey.from_json(card["key"]))

@@ -122,6 +122,10 @@ class KernelSet:
                 break
             self._by_first_shape[shape] = (*self._by_first_shape.get(shape, ()), kernel)
 
+    def first_shapes(self) -> list[torch.Size] | None:
+        """Every first-argument shape some kernel takes; None when a kernel's first argument is not a tensor."""
+        return None if self._by_first_shape is None else list(self._by_first_shape)
+
     def match(self, args: Sequence[object], kwargs: Mapping[str, object]
               ) -> tuple[LoadedKernel, list[torch.Tensor]] | None:
         """The kernel whose key the call matches, with the call's tensors; None after counting each miss."""

@@ -3,7 +3,10 @@
 ``forward`` of every module instance whose qualified class name equals a card's op is replaced
 by a guard on :func:`packager.variant.module_variant_key` (forward arguments plus the module's
 parameters and buffers). A miss, a call that needs autograd, or a kernel error runs the
-original forward.
+original forward. Once the Python guard has matched a call with positional arguments only,
+the module's native front (:mod:`packager.native.module`) serves calls like it from C++ while
+the module stays unchanged; it also turns away from C++ the calls whose first argument no kernel
+takes, and hands every other call back to the Python guard.
 
 Under torch.compile the kernel stays in the graph: the guard runs at trace time on fake
 tensors (shapes, strides, dtypes, device, arguments; dynamo guards on the same facts)
@@ -27,6 +30,7 @@ import torch
 from packager import graph_op
 from packager.kernel import KernelSet, LoadedKernel
 from packager.module_state import ModuleKeyReader
+from packager.native.module import DECLINED, ModuleFront, native_module_guard
 from packager.stats import AUTOGRAD
 from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG
 
@@ -84,6 +88,12 @@ class ModuleOverride(graph_op.GraphOwner):
         self._own_forward: Callable[..., Any] | None = module.__dict__.get("forward")
         self._class_forward = type(module).forward
         self._key_reader = ModuleKeyReader()
+        guard = native_module_guard() if self._kernels.kernels else None
+        self.front: ModuleFront | None = guard.front(self._kernels.kernels) if guard is not None else None
+        first_shapes = self._kernels.first_shapes()
+        if self.front is not None and first_shapes is not None and self._own_forward is None \
+                and len(self.front.index) == len(self._kernels.kernels):
+            self.front.turn_away(first_shapes, self._class_forward)
         super().__init__()
 
     def compiled_kernels(self) -> Iterable[LoadedKernel]:
@@ -96,6 +106,8 @@ class ModuleOverride(graph_op.GraphOwner):
 
     def uninstall(self) -> None:
         self.active = False
+        if self.front is not None:
+            self.front.disarm()
         module = self._module_ref()
         if module is None:
             return
@@ -122,6 +134,9 @@ class ModuleOverride(graph_op.GraphOwner):
         module = self._module()
         if torch.compiler.is_compiling():
             return self._forward_traced(module, args, kwargs)
+        native = None if kwargs else self.front
+        if native is not None and (served := native.hit(module, args)) is not DECLINED:
+            return served
         found = self._kernels.match(args, self._key_reader.call_kwargs(module, kwargs))
         if found is None:
             return self.original(*args, **kwargs)
@@ -132,6 +147,8 @@ class ModuleOverride(graph_op.GraphOwner):
         outputs = kernel.try_launch(tensors)
         if outputs is None:
             return self.original(*args, **kwargs)
+        if native is not None:
+            native.arm(kernel.card_id, module, args, tensors)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _forward_traced(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

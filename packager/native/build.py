@@ -1,8 +1,9 @@
 """Build and cache a native helper of the runtime (see :mod:`packager.native`).
 
 The library links against this process's torch (``libc10``, ``libtorch_cpu``, and ``libc10_cuda``
-where torch has CUDA and the CUDA headers are found), so its cache key holds the source, torch's
-version and CUDA version, and the compiler. A build goes to a temporary file and is renamed into
+where torch has CUDA and the CUDA headers are found; a Python extension also ``libtorch_python``
+and this Python's headers), so its cache key holds the source, torch's version and CUDA version,
+the compiler, and for an extension the Python version. A build goes to a temporary file and is renamed into
 place, so processes building at once never load a half-written library.
 """
 
@@ -13,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import warnings
@@ -65,7 +67,15 @@ def _cuda_include() -> Path | None:
     return None
 
 
-def _command(cxx: str, source: Path, output: Path, cuda_include: Path | None) -> list[str]:
+def _python_include() -> Path:
+    include = Path(sysconfig.get_paths()["include"])
+    if not (include / "Python.h").exists():
+        raise NativeBuildError(f"no Python headers: {include / 'Python.h'} is missing")
+    return include
+
+
+def _command(cxx: str, source: Path, output: Path, cuda_include: Path | None,
+             python_include: Path | None) -> list[str]:
     torch_dir = Path(torch.__file__).resolve().parent
     lib_dir = torch_dir / "lib"
     command = [
@@ -79,6 +89,9 @@ def _command(cxx: str, source: Path, output: Path, cuda_include: Path | None) ->
     if cuda_include is not None:
         command[1:1] = ["-DKF_WITH_CUDA", "-isystem", str(cuda_include)]
         command.append("-lc10_cuda")
+    if python_include is not None:
+        command[1:1] = ["-isystem", str(python_include)]
+        command.append("-ltorch_python")
     return command
 
 
@@ -89,18 +102,21 @@ def _compiler_version(cxx: str) -> str:
         raise NativeBuildError(f"{cxx} --version failed: {exc}") from exc
 
 
-def build(name: str) -> Path:
-    """The shared library built from ``packager/native/<name>.cpp``, from the cache when it is there.
+def build(name: str, *, python_extension: bool = False) -> Path:
+    """The shared library built from ``packager/native/<name>.cpp``, from the cache when it is there;
+    with ``python_extension``, a module this Python imports (``PyInit_<name>``).
 
     Raises :class:`NativeBuildError` naming what is missing or the compiler's error.
     """
     source = SOURCE_DIR / f"{name}.cpp"
     cxx = compiler()
     cuda_include = _cuda_include()
+    python_include = _python_include() if python_extension else None
     key = hashlib.sha256()
     headers = [h.read_bytes() for h in sorted(source.parent.glob("*.h"))]
     for part in (source.read_bytes(), *headers, torch.__version__.encode(), str(torch.version.cuda).encode(),
-                 str(cuda_include).encode(), _compiler_version(cxx).encode(), sys.platform.encode()):
+                 str(cuda_include).encode(), _compiler_version(cxx).encode(), sys.platform.encode(),
+                 str(python_include).encode(), sys.version.encode() if python_extension else b""):
         key.update(part)
         key.update(b"\0")
     target = cache_dir() / key.hexdigest()[:24] / f"{name}.so"
@@ -110,8 +126,8 @@ def build(name: str) -> Path:
     with tempfile.TemporaryDirectory(dir=target.parent) as work:
         partial = Path(work) / target.name
         try:
-            done = subprocess.run(_command(cxx, source, partial, cuda_include), capture_output=True, text=True,
-                                  timeout=BUILD_TIMEOUT_S)
+            done = subprocess.run(_command(cxx, source, partial, cuda_include, python_include), capture_output=True,
+                                  text=True, timeout=BUILD_TIMEOUT_S)
         except (OSError, subprocess.SubprocessError) as exc:
             raise NativeBuildError(f"building {source.name} failed: {exc}") from exc
         if done.returncode != 0:
@@ -127,7 +143,8 @@ _loaded: dict[str, object] = {}
 _failures: dict[str, str] = {}
 
 
-def load_once(name: str, wrap: Callable[[Path], Loaded], what: str) -> Loaded | None:
+def load_once(name: str, wrap: Callable[[Path], Loaded], what: str, *,
+              python_extension: bool = False) -> Loaded | None:
     """``wrap(build(name))``, once per process; None (with one warning saying that ``what`` stays in
     Python, and why) where it cannot be had, or while ``KFORGE_NATIVE=0``."""
     if os.environ.get(ENABLE_ENV, "1") == "0":
@@ -135,8 +152,8 @@ def load_once(name: str, wrap: Callable[[Path], Loaded], what: str) -> Loaded | 
     with _LOAD_LOCK:
         if name not in _loaded and name not in _failures:
             try:
-                _loaded[name] = wrap(build(name))
-            except (NativeBuildError, OSError) as exc:
+                _loaded[name] = wrap(build(name, python_extension=python_extension))
+            except (NativeBuildError, OSError, ImportError) as exc:
                 _failures[name] = str(exc)
                 warnings.warn(f"kforge_cast: {what} stays in Python ({exc})", RuntimeWarning, stacklevel=3)
         return _loaded.get(name)  # type: ignore[return-value]

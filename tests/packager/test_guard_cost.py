@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from packager.guard_cost import guard_cost_us, native_guard_cost_us
+from packager.guard_cost import guard_cost_us, native_guard_cost_us, native_module_cost_us
 from packager.native.build import ENABLE_ENV
 from packager.synthetic import allocated_outputs
 from tests.agent_service.agent_cards import aten_card
+from tests.packager.conftest import SmallNet, module_card
 
 
 def _group_norm_card(device: str) -> dict:
@@ -39,4 +40,25 @@ def test_a_card_the_front_cannot_learn_is_charged_the_python_path() -> None:
     x, index = torch.randn(4, 8), torch.tensor([2, 0])
     card = aten_card(torch.ops.aten.index.Tensor, [x, [index]])[0].model_dump()
     assert native_guard_cost_us(card) is None
+    assert 0 < guard_cost_us(card) < 1000
+
+
+def test_a_module_card_the_native_front_serves_is_charged_its_hit(monkeypatch) -> None:
+    net = SmallNet().eval()
+    card = module_card(net.block1, torch.randn(4, 8)).model_dump()
+    native = native_module_cost_us(card)
+    assert native is not None and 0 < native < 1000
+    assert native_guard_cost_us(card) is None  # the aten front serves aten cards only
+    monkeypatch.setenv(ENABLE_ENV, "0")
+    assert native_module_cost_us(card) is None  # the Python path is what runs, and is charged
+    assert 0 < guard_cost_us(card) < 1000
+
+
+def test_a_module_call_with_keywords_is_charged_the_python_path() -> None:
+    net = SmallNet().eval()
+    x = torch.randn(4, 8)
+    card = module_card(net.block1, x).model_dump()
+    template = card["key"]["template"]
+    template["kwargs"]["x"], template["args"] = template["args"][0], []
+    assert native_module_cost_us(card) is None
     assert 0 < guard_cost_us(card) < 1000
