@@ -660,7 +660,15 @@ def assert_same_outcome(call: Call, want: Outcome, got: Outcome) -> None:
     assert_same(got.result, want.result, exact=exact, where="result")
     assert got.aliases == want.aliases, f"outputs alias inputs {got.aliases}; eager's alias {want.aliases}"
     assert_same(got.grads, want.grads, exact=exact, where="grads")
-    assert_same(got.inputs, want.inputs, exact=exact, where="inputs after the call")
+    # An input whose elements share memory (an expanded running variance that batch norm updates
+    # in place) holds whichever write landed last: eager itself gives no defined value there.
+    written = [None if _self_overlapping(t) else t for t in got.inputs]
+    expected = [None if _self_overlapping(t) else t for t in want.inputs]
+    assert_same(written, expected, exact=exact, where="inputs after the call")
+
+
+def _self_overlapping(value: object) -> bool:
+    return isinstance(value, torch.Tensor) and torch._debug_has_internal_overlap(value) == 1
 
 
 # --- drawing calls ----------------------------------------------------------------------------
