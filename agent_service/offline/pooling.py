@@ -1,7 +1,10 @@
 """2-d pooling over NCHW planes: adaptive average pooling to any size, average and max pooling.
 
 Each output is computed from its window of the input plane by one thread (cuda) or loop
-iteration (cpu). Adaptive bins follow PyTorch: rows ``floor(o * in / out)`` to
+iteration (cpu). On cuda, average and max windows of fixed size are unrolled, so a thread issues
+all of its window's loads before it adds any (the clipped loop adds in the same order), and
+indices are 32-bit where the tensors allow it: 64-bit division by the plane sizes costs more
+than the loads of a small window. Adaptive bins follow PyTorch: rows ``floor(o * in / out)`` to
 ``ceil((o + 1) * in / out)``; pooling windows start at ``o * stride - padding`` (with dilation
 for max pooling, where NaN propagates as in PyTorch); average pooling divides as PyTorch does:
 by the window clipped to the padded plane with ``count_include_pad``, to the plane without, or by
@@ -20,6 +23,8 @@ from agent_service.offline.knobs import Knobs, KnobSpace
 from agent_service.offline.layout import is_contiguous
 from agent_service.offline.plan import cpu_thread_choices, cuda_grid_limit
 from kforge_domain.card import TensorSpec
+
+MAX_UNROLLED_WINDOW = 64  # window elements a cuda thread unrolls; larger windows keep the loop
 
 
 @dataclass(frozen=True)
@@ -49,14 +54,26 @@ class AdaptivePoolPlan:
         if x.dtype not in cxx.FLOAT_DTYPES or y.dtype not in cxx.FLOAT_DTYPES:
             raise UnsupportedCard("only float32, float16 and bfloat16 pooling is templated")
 
+    @property
+    def _fits_32_bits(self) -> bool:
+        # a grid-stride index passes the last output by at most the grid's size: twice the outputs
+        return max(self.planes * self.in_h * self.in_w, self.planes * self.out_h * self.out_w) < 2**30
+
+    @property
+    def _unrollable(self) -> bool:
+        return self.kind in ("avg", "max") and self.kernel[0] * self.kernel[1] <= MAX_UNROLLED_WINDOW
+
     def knob_space(self, backend: str, device: DeviceDescription) -> KnobSpace:
         if backend == "cuda":
-            return KnobSpace({"threads_per_block": (256, 128, 512)})
+            return KnobSpace({"threads_per_block": (256, 128, 512),
+                              "unroll_window": (True, False) if self._unrollable else (False,),
+                              "index_bits": (32, 64) if self._fits_32_bits else (64,)})
         return KnobSpace({"threads": cpu_thread_choices(device), "schedule": ("static", "dynamic")})
 
-    def _avg_loop(self) -> str:
+    def _avg_loop(self, unrolled: bool = False, n: str = "LL") -> str:
         """PyTorch's windows: clipped to the padded plane for the divisor, to the plane for the sum;
-        a window wholly in the padding (possible with ceil_mode) writes 0."""
+        a window wholly in the padding (possible with ceil_mode) writes 0. ``n`` is the suffix of
+        index constants ("LL" for 64-bit indices, "" for 32-bit ones)."""
         ih, iw = self.in_h, self.in_w
         (kh, kw), (sh, sw), (ph, pw) = self.kernel, self.stride, self.padding
         if self.divisor is not None:
@@ -65,37 +82,45 @@ class AdaptivePoolPlan:
             divisor = "(float)((h1p - h0) * (w1p - w0))"
         else:
             divisor = "(float)((h1 - h0c) * (w1 - w0c))"
-        return (f"    const int64_t h0 = oh * {sh}LL - {ph}LL, w0 = ow * {sw}LL - {pw}LL;\n"
-                f"    const int64_t h1p = h0 + {kh}LL < {ih + ph}LL ? h0 + {kh}LL : {ih + ph}LL;\n"
-                f"    const int64_t w1p = w0 + {kw}LL < {iw + pw}LL ? w0 + {kw}LL : {iw + pw}LL;\n"
-                "    const int64_t h0c = h0 > 0 ? h0 : 0, w0c = w0 > 0 ? w0 : 0;\n"
-                f"    const int64_t h1 = h1p < {ih}LL ? h1p : {ih}LL, w1 = w1p < {iw}LL ? w1p : {iw}LL;\n"
-                f"    const TX *plane = x + p * {ih * iw}LL;\n    float s = 0.0f;\n"
-                f"    for (int64_t h = h0c; h < h1; ++h)\n      for (int64_t w = w0c; w < w1; ++w) "
-                f"s += kf_to_f32(plane[h * {iw}LL + w]);\n"
+        if unrolled:  # the window's fixed extent, each position checked against the plane
+            window = (f"#pragma unroll\n    for (int a = 0; a < {kh}; ++a) {{\n      const IDX h = h0 + a;\n"
+                      f"      if (h < 0 || h >= {ih}{n}) continue;\n"
+                      f"#pragma unroll\n      for (int b = 0; b < {kw}; ++b) {{\n        const IDX w = w0 + b;\n"
+                      f"        if (w >= 0 && w < {iw}{n}) s += kf_to_f32(plane[h * {iw}{n} + w]);\n      }}\n    }}\n")
+        else:
+            window = (f"    for (IDX h = h0c; h < h1; ++h)\n      for (IDX w = w0c; w < w1; ++w) "
+                      f"s += kf_to_f32(plane[h * {iw}{n} + w]);\n")
+        return (f"    const IDX h0 = oh * {sh}{n} - {ph}{n}, w0 = ow * {sw}{n} - {pw}{n};\n"
+                f"    const IDX h1p = h0 + {kh}{n} < {ih + ph}{n} ? h0 + {kh}{n} : {ih + ph}{n};\n"
+                f"    const IDX w1p = w0 + {kw}{n} < {iw + pw}{n} ? w0 + {kw}{n} : {iw + pw}{n};\n"
+                "    const IDX h0c = h0 > 0 ? h0 : 0, w0c = w0 > 0 ? w0 : 0;\n"
+                f"    const IDX h1 = h1p < {ih}{n} ? h1p : {ih}{n}, w1 = w1p < {iw}{n} ? w1p : {iw}{n};\n"
+                f"    const TX *plane = x + p * {ih * iw}{n};\n    float s = 0.0f;\n"
+                f"{window}"
                 f"    y[i] = kf_from_f32<TY>(h0c >= h1 || w0c >= w1 ? 0.0f : s / {divisor});\n")
 
-    def _bin_loop(self) -> str:
+    def _bin_loop(self, unrolled: bool = False, n: str = "LL") -> str:
         ih, iw, oh, ow = self.in_h, self.in_w, self.out_h, self.out_w
         if self.kind == "avg":
-            return self._avg_loop()
+            return self._avg_loop(unrolled, n)
+        unroll = "#pragma unroll\n" if unrolled else ""
         if self.kind == "max":
             (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel, self.stride, self.padding, self.dilation
-            return (f"    const TX *plane = x + p * {ih * iw}LL;\n    float m = -INFINITY;\n"
-                    f"    for (int64_t a = 0; a < {kh}LL; ++a) {{\n"
-                    f"      const int64_t h = oh * {sh}LL - {ph}LL + a * {dh}LL;\n"
-                    f"      if (h < 0 || h >= {ih}LL) continue;\n"
-                    f"      for (int64_t b = 0; b < {kw}LL; ++b) {{\n"
-                    f"        const int64_t w = ow * {sw}LL - {pw}LL + b * {dw}LL;\n"
-                    f"        if (w < 0 || w >= {iw}LL) continue;\n"
-                    f"        const float v = kf_to_f32(plane[h * {iw}LL + w]);\n"
+            return (f"    const TX *plane = x + p * {ih * iw}{n};\n    float m = -INFINITY;\n"
+                    f"{unroll}    for (IDX a = 0; a < {kh}{n}; ++a) {{\n"
+                    f"      const IDX h = oh * {sh}{n} - {ph}{n} + a * {dh}{n};\n"
+                    f"      if (h < 0 || h >= {ih}{n}) continue;\n"
+                    f"{unroll}      for (IDX b = 0; b < {kw}{n}; ++b) {{\n"
+                    f"        const IDX w = ow * {sw}{n} - {pw}{n} + b * {dw}{n};\n"
+                    f"        if (w < 0 || w >= {iw}{n}) continue;\n"
+                    f"        const float v = kf_to_f32(plane[h * {iw}{n} + w]);\n"
                     "        m = (v > m || v != v) ? v : m;\n      }\n    }\n"
                     "    y[i] = kf_from_f32<TY>(m);\n")
-        return (f"    const int64_t h0 = (oh * {ih}LL) / {oh}LL, h1 = ((oh + 1) * {ih}LL + {oh - 1}LL) / {oh}LL;\n"
-                f"    const int64_t w0 = (ow * {iw}LL) / {ow}LL, w1 = ((ow + 1) * {iw}LL + {ow - 1}LL) / {ow}LL;\n"
-                f"    const TX *plane = x + p * {ih * iw}LL;\n    float s = 0.0f;\n"
-                f"    for (int64_t h = h0; h < h1; ++h)\n      for (int64_t w = w0; w < w1; ++w) "
-                f"s += kf_to_f32(plane[h * {iw}LL + w]);\n"
+        return (f"    const IDX h0 = (oh * {ih}{n}) / {oh}{n}, h1 = ((oh + 1) * {ih}{n} + {oh - 1}{n}) / {oh}{n};\n"
+                f"    const IDX w0 = (ow * {iw}{n}) / {ow}{n}, w1 = ((ow + 1) * {iw}{n} + {ow - 1}{n}) / {ow}{n};\n"
+                f"    const TX *plane = x + p * {ih * iw}{n};\n    float s = 0.0f;\n"
+                f"    for (IDX h = h0; h < h1; ++h)\n      for (IDX w = w0; w < w1; ++w) "
+                f"s += kf_to_f32(plane[h * {iw}{n} + w]);\n"
                 f"    y[i] = kf_from_f32<TY>(s / (float)((h1 - h0) * (w1 - w0)));\n")
 
     def render(self, backend: str, knobs: Knobs, device: DeviceDescription) -> str:
@@ -103,18 +128,22 @@ class AdaptivePoolPlan:
         tx = cxx.element_type(self.inputs[self.x].dtype, backend)
         ty = cxx.element_type(self.outputs[0].dtype, backend)
         total = self.planes * self.out_h * self.out_w
-        index = (f"    const int64_t p = i / {self.out_h * self.out_w}LL, oh = (i / {self.out_w}LL) % {self.out_h}LL,"
-                 f" ow = i % {self.out_w}LL;\n")
+        def index(n: str) -> str:
+            return (f"    const IDX p = i / {self.out_h * self.out_w}{n}, oh = (i / {self.out_w}{n}) % {self.out_h}{n},"
+                    f" ow = i % {self.out_w}{n};\n")
+
         if backend == "cuda":
             block = int(knobs["threads_per_block"])
             grid = max(1, min(cxx.ceil_div(total, block), cuda_grid_limit(device, block)))
+            n, idx = ("", "int") if knobs["index_bits"] == 32 else ("LL", "int64_t")
             return f"""{cxx.CUDA_PRELUDE}
 typedef {tx} TX;
 typedef {ty} TY;
+typedef {idx} IDX;
 /* {self.summary} */
 __global__ void __launch_bounds__({block}) kf_pool(const TX *__restrict__ x, TY *__restrict__ y) {{
-  for (int64_t i = (int64_t)blockIdx.x * {block} + threadIdx.x; i < {total}LL; i += (int64_t)gridDim.x * {block}) {{
-{index}{self._bin_loop()}  }}
+  for (IDX i = (IDX)blockIdx.x * {block} + threadIdx.x; i < {total}{n}; i += (IDX)gridDim.x * {block}) {{
+{index(n)}{self._bin_loop(bool(knobs["unroll_window"]), n)}  }}
 }}
 
 extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
@@ -130,11 +159,12 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
         return f"""{cxx.CPU_PRELUDE}
 typedef {tx} TX;
 typedef {ty} TY;
+typedef int64_t IDX;
 /* {self.summary} */
 static void kf_pool(const TX *__restrict x, TY *__restrict y) {{
 #pragma omp parallel for{threads} schedule({knobs["schedule"]})
   for (int64_t i = 0; i < {total}LL; ++i) {{
-{index}{self._bin_loop()}  }}
+{index("LL")}{self._bin_loop()}  }}
 }}
 
 {launch}"""

@@ -7,7 +7,9 @@ and eager on the device (CUDA events), and records what the builder decides with
 cost charged ("packaged" / "fallbacks"). It then exercises the runtime whatever that verdict,
 with a cast of the same kernels whose latencies are stand-ins: guard overhead per call, hits,
 fallbacks, and the model end to end, eager and with the cast, in one process. Needs only torch,
-nvcc and this repository's ``packager``.
+nvcc and this repository's ``packager``. A module card (``relu(x) * weight`` in a leaf module) is
+timed the same way: eager, a hit through the module guard's native front, the same hit through the
+Python guard alone, and misses, with the module's outputs checked against eager.
 """
 
 from __future__ import annotations
@@ -37,7 +39,14 @@ from packager.format import KernelEntry, ModelIdentity, build_cast  # noqa: E402
 from packager.guard_cost import median_us  # noqa: E402
 from packager.manifest import KEPT, ModeVerdict  # noqa: E402
 from packager.native.build import ENABLE_ENV  # noqa: E402
-from packager.variant import dtype_name, encode_call, variant_key  # noqa: E402
+from packager.variant import (  # noqa: E402
+    STATE_KWARG,
+    dtype_name,
+    encode_call,
+    module_state,
+    module_variant_key,
+    variant_key,
+)
 
 ROWS, COLS = 256, 1024
 ROUNDS = 4
@@ -91,6 +100,34 @@ extern "C" int kf_launch(const kf_tensor *in, int32_t n_in, kf_tensor *out, int3
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }
 """
+
+
+SCALED_RELU_CU = r"""
+#include "kf_abi.h"
+#include <cuda_runtime.h>
+__global__ void scaled_relu(const float *x, const float *w, float *y, int64_t n, int64_t cols) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = (x[i] > 0.f ? x[i] : 0.f) * w[i % cols];
+}
+extern "C" int kf_launch(const kf_tensor *in, int32_t n_in, kf_tensor *out, int32_t n_out, void *stream) {
+  if (n_in != 2 || n_out != 1 || in[0].dtype != KF_F32 || in[0].ndim != 2) return 2;
+  int64_t n = in[0].shape[0] * in[0].shape[1];
+  scaled_relu<<<(unsigned)((n + 255) / 256), 256, 0, (cudaStream_t)stream>>>(
+      (const float *)in[0].data, (const float *)in[1].data, (float *)out[0].data, n, in[0].shape[1]);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+"""
+
+
+class ScaledRelu(torch.nn.Module):
+    """A leaf module served by a module card."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(COLS))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) * self.weight
 
 
 class Net(torch.nn.Module):
@@ -374,9 +411,68 @@ def run(out_dir: pathlib.Path) -> dict:
         "model_miss_eager_us": round(miss_eager_us, 1), "model_miss_cast_us": round(miss_cast_us, 1),
         "max_abs_error": float((got - want).abs().max()),
         "stats": stats,
+        "module_card": _module_card_or_error(arch, work, toolchain),
     }
     (out_dir / "packager.json").write_text(json.dumps(result, indent=1))
     return result
+
+
+def _module_card(arch: str, work: pathlib.Path, toolchain: str) -> dict[str, object]:
+    """A module card's eager calls on the GPU: per-call wall (µs, synchronised) of eager, the native
+    front's hit, the Python guard's hit, and misses, alternating in rounds."""
+    module = ScaledRelu().cuda().eval()
+    x, other = torch.randn(ROWS, COLS, device="cuda"), torch.randn(ROWS // 2, COLS, device="cuda")
+    artifact, flags = _compile(SCALED_RELU_CU, "scaled_relu", arch, work)
+    with torch.inference_mode():
+        key = module_variant_key(module, [x], {})
+        _, tensors = encode_call([x], {STATE_KWARG: module_state(module)})
+        card = {"id": key.id, "kind": "module", "op": key.op, "device": "cuda", "key": key.to_json(),
+                "inputs": [_spec(t) for t in tensors], "outputs": [_spec(module(x))]}
+        entry = _stand_in(KernelEntry(
+            card_id=key.id, kind="module", op=key.op, card_json=json.dumps(card), backend="cuda", arch=arch,
+            audit_class="custom", source=SCALED_RELU_CU, artifact=artifact, eager_latency_us=0.0,
+            eager_spread_us=None, latency_us=0.0, latency_spread_us=None, speedup=0.0, rel_l2_error=None,
+            max_scaled_error=None, source_sha256=hashlib.sha256(SCALED_RELU_CU.encode()).hexdigest(),
+            compiler_flags=flags, toolchain=toolchain, candidate_id="bench-module"))
+        build_cast(work / "module.cast", ModelIdentity("bench", "module", "module"), [entry], [])
+        cast = load_cast(work / "module.cast")
+        want, want_other = module(x), module(other)
+        walls: dict[str, list[float]] = {}
+        with cast.applied_to(module):
+            (override,) = cast._modules.values()
+            front = override.front
+            got, got_other = module(x), module(other)
+            for _ in range(ROUNDS):
+                override.front = None
+                walls.setdefault("python hit", []).extend(_wall_samples(lambda: module(x), 50))
+                walls.setdefault("python miss", []).extend(_wall_samples(lambda: module(other), 50))
+                override.front = front
+                walls.setdefault("native hit", []).extend(_wall_samples(lambda: module(x), 50))
+                walls.setdefault("native miss", []).extend(_wall_samples(lambda: module(other), 50))
+                cast.remove()
+                walls.setdefault("eager", []).extend(_wall_samples(lambda: module(x), 50))
+                walls.setdefault("eager miss", []).extend(_wall_samples(lambda: module(other), 50))
+                cast.apply(module)
+                (override,) = cast._modules.values()
+                front = override.front
+                module(x)  # the first hit arms the new front
+            armed = front.armed if front is not None else 0
+        stats = cast.stats()
+    wall = {name: round(statistics.median(samples), 2) for name, samples in walls.items()}
+    return {"wall_us": wall, "native_hit_over_eager": round(wall["native hit"] - wall["eager"], 2),
+            "python_hit_over_eager": round(wall["python hit"] - wall["eager"], 2),
+            "native_miss_overhead": round(wall["native miss"] - wall["eager miss"], 2),
+            "python_miss_overhead": round(wall["python miss"] - wall["eager miss"], 2),
+            "front_armed": armed, "max_abs_error": float(max((got - want).abs().max(),
+                                                              (got_other - want_other).abs().max())),
+            "stats": stats}
+
+
+def _module_card_or_error(arch: str, work: pathlib.Path, toolchain: str) -> dict[str, object]:
+    try:
+        return _module_card(arch, work, toolchain)
+    except Exception as exc:  # the other figures of the run are kept
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 if __name__ == "__main__":

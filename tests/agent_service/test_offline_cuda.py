@@ -118,9 +118,11 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
          [r(8, 16, 4, 4), r(16), r(16), r(16), r(16).abs(), 0.1, 1e-5], {}, [{}]),
         ("global_pool", aten.adaptive_avg_pool2d.default, [r(32, 2048, 7, 7, dtype=bf16), [1, 1]], {}, [{}]),
         ("adaptive_pool", aten._adaptive_avg_pool2d.default, [r(2, 64, 14, 14, dtype=bf16), [5, 5]], {}, [{}]),
-        ("max_pool", aten.max_pool2d.default, [r(2, 64, 56, 56, dtype=bf16), [3, 3], [2, 2], [1, 1]], {}, [{}]),
+        ("max_pool", aten.max_pool2d.default, [r(2, 64, 56, 56, dtype=bf16), [3, 3], [2, 2], [1, 1]], {},
+         [{}, {"unroll_window": False, "index_bits": 64}]),
         ("avg_pool_ceil", aten.avg_pool2d.default, [r(2, 64, 55, 55, dtype=bf16), [3, 3], [2, 2], [1, 1], True, False],
-         {}, [{}]),
+         {}, [{}, {"unroll_window": False, "index_bits": 64}]),
+        ("avg_pool_wide_window", aten.avg_pool2d.default, [r(1, 4, 40, 40), [9, 9], [1, 1], [4, 4]], {}, [{}]),
     ]
     cards = []
     for name, op, args, kwargs, knob_sets in aten_cases:
