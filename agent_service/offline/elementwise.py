@@ -143,7 +143,7 @@ class ElementwisePlan:
                 "threads_per_block": (256, 128, 512, 1024),
                 "vector": (vec, 1) if vec > 1 else (1,),
                 "unroll": (2, 1, 4),
-                "waves": (1, 2, 4),
+                "waves": (1, 2, 4, 0),  # 0: one block per chunk of the tensor, as eager's kernels launch
                 "fast_math": (True, False) if self.uses_math else (True,),
             }, only_in={name: ("direct",) for name in ("threads_per_block", "vector", "unroll", "waves")})
         return KnobSpace({
@@ -330,7 +330,9 @@ def _render_cuda(plan: ElementwisePlan, knobs: Knobs, device: DeviceDescription)
         store,
         "    }",
     ]
-    grid = min(cxx.ceil_div(nvec, block * unroll), cuda_grid_limit(device, block) * int(knobs["waves"]))
+    grid = min(cxx.ceil_div(nvec, block * unroll), 2**31 - 1)
+    if knobs["waves"]:  # a persistent grid of that many device waves, each thread looping over the rest
+        grid = min(grid, cuda_grid_limit(device, block) * int(knobs["waves"]))
     aligned = [f"inputs[{o.tensor}].data"
                for o, s in zip(plan.operands, op_strides, strict=True) if vec > 1 and s[-1] == 1]
     if vec > 1:

@@ -48,7 +48,8 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
     """(name, card, knob overrides) covering every family and structural knob."""
     cl = torch.channels_last
     aten_cases: list[tuple[str, Any, list[Any], dict[str, Any], list[dict[str, Any]]]] = [
-        ("gelu_bf16", aten.gelu.default, [r(64, 1024, dtype=bf16)], {}, [{}, {"vector": 1, "fast_math": False}]),
+        ("gelu_bf16", aten.gelu.default, [r(64, 1024, dtype=bf16)], {},
+         [{}, {"vector": 1, "fast_math": False}, {"waves": 0}]),
         ("silu_f16_odd", aten.silu.default, [r(7, 9, dtype=f16)], {}, [{}]),
         ("add_broadcast_bf16", aten.add.Tensor, [r(8, 256, dtype=bf16), r(256, dtype=bf16)], {"alpha": 2},
          [{}, {"unroll": 4, "threads_per_block": 1024}]),
@@ -119,9 +120,9 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         ("global_pool", aten.adaptive_avg_pool2d.default, [r(32, 2048, 7, 7, dtype=bf16), [1, 1]], {}, [{}]),
         ("adaptive_pool", aten._adaptive_avg_pool2d.default, [r(2, 64, 14, 14, dtype=bf16), [5, 5]], {}, [{}]),
         ("max_pool", aten.max_pool2d.default, [r(2, 64, 56, 56, dtype=bf16), [3, 3], [2, 2], [1, 1]], {},
-         [{}, {"unroll_window": False, "index_bits": 64}]),
+         [{}, {"unroll_window": False, "index_bits": 32}]),
         ("avg_pool_ceil", aten.avg_pool2d.default, [r(2, 64, 55, 55, dtype=bf16), [3, 3], [2, 2], [1, 1], True, False],
-         {}, [{}, {"unroll_window": False, "index_bits": 64}]),
+         {}, [{}, {"unroll_window": False, "index_bits": 32}]),
         ("avg_pool_wide_window", aten.avg_pool2d.default, [r(1, 4, 40, 40), [9, 9], [1, 1], [4, 4]], {}, [{}]),
     ]
     cards = []
