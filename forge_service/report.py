@@ -176,7 +176,10 @@ def plot_report(report: RunReport, path: Path) -> None:
                                       gridspec_kw={"width_ratios": [3, 1]})
     labels = [f"{c.op.split('.')[-2] if c.kind == 'module' else c.op} ({c.time_share:.0%})" for c in cards]
     rows = range(len(cards))
-    left.barh([r + 0.2 for r in rows], [c.eager_us or 0 for c in cards], height=0.4, label="eager")
+    # A whisker as wide as the timed calls' interquartile range, centred on the median.
+    eager_whiskers = [(c.eager_spread_us or 0.0) / 2 for c in cards]
+    left.barh([r + 0.2 for r in rows], [c.eager_us or 0 for c in cards], height=0.4, xerr=eager_whiskers,
+              error_kw={"elinewidth": 1, "capsize": 2}, label="eager (whisker: IQR)")
     left.barh([r - 0.2 for r in rows], [c.best_us or 0 for c in cards], height=0.4, label="best kernel")
     left.set_yticks(list(rows), labels, fontsize=8)
     left.set_xlabel("µs per call")

@@ -17,7 +17,7 @@ from forge_service.end_to_end import (
     prune_reason,
 )
 from forge_service.packaging import least_saving_op
-from forge_service.report import CardReport, RunReport, card_reports
+from forge_service.report import CardReport, RunReport, card_reports, plot_report
 from forge_service.store import CardRow, RunStore
 from packager.format import build_cast
 from tests.packager.conftest import MODEL, RELU, SOFTMAX, compile_kernel, entry, relu_card, softmax_card
@@ -201,3 +201,22 @@ def test_a_report_written_before_the_spread_was_kept_still_reads() -> None:
     del old["cards"][0]["eager_spread_us"]
     report = RunReport.model_validate(old)
     assert report.cards[0].eager_spread_us is None and "| 500 ± — |" in report.markdown()
+
+
+def test_the_plot_draws_each_eager_time_with_a_whisker_as_wide_as_its_spread(tmp_path: Path, monkeypatch) -> None:
+    import matplotlib.axes
+
+    report = RunReport(run_id="r1", model_spec="m.py", backend="cpu", device="test cpu",
+                       cards=[_card(), _card(card_id="c2", eager_spread_us=None)],
+                       end_to_end=EndToEnd(measured=False, error="not run"), cast_path=None, kernels_packaged=0)
+    drawn: list[object] = []
+    barh = matplotlib.axes.Axes.barh
+
+    def recording(self, *args, **kwargs):  # the real drawing, its whiskers kept for the check
+        drawn.append(kwargs.get("xerr"))
+        return barh(self, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "barh", recording)
+    plot_report(report, tmp_path / "report.png")
+    assert (tmp_path / "report.png").stat().st_size > 0
+    assert drawn == [[2.5, 0.0], None]  # eager: ±IQR/2 of its 5 µs; the best kernel: none
