@@ -56,6 +56,7 @@ class CardSummary:
     best_latency_us: float | None = None
     eager_latency_us: float | None = None
     eager_spread_us: float | None = None  # the interquartile range of eager_latency_us's series
+    best_spread_us: float | None = None  # the interquartile range of best_latency_us's series
     speedup: float | None = None
 
 
@@ -114,6 +115,7 @@ def card_summaries(store: RunStore) -> list[CardSummary]:
             best_latency_us=result.latency_us if result else None,
             eager_latency_us=result.eager_latency_us if result else None,
             eager_spread_us=result.eager_spread_us if result else None,
+            best_spread_us=result.latency_spread_us if result else None,
             speedup=result.speedup if result else None,
         ))
     return out

@@ -53,7 +53,8 @@ def run_cards(store: RunStore) -> list[forge_pb2.RunCard]:
         )
         _set_present(msg, floor_us=card.floor_us, best_candidate_id=card.best_candidate_id,
                      best_latency_us=card.best_latency_us, eager_latency_us=card.eager_latency_us,
-                     eager_spread_us=card.eager_spread_us, speedup=card.speedup)
+                     eager_spread_us=card.eager_spread_us, best_spread_us=card.best_spread_us,
+                     speedup=card.speedup)
         out.append(msg)
     return out
 

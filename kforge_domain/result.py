@@ -62,5 +62,9 @@ class CandidateResult:
         return self.figures.eager_spread_us if self.figures else None
 
     @property
+    def latency_spread_us(self) -> float | None:
+        return self.figures.latency_spread_us if self.figures else None
+
+    @property
     def speedup(self) -> float | None:
         return self.figures.speedup if self.figures else None

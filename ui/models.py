@@ -177,6 +177,8 @@ class CardSummary:
     """The interquartile range of ``eager_us``'s timed calls; None: not recorded."""
     model_eager_spread_us: float | None = None
     """The interquartile range of ``model_eager_us``'s timed calls; None: not recorded."""
+    best_spread_us: float | None = None
+    """The interquartile range of ``best_us``'s timed calls; None: not recorded."""
 
     @property
     def pct_of_floor(self) -> float | None:
@@ -199,7 +201,7 @@ class CardSummary:
             evaluations=card.evaluations, cost_usd=card.cost.usd, budget=card.budget,
             eager_in_series=eager is not None, model_eager_us=card.card.eager_us or None,
             eager_spread_us=_optional(card, "eager_spread_us") if eager is not None else model_spread,
-            model_eager_spread_us=model_spread,
+            model_eager_spread_us=model_spread, best_spread_us=_optional(card, "best_spread_us"),
         )
 
 

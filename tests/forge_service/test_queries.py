@@ -38,6 +38,7 @@ def test_a_card_summary_names_its_best_kernel_by_speedup(llm_run) -> None:
     assert (card.best_latency_us, card.eager_latency_us, card.speedup, card.floor_us) == (
         BEST_US, EAGER_US, 2.0, FLOOR_US)
     assert card.eager_spread_us == SERIES_SPREAD_US  # the spread of the series the speedup comes from
+    assert card.best_spread_us == 2.0  # the best kernel's own, from the same series
 
 
 def test_the_card_tree_gives_depths_verdicts_and_replayed_visits(llm_run) -> None:

@@ -51,6 +51,13 @@ def test_card_summary_takes_the_spread_of_the_eager_time_it_shows() -> None:
     assert CardSummary.from_proto(forge_pb2.RunCard(card=types_pb2.OperatorCard(eager_us=7.0))).eager_spread_us is None
 
 
+def test_card_summary_takes_the_spread_of_the_best_time() -> None:
+    msg = forge_pb2.RunCard(card=types_pb2.OperatorCard(id="c", eager_us=7.0), best_latency_us=3.0, best_spread_us=0.3)
+    assert (CardSummary.from_proto(msg).best_us, CardSummary.from_proto(msg).best_spread_us) == (3.0, 0.3)
+    msg.ClearField("best_spread_us")
+    assert CardSummary.from_proto(msg).best_spread_us is None
+
+
 def test_best_lineage_runs_from_the_best_candidate_to_its_first_ancestor() -> None:
     assert factories.tree("k3").best_lineage() == ["k3", "k1"]
     assert factories.tree("").best_lineage() == []

@@ -97,6 +97,7 @@ def test_card_page_draws_the_revision_tree_with_the_best_lineage() -> None:
     # the eager time the header shows is the one the best kernel's speedup divides: it says so
     metrics = _metrics(at)
     assert metrics["Eager, same series as best"] == "500.00 ± 5.00 µs" and metrics["Speedup"] == "×2.00"
+    assert metrics["Best"] == "250.00 ± 2.00 µs"  # the best kernel's median and spread, from the same series
     assert "Eager in the model" not in metrics
     helps = {m.label: m.proto.help for m in at.metric}
     assert "in the model at capture: 500.00 ± 6.00 µs" in helps["Eager, same series as best"]

@@ -27,7 +27,8 @@ def render_card_header(card: CardSummary) -> None:
         cols[1].metric("Eager in the model", spread_text(card.eager_us, card.eager_spread_us, "µs"),
                        help="median ± IQR of the card's time in the model at capture; once a kernel passes, the "
                             "eager time measured beside it is shown")
-    cols[2].metric("Best", us_text(card.best_us))
+    cols[2].metric("Best", spread_text(card.best_us, card.best_spread_us, "µs") if card.best_us else us_text(None),
+                   help="median ± IQR of the best kernel's timed calls, in the same series as the eager time")
     cols[3].metric("Speedup", speedup_text(card.speedup))
 
 

@@ -146,7 +146,7 @@ class ResumeRunRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class RunCard(_message.Message):
-    __slots__ = ("card", "status", "reason", "best_latency_us", "eager_latency_us", "speedup", "floor_us", "best_candidate_id", "audit_class", "evaluations", "cost", "budget", "eager_spread_us")
+    __slots__ = ("card", "status", "reason", "best_latency_us", "eager_latency_us", "speedup", "floor_us", "best_candidate_id", "audit_class", "evaluations", "cost", "budget", "eager_spread_us", "best_spread_us")
     CARD_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
@@ -160,6 +160,7 @@ class RunCard(_message.Message):
     COST_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     EAGER_SPREAD_US_FIELD_NUMBER: _ClassVar[int]
+    BEST_SPREAD_US_FIELD_NUMBER: _ClassVar[int]
     card: _types_pb2.OperatorCard
     status: str
     reason: str
@@ -173,7 +174,8 @@ class RunCard(_message.Message):
     cost: _types_pb2.Cost
     budget: int
     eager_spread_us: float
-    def __init__(self, card: _Optional[_Union[_types_pb2.OperatorCard, _Mapping]] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., best_latency_us: _Optional[float] = ..., eager_latency_us: _Optional[float] = ..., speedup: _Optional[float] = ..., floor_us: _Optional[float] = ..., best_candidate_id: _Optional[str] = ..., audit_class: _Optional[str] = ..., evaluations: _Optional[int] = ..., cost: _Optional[_Union[_types_pb2.Cost, _Mapping]] = ..., budget: _Optional[int] = ..., eager_spread_us: _Optional[float] = ...) -> None: ...
+    best_spread_us: float
+    def __init__(self, card: _Optional[_Union[_types_pb2.OperatorCard, _Mapping]] = ..., status: _Optional[str] = ..., reason: _Optional[str] = ..., best_latency_us: _Optional[float] = ..., eager_latency_us: _Optional[float] = ..., speedup: _Optional[float] = ..., floor_us: _Optional[float] = ..., best_candidate_id: _Optional[str] = ..., audit_class: _Optional[str] = ..., evaluations: _Optional[int] = ..., cost: _Optional[_Union[_types_pb2.Cost, _Mapping]] = ..., budget: _Optional[int] = ..., eager_spread_us: _Optional[float] = ..., best_spread_us: _Optional[float] = ...) -> None: ...
 
 class ListRunCardsRequest(_message.Message):
     __slots__ = ("run_id",)
