@@ -5,12 +5,14 @@ iteration (cpu). On cuda, average and max windows of fixed size may be unrolled,
 issues all of its window's loads before it adds any (the clipped loop adds in the same order),
 and indices may be 32-bit where the tensors allow it. On the H200, for a 3x3 stride-2 average
 pool over 256 MiB, unrolling took the kernel from 211 to 94 µs; 64-bit indices beat 32-bit ones
-(94–97 against 112 µs), so they are tried first. Adaptive bins follow PyTorch: rows ``floor(o * in / out)`` to
-``ceil((o + 1) * in / out)``; pooling windows start at ``o * stride - padding`` (with dilation
-for max pooling, where NaN propagates as in PyTorch); average pooling divides as PyTorch does:
-by the window clipped to the padded plane with ``count_include_pad``, to the plane without, or by
-the override. Global average pooling (output 1) goes to the row engine instead, which reduces a
-plane with all threads of a warp or block.
+(94–97 against 112 µs), so they are tried first.
+
+Adaptive bins follow PyTorch: rows ``floor(o * in / out)`` to ``ceil((o + 1) * in / out)``;
+pooling windows start at ``o * stride - padding`` (with dilation for max pooling, where NaN
+propagates as in PyTorch); average pooling divides as PyTorch does: by the window clipped to the
+padded plane with ``count_include_pad``, to the plane without, or by the override. Global average
+pooling (output 1) goes to the row engine instead, which reduces a plane with all threads of a
+warp or block.
 """
 
 from __future__ import annotations
@@ -129,6 +131,7 @@ class AdaptivePoolPlan:
         tx = cxx.element_type(self.inputs[self.x].dtype, backend)
         ty = cxx.element_type(self.outputs[0].dtype, backend)
         total = self.planes * self.out_h * self.out_w
+
         def index(n: str) -> str:
             return (f"    const IDX p = i / {self.out_h * self.out_w}{n}, oh = (i / {self.out_w}{n}) % {self.out_h}{n},"
                     f" ow = i % {self.out_w}{n};\n")

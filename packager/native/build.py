@@ -3,8 +3,8 @@
 The library links against this process's torch (``libc10``, ``libtorch_cpu``, and ``libc10_cuda``
 where torch has CUDA and the CUDA headers are found; a Python extension also ``libtorch_python``
 and this Python's headers), so its cache key holds the source, torch's version and CUDA version,
-the compiler, and for an extension the Python version. A build goes to a temporary file and is renamed into
-place, so processes building at once never load a half-written library.
+the compiler, and for an extension the Python version. A build goes to a temporary file and is
+renamed into place, so processes building at once never load a half-written library.
 """
 
 from __future__ import annotations

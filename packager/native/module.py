@@ -101,7 +101,7 @@ class ModuleFront:
     def arm_index(self, index: int, module: torch.nn.Module, args: tuple[Any, ...],
                   tensors: list[torch.Tensor]) -> bool:
         """:meth:`arm` for the kernel at ``index``."""
-        return bool(self._front.arm(index, module, args, list(tensors)))
+        return bool(self._front.arm(index, module, args, tensors))
 
     def turn_away(self, first_shapes: Sequence[Sequence[int]], class_forward: Callable[..., Any]) -> None:
         """Run ``class_forward(module, *args)`` from C++ for calls whose first argument is a tensor

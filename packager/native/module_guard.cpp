@@ -455,7 +455,8 @@ PyMethodDef front_methods[] = {
     {"arm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(front_arm)), METH_FASTCALL,
      "Serve the call the Python guard just matched to a kernel while the module stays as it is."},
     {"hit", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(front_hit)), METH_FASTCALL,
-     "The kernel's outputs for a call, or None when the Python guard must decide."},
+     "The kernel's outputs for a call, the original forward's for a call no kernel takes, or the declined "
+     "marker when the Python guard must decide."},
     {"counts", front_counts, METH_O, "(hits, shape misses) of kernel `index`."},
     {"turn_away", front_turn_away, METH_VARARGS, "Run the original forward for calls no kernel takes."},
     {"disarm", front_disarm, METH_NOARGS, "Serve nothing until the Python guard arms a kernel again."},

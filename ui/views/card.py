@@ -10,7 +10,7 @@ from ui.models import CardSummary, CardTree
 from ui.numbers import spread_text
 from ui.tables import candidates_frame
 from ui.tree_graph import SPEEDUP_FILL, STATUS_FILL, card_tree_dot
-from ui.views.formatting import HIDDEN, SPEEDUP_COLUMN, number_column, select_row, speedup_text, text_column, us_text
+from ui.views.formatting import HIDDEN, SPEEDUP_COLUMN, number_column, select_row, speedup_text, text_column
 
 
 def render_card_header(card: CardSummary) -> None:
@@ -27,7 +27,7 @@ def render_card_header(card: CardSummary) -> None:
         cols[1].metric("Eager in the model", spread_text(card.eager_us, card.eager_spread_us, "µs"),
                        help="median ± IQR of the card's time in the model at capture; once a kernel passes, the "
                             "eager time measured beside it is shown")
-    cols[2].metric("Best", spread_text(card.best_us, card.best_spread_us, "µs") if card.best_us else us_text(None),
+    cols[2].metric("Best", spread_text(card.best_us, card.best_spread_us, "µs"),
                    help="median ± IQR of the best kernel's timed calls, in the same series as the eager time")
     cols[3].metric("Speedup", speedup_text(card.speedup))
 
