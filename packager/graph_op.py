@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import itertools
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,8 +35,11 @@ from packager.variant import decode_call
 if TYPE_CHECKING:
     from packager.kernel import LoadedKernel
 
-_REGISTRY: dict[str, GraphOwner] = {}
+# Every owner something still holds, by token: a graph names its owner by token only.
+_REGISTRY: weakref.WeakValueDictionary[str, GraphOwner] = weakref.WeakValueDictionary()
 _REGISTRY_LOCK = threading.Lock()
+# The owners some graph recorded, by token, each held until its graph anchor is gone.
+_RECORDED: dict[str, GraphOwner] = {}
 # The owner's token and the card id of each native slot, for the slot's fake implementation.
 _SLOT_NAMES: dict[int, tuple[str, str]] = {}
 _TOKENS = itertools.count()
@@ -45,17 +49,22 @@ _TAGS = tuple(tag for tag in (getattr(torch.Tag, "needs_exact_strides", None),) 
 class GraphOwner:
     """Whoever records the op: it runs the card's kernel, or the original, in the compiled graph.
 
-    An owner is registered under a token that the graphs it records carry, and kept for the
-    process's life: a compiled graph may outlive the cast that traced it, and must still find its
-    fallback. Its ``active`` flag (off once its cast is removed) reaches its native slots, which
-    :meth:`prepare_native` makes before anything is traced: the traced path only reads
-    ``native_slots``, which then never changes, so it adds no guard that could fail later.
+    An owner is registered under a token that the graphs it records carry, for as long as something
+    holds it: its cast (a module override only while the cast is applied), the backends that trace
+    it (torch.compile keeps a backend as long as the graphs it compiled), and, once a graph has
+    recorded it, its :meth:`graph_anchor`. So a compiled graph that outlives the cast that traced it
+    still finds its fallback, and an owner no graph can run any more is freed with what it holds
+    (a module's override holds the module's tensors while the cast is applied). Its ``active`` flag
+    (off once its cast is removed) reaches its native slots, which :meth:`prepare_native` makes
+    before anything is traced: the traced path only reads ``native_slots``, which then never
+    changes, so it adds no guard that could fail later.
     """
 
     def __init__(self) -> None:
         self._active = False
         self.native_slots: dict[str, int] = {}
         self._native: NativeGraphOp | None = None  # the library that holds native_slots
+        self._anchored = False
         with _REGISTRY_LOCK:
             self.token = str(next(_TOKENS))
             _REGISTRY[self.token] = self
@@ -80,6 +89,22 @@ class GraphOwner:
     def compiled_kernels(self) -> Iterable[LoadedKernel]:
         """The kernels this owner may record in a graph."""
         raise NotImplementedError
+
+    def graph_anchor(self) -> object | None:
+        """What every graph that records this owner needs alive to run at all, if anything: once
+        a graph has recorded the owner, the owner stays registered as long as the anchor lives.
+        None: whoever traces the owner's graphs holds it."""
+        return None
+
+    def recorded(self) -> None:
+        """A graph records this owner's op (its fake implementation runs): keep the owner while
+        the graph anchor lives."""
+        if self._anchored or (anchor := self.graph_anchor()) is None:
+            return
+        _RECORDED[self.token] = self
+        # The finalizer takes no lock: the collector may run it while this thread holds _REGISTRY_LOCK.
+        weakref.finalize(anchor, _RECORDED.pop, self.token, None)
+        self._anchored = True
 
     def prepare_native(self) -> None:
         """Native slots for the owner's compiled kernels where the native library is here and can run them."""
@@ -127,7 +152,9 @@ def _run(inputs: list[torch.Tensor], token: str, card_id: str) -> list[torch.Ten
 
 
 def _fake(inputs: list[torch.Tensor], token: str, card_id: str) -> list[torch.Tensor]:
-    return _owner(token).fake_outputs(list(inputs), card_id)
+    owner = _owner(token)
+    owner.recorded()
+    return owner.fake_outputs(list(inputs), card_id)
 
 
 def _native_fake(inputs: list[torch.Tensor], slot: int) -> list[torch.Tensor]:

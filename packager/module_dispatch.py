@@ -106,6 +106,7 @@ class ModuleOverride(graph_op.GraphOwner):
 
     def uninstall(self) -> None:
         self.active = False
+        self._key_reader.forget()  # a graph that keeps the override must not keep the module's tensors
         if self.front is not None:
             self.front.disarm()
         module = self._module_ref()
@@ -115,6 +116,11 @@ class ModuleOverride(graph_op.GraphOwner):
             module.forward = self._own_forward
         else:
             module.__dict__.pop("forward", None)
+
+    def graph_anchor(self) -> torch.nn.Module | None:
+        """The module: a graph that records this override runs in its forward's place, for a model
+        that holds it, and its fallback calls the module's original forward."""
+        return self._module_ref()
 
     def belongs_to(self, module: torch.nn.Module) -> bool:
         return self._module_ref() is module

@@ -4,10 +4,11 @@ A module card's key includes the module's public plain attributes and its parame
 buffers (:func:`packager.variant.module_call_kwargs`). Reading them on every call costs more
 than the kernel of a small card, so the guard keeps what it read together with a snapshot of
 the module tree's slots (instance attributes, parameters, buffers, submodules) and reads again
-only when a slot no longer holds the very same object. The snapshot keeps strong references,
-so no identity it compares can be reused by another object; lists, which can change in place,
-are compared by value. The tensors themselves are still checked on every call by the matcher
-(``param.data = ...`` changes a tensor without replacing it).
+only when a slot no longer holds the very same object. The snapshot keeps strong references
+(until the guard is uninstalled and forgets it), so no identity it compares can be reused by
+another object; lists, which can change in place, are compared by value. The tensors themselves
+are still checked on every call by the matcher (``param.data = ...`` changes a tensor without
+replacing it).
 """
 
 from __future__ import annotations
@@ -73,3 +74,7 @@ class ModuleKeyReader:
             reading = _Reading(slots, _plain_lists(slots), keyed[ATTRIBUTES_KWARG], keyed[STATE_KWARG])
             self._reading = reading
         return {**kwargs, ATTRIBUTES_KWARG: reading.attributes, STATE_KWARG: reading.state}
+
+    def forget(self) -> None:
+        """Drop the reading, and with it the references it holds to the module tree's slots."""
+        self._reading = None
