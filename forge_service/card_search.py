@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -21,13 +20,12 @@ from forge_service.clients import AgentClient, Proposal, SandboxPool
 from forge_service.kernel_cache import CachedKernel, KernelCache
 from forge_service.store import CandidateRow, RunStore, best_candidate
 from forge_service.tree_log import add_child_op, ask_op, cancel_op, card_seed, new_card_tree, replay, tell_op
-from kernel_forge.agent.v1 import messages_pb2 as agent_pb2
-from kernel_forge.common.v1 import types_pb2
-from kernel_forge.sandbox.v1 import messages_pb2 as sandbox_pb2
 from kforge_domain.card import OperatorCard
 from kforge_domain.cost import Cost
+from kforge_domain.device import DeviceInfo
+from kforge_domain.evaluate_request import EvaluateRequest, EvaluationOptions
+from kforge_domain.propose_request import Feedback, ParentCandidate, ProposeRequest, Revision
 from kforge_domain.result import CandidateResult
-from servicekit.convert import status_to_proto
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +62,7 @@ class CardSearch:
         store: RunStore,
         agent: AgentClient,
         sandboxes: SandboxPool,
-        device: types_pb2.DeviceInfo,
+        device: DeviceInfo,
         blobs: dict[str, Path],
         settings: SearchSettings,
         emit: EmitFn,
@@ -245,12 +243,7 @@ class CardSearch:
 
     async def _evaluate(self, row: CandidateRow) -> None:
         """Send ``row``'s source to a sandbox and record its verdict in the store and the tree."""
-        assert row.source is not None
-        request = sandbox_pb2.EvaluateRequest(
-            candidate_id=row.id, card_json=self.card.to_json(), source=row.source, backend=self.settings.backend,
-            options=sandbox_pb2.EvaluationOptions(remeasure=self.settings.remeasure,
-                                                  best_speedup=self._best_speedup()),
-        )
+        request = self._evaluate_request(row)
 
         async def lost(address: str, why: str) -> None:
             await self.emit("log", f"sandbox {address} lost ({why}); candidate {row.id} retried elsewhere",
@@ -266,56 +259,58 @@ class CardSearch:
         await self.emit("candidate", f"{row.description or 'candidate'}: {summary}", card_id=self.card.id,
                         candidate_id=row.id, result=result)
 
+    def _evaluate_request(self, row: CandidateRow) -> EvaluateRequest:
+        assert row.source is not None
+        return EvaluateRequest(
+            candidate_id=row.id, card=self.card, source=row.source, backend=self.settings.backend,
+            options=EvaluationOptions(remeasure=self.settings.remeasure, best_speedup=self._best_speedup()),
+        )
+
     def _best_speedup(self) -> float:
         """The card's best speedup so far (0 before any candidate passed): the sandbox stops timing a
         candidate clearly below it early and re-measures only one that beats it."""
         return max((r.speedup or 0.0 for r in self.store.results(self.card.id).values() if r.passed), default=0.0)
 
-    def _propose_request(self, row: CandidateRow) -> agent_pb2.ProposeRequest:
-        request = agent_pb2.ProposeRequest(
-            card_json=self.card.to_json(), device=self.device, backend=self.settings.backend,
-            proposer=self.settings.proposer, api_base=self.settings.api_base, run_id=self.settings.run_id,
-            seed=card_seed(self.settings.seed, self.card.id) + row.seq,
-        )
-        usd_left = self._usd_left()
-        if usd_left is not None:
-            request.budget_usd_remaining = max(usd_left, 0.0)
+    def _propose_request(self, row: CandidateRow) -> ProposeRequest:
+        """What the agent is told for ``row``: its parent and the parent's lineage, the failed
+        siblings (the last one's failure as feedback), every knob set already proposed."""
         results = self.store.results(self.card.id)
-        for other in self.store.candidates(self.card.id):
-            if other.source and other.id != row.id:  # in flight too, so parallel proposals differ
-                request.tried_knobs_json.append(json.dumps(other.knobs, sort_keys=True))
+        # in flight too, so parallel proposals differ
+        tried = tuple(o.knobs for o in self.store.candidates(self.card.id) if o.source and o.id != row.id)
+        parent = None
+        lineage: list[Revision] = []
         if row.parent_id:
-            parent = self.store.candidate(row.parent_id)
-            parent_result = results.get(parent.id)
-            msg = agent_pb2.ParentCandidate(candidate_id=parent.id, source=parent.source or "",
-                                            description=parent.description,
-                                            knobs_json=json.dumps(parent.knobs, sort_keys=True))
-            if parent_result is not None and parent_result.latency_us is not None:
-                msg.latency_us = parent_result.latency_us
-                msg.eager_latency_us = parent_result.eager_latency_us or 0.0
-            request.parent.CopyFrom(msg)
-            for node in [*self.tree.ancestors(parent.node_id), parent.node_id]:
-                if node in self.node_to_candidate:
-                    request.lineage.append(self._revision(self.node_to_candidate[node], results))
-        for sibling in self.tree.failed_siblings(row.node_id):
-            if sibling in self.node_to_candidate:
-                request.failed_siblings.append(self._revision(self.node_to_candidate[sibling], results))
-        if request.failed_siblings:
-            last = request.failed_siblings[-1]
-            request.feedback.CopyFrom(agent_pb2.Feedback(status=last.status, error_message=last.error_message))
-        return request
+            parent_row = self.store.candidate(row.parent_id)
+            parent_result = results.get(parent_row.id)
+            latency: float | None = None
+            eager: float | None = None
+            if parent_result is not None and parent_result.latency_us is not None:  # a timed parent: both set
+                latency, eager = parent_result.latency_us, parent_result.eager_latency_us or 0.0
+            parent = ParentCandidate(candidate_id=parent_row.id, source=parent_row.source or "",
+                                     description=parent_row.description, knobs=parent_row.knobs,
+                                     latency_us=latency, eager_latency_us=eager)
+            lineage = [self._revision(self.node_to_candidate[node], results)
+                       for node in [*self.tree.ancestors(parent_row.node_id), parent_row.node_id]
+                       if node in self.node_to_candidate]
+        failed = [self._revision(self.node_to_candidate[sibling], results)
+                  for sibling in self.tree.failed_siblings(row.node_id) if sibling in self.node_to_candidate]
+        usd_left = self._usd_left()
+        return ProposeRequest(
+            card=self.card, device=self.device, backend=self.settings.backend, proposer=self.settings.proposer,
+            api_base=self.settings.api_base, run_id=self.settings.run_id,
+            seed=card_seed(self.settings.seed, self.card.id) + row.seq,
+            parent=parent, lineage=tuple(lineage), failed_siblings=tuple(failed),
+            feedback=Feedback(status=failed[-1].status, error_message=failed[-1].error_message) if failed else None,
+            budget_usd_remaining=None if usd_left is None else max(usd_left, 0.0), tried_knobs=tried,
+        )
 
-    def _revision(self, candidate_id: str, results: dict[str, CandidateResult]) -> agent_pb2.Revision:
+    def _revision(self, candidate_id: str, results: dict[str, CandidateResult]) -> Revision:
         row = self.store.candidate(candidate_id)
-        rev = agent_pb2.Revision(candidate_id=row.id, description=row.description,
-                                 knobs_json=json.dumps(row.knobs, sort_keys=True))
         result = results.get(row.id)
-        if result is not None:
-            rev.status = status_to_proto(result.status)
-            rev.error_message = result.error_message
-            if result.latency_us is not None:
-                rev.latency_us = result.latency_us
-        return rev
+        if result is None:
+            return Revision(candidate_id=row.id, description=row.description, knobs=row.knobs)
+        return Revision(candidate_id=row.id, description=row.description, knobs=row.knobs, status=result.status,
+                        error_message=result.error_message, latency_us=result.latency_us)
 
 
 def _passed_latency(result: CandidateResult) -> float:

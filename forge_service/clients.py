@@ -1,8 +1,11 @@
 """Typed clients of the services the forge drives: capture, agent and the sandbox pool.
 
-They speak gRPC and hand back domain objects (a card, a :class:`Proposal`, a
+They speak gRPC, take the agent's and the sandbox's requests as domain objects
+(:class:`~kforge_domain.propose_request.ProposeRequest`,
+:class:`~kforge_domain.evaluate_request.EvaluateRequest`) and hand back domain objects (a card, a
+:class:`~kforge_domain.device.DeviceInfo`, a :class:`Proposal`, a
 :class:`~kforge_domain.result.CandidateResult`), converted here by ``servicekit.convert``, so the
-controller never builds messages itself beyond the request types of the agent and sandbox.
+search never builds a message; the controller builds only the capture's request.
 """
 
 from __future__ import annotations
@@ -27,9 +30,20 @@ from kernel_forge.sandbox.v1 import messages_pb2 as sandbox_pb2
 from kernel_forge.sandbox.v1 import service_pb2_grpc as sandbox_grpc
 from kforge_domain.card import OperatorCard
 from kforge_domain.cost import Cost, LlmExchange
+from kforge_domain.device import DeviceInfo
+from kforge_domain.evaluate_request import EvaluateRequest
+from kforge_domain.propose_request import ProposeRequest
 from kforge_domain.result import CandidateResult
 from servicekit.client import channel
-from servicekit.convert import candidate_result_from_proto, card_from_proto, cost_from_proto, exchange_from_proto
+from servicekit.convert import (
+    candidate_result_from_proto,
+    card_from_proto,
+    cost_from_proto,
+    device_from_proto,
+    evaluate_request_to_proto,
+    exchange_from_proto,
+    propose_request_to_proto,
+)
 from servicekit.errors import FailedPrecondition, Unavailable
 from servicekit.security import Security
 
@@ -112,8 +126,8 @@ class AgentClient:
         self._channel = channel(address, security)
         self._stub = agent_grpc.AgentServiceStub(self._channel)
 
-    async def propose(self, request: agent_pb2.ProposeRequest) -> Proposal:
-        return proposal_from_proto(await self._stub.Propose(request))
+    async def propose(self, request: ProposeRequest) -> Proposal:
+        return proposal_from_proto(await self._stub.Propose(propose_request_to_proto(request)))
 
     async def close(self) -> None:
         await self._channel.close()
@@ -129,8 +143,8 @@ class SandboxClient:
         self._uploaded: set[str] = set()
         self._upload_lock = asyncio.Lock()
 
-    async def device_info(self) -> types_pb2.DeviceInfo:
-        return await self._stub.GetDeviceInfo(sandbox_pb2.GetDeviceInfoRequest())
+    async def device_info(self) -> DeviceInfo:
+        return device_from_proto(await self._stub.GetDeviceInfo(sandbox_pb2.GetDeviceInfoRequest()))
 
     async def ensure_blobs(self, blobs: dict[str, Path]) -> None:
         """Upload the blobs (sha256 -> local file) the sandbox does not hold yet."""
@@ -143,8 +157,8 @@ class SandboxClient:
                 await self._stub.UploadBlob(_chunks(sha, blobs[sha]))
             self._uploaded.update(wanted)
 
-    async def evaluate(self, request: sandbox_pb2.EvaluateRequest) -> CandidateResult:
-        return candidate_result_from_proto(await self._stub.Evaluate(request))
+    async def evaluate(self, request: EvaluateRequest) -> CandidateResult:
+        return candidate_result_from_proto(await self._stub.Evaluate(evaluate_request_to_proto(request)))
 
     async def close(self) -> None:
         await self._channel.close()
@@ -197,7 +211,7 @@ class SandboxPool:
 
     async def evaluate(
         self,
-        request: sandbox_pb2.EvaluateRequest,
+        request: EvaluateRequest,
         blobs: dict[str, Path],
         on_lost: Callable[[str, str], Awaitable[None]] | None = None,
     ) -> CandidateResult:

@@ -25,12 +25,12 @@ from forge_service.card_search import BUDGET_SPENT, NO_PROPOSAL, CardSearch, Sea
 from forge_service.clients import AgentClient, CaptureClient, SandboxClient, SandboxPool
 from forge_service.config import RunConfig
 from forge_service.kernel_cache import KernelCache
-from forge_service.scheduler import NOT_IN_TOP, RefusalFn, device_bandwidth, plan_cards
+from forge_service.scheduler import NOT_IN_TOP, RefusalFn, plan_cards
 from forge_service.store import DB_FILE, CardRow, RunStore, best_candidate
 from kernel_forge.capture.v1 import messages_pb2 as capture_pb2
-from kernel_forge.common.v1 import types_pb2
 from kforge_domain.blobs import BLOBS_DIR, PROGRAM_SUFFIX, SAFETENSORS_SUFFIX, blob_file_name
 from kforge_domain.card import CardSet, OperatorCard
+from kforge_domain.device import DeviceInfo
 from kforge_domain.result import CandidateResult
 from servicekit.errors import FailedPrecondition, KforgeError, NotFound
 from servicekit.security import Security
@@ -222,7 +222,7 @@ class RunManager:
                                                      "copy_bandwidth_gbps": device.copy_bandwidth_gbps}))
             cards = await self._capture(run_id, config, backend)
             if not store.cards():
-                plans = plan_cards(cards, config, device_bandwidth(device), proposer_refusal(config, backend))
+                plans = plan_cards(cards, config, device.copy_bandwidth, proposer_refusal(config, backend))
                 store.put_cards([
                     CardRow(p.card.id, p.card.to_json(), p.rank, p.selected, "pending" if p.selected else "skipped",
                             p.reason, p.budget, p.floor_us)
@@ -372,14 +372,14 @@ def _card_blobs(card: OperatorCard) -> dict[str, str]:
     return names
 
 
-async def _first_device(pool: SandboxPool, backend: str) -> types_pb2.DeviceInfo:
+async def _first_device(pool: SandboxPool, backend: str) -> DeviceInfo:
     """The device the run targets: that of the first sandbox serving the requested backend.
 
     Every sandbox of that backend is admitted with the candidates it takes at once; the others
     are dismissed, since a sandbox refuses candidates for another backend.
     """
     seen = []
-    chosen: types_pb2.DeviceInfo | None = None
+    chosen: DeviceInfo | None = None
     for client in pool.clients:
         info = await client.device_info()
         seen.append(f"{client.address}: {info.backend}")

@@ -13,9 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from forge_service.config import RunConfig
-from kernel_forge.common.v1 import types_pb2
 from kforge_domain.card import OperatorCard
-from kforge_domain.floor import BandwidthAtSize, CopyBandwidth, memory_floor_us
+from kforge_domain.floor import CopyBandwidth, memory_floor_us
 
 MIN_HEADROOM = 0.05
 NOT_IN_TOP = "outside the {k} cards with the most eager time"
@@ -36,12 +35,6 @@ class CardPlan:
     budget: int
     floor_us: float | None
     score: float
-
-
-def device_bandwidth(device: types_pb2.DeviceInfo) -> CopyBandwidth:
-    """The sandbox device's copy bandwidth by working-set size, as the floor reads it."""
-    return CopyBandwidth(device.copy_bandwidth_gbps, tuple(
-        BandwidthAtSize(p.working_set_bytes, p.gbps) for p in device.copy_bandwidth_by_size))
 
 
 def _matches(card: OperatorCard, targets: Sequence[str]) -> bool:

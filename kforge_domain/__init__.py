@@ -6,6 +6,9 @@
 - :mod:`kforge_domain.verdict`: the verdict on a candidate, a build failure or the figures of a run.
 - :mod:`kforge_domain.result`: a candidate's result, its verdict with the evidence around it.
 - :mod:`kforge_domain.cost`: what proposing cost (tokens, dollars) and each LLM exchange.
+- :mod:`kforge_domain.device`: what a sandbox runs on (``DeviceInfo``).
+- :mod:`kforge_domain.propose_request`, :mod:`kforge_domain.evaluate_request`: what the forge asks the
+  agent (``ProposeRequest``) and a sandbox (``EvaluateRequest``).
 - :mod:`kforge_domain.blobs`: how content-addressed blobs are named.
 - :mod:`kforge_domain.backends`, :mod:`kforge_domain.paths`: the backend names and the default runs folder.
 

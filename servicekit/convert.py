@@ -12,18 +12,31 @@ run, each figure (unset when not measured) and the derived ``speedup``. A ``COMP
 (a run that was rejected carries its timing). Stored results of earlier versions read back the same.
 The evidence around the verdict (:class:`~kforge_domain.result.CandidateResult`) fills the other
 fields of that message, each of the same name. ``Cost`` and ``LlmExchange`` map field for field.
+
+What the forge asks of the agent and the sandbox (:class:`~kforge_domain.propose_request.ProposeRequest`,
+:class:`~kforge_domain.evaluate_request.EvaluateRequest`, with the
+:class:`~kforge_domain.device.DeviceInfo` it passes on) maps field for field too, but for the card
+(``card_json``) and knob sets (``*knobs_json``, JSON with sorted keys); ``None`` is an unset field.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, fields
-from typing import cast
+from typing import Any, cast
 
+from google.protobuf.message import Message
 from pydantic import ValidationError
 
+from kernel_forge.agent.v1 import messages_pb2 as agent_pb2
 from kernel_forge.common.v1 import types_pb2
+from kernel_forge.sandbox.v1 import messages_pb2 as sandbox_pb2
 from kforge_domain.card import OperatorCard
 from kforge_domain.cost import Cost, LlmExchange
+from kforge_domain.device import DeviceInfo
+from kforge_domain.evaluate_request import EvaluateRequest, EvaluationOptions
+from kforge_domain.floor import BandwidthAtSize
+from kforge_domain.propose_request import Feedback, Knobs, ParentCandidate, ProposeRequest, Revision
 from kforge_domain.result import CandidateResult
 from kforge_domain.verdict import FIGURE_NAMES, CandidateStatus, RunFigures, Verdict, verdict_of
 from servicekit.errors import InvalidArgument
@@ -128,3 +141,118 @@ def exchange_to_proto(exchange: LlmExchange) -> types_pb2.LlmExchange:
 def exchange_from_proto(message: types_pb2.LlmExchange) -> LlmExchange:
     return LlmExchange(model=message.model, prompt=message.prompt, response=message.response,
                        cost=cost_from_proto(message.cost), latency_s=message.latency_s, error=message.error)
+
+
+def device_to_proto(device: DeviceInfo) -> types_pb2.DeviceInfo:
+    return types_pb2.DeviceInfo(**asdict(device))
+
+
+def device_from_proto(message: types_pb2.DeviceInfo) -> DeviceInfo:
+    values: dict[str, Any] = {f.name: getattr(message, f.name) for f in fields(DeviceInfo)}
+    values["copy_bandwidth_by_size"] = tuple(BandwidthAtSize(p.working_set_bytes, p.gbps)
+                                             for p in message.copy_bandwidth_by_size)
+    return DeviceInfo(**values)
+
+
+def propose_request_to_proto(request: ProposeRequest) -> agent_pb2.ProposeRequest:
+    """The wire form of ``request`` (an unset parent, feedback or dollar budget stays unset)."""
+    parent = request.parent
+    return agent_pb2.ProposeRequest(
+        card_json=request.card.to_json(), device=device_to_proto(request.device), backend=request.backend,
+        proposer=request.proposer, api_base=request.api_base, run_id=request.run_id, seed=request.seed,
+        parent=None if parent is None else agent_pb2.ParentCandidate(
+            candidate_id=parent.candidate_id, source=parent.source, description=parent.description,
+            knobs_json=_knobs_to_json(parent.knobs), latency_us=parent.latency_us,
+            eager_latency_us=parent.eager_latency_us),
+        lineage=[_revision_to_proto(r) for r in request.lineage],
+        failed_siblings=[_revision_to_proto(r) for r in request.failed_siblings],
+        feedback=None if request.feedback is None else agent_pb2.Feedback(
+            status=_optional_status_to_proto(request.feedback.status),
+            error_message=request.feedback.error_message, log_tail=request.feedback.log_tail),
+        budget_usd_remaining=request.budget_usd_remaining,
+        tried_knobs_json=[_knobs_to_json(k) for k in request.tried_knobs],
+    )
+
+
+def propose_request_from_proto(message: agent_pb2.ProposeRequest) -> ProposeRequest:
+    """The request a ``ProposeRequest`` carries; :class:`InvalidArgument` naming a malformed field."""
+    parent = None
+    if message.HasField("parent"):
+        p = message.parent
+        parent = ParentCandidate(
+            candidate_id=p.candidate_id, source=p.source, description=p.description,
+            knobs=_knobs_from_json(p.knobs_json, "parent.knobs_json"),
+            latency_us=_optional(p, "latency_us"), eager_latency_us=_optional(p, "eager_latency_us"))
+    feedback = None
+    if message.HasField("feedback"):
+        f = message.feedback
+        feedback = Feedback(status=_optional_status_from_proto(f.status, "feedback.status"),
+                            error_message=f.error_message, log_tail=f.log_tail)
+    return ProposeRequest(
+        card=card_from_json(message.card_json), device=device_from_proto(message.device), backend=message.backend,
+        proposer=message.proposer, api_base=message.api_base, run_id=message.run_id, seed=message.seed,
+        parent=parent,
+        lineage=tuple(_revision_from_proto(r, f"lineage[{i}]") for i, r in enumerate(message.lineage)),
+        failed_siblings=tuple(_revision_from_proto(r, f"failed_siblings[{i}]")
+                              for i, r in enumerate(message.failed_siblings)),
+        feedback=feedback, budget_usd_remaining=_optional(message, "budget_usd_remaining"),
+        tried_knobs=tuple(_knobs_from_json(t, f"tried_knobs_json[{i}]")
+                          for i, t in enumerate(message.tried_knobs_json)),
+    )
+
+
+def _revision_to_proto(revision: Revision) -> agent_pb2.Revision:
+    return agent_pb2.Revision(
+        candidate_id=revision.candidate_id, description=revision.description,
+        status=_optional_status_to_proto(revision.status), latency_us=revision.latency_us,
+        knobs_json=_knobs_to_json(revision.knobs), error_message=revision.error_message)
+
+
+def _revision_from_proto(message: agent_pb2.Revision, field: str) -> Revision:
+    return Revision(
+        candidate_id=message.candidate_id, description=message.description,
+        knobs=_knobs_from_json(message.knobs_json, f"{field}.knobs_json"),
+        status=_optional_status_from_proto(message.status, f"{field}.status"),
+        error_message=message.error_message, latency_us=_optional(message, "latency_us"))
+
+
+def evaluate_request_to_proto(request: EvaluateRequest) -> sandbox_pb2.EvaluateRequest:
+    """The wire form of ``request``; its options always travel, defaults or not."""
+    return sandbox_pb2.EvaluateRequest(
+        candidate_id=request.candidate_id, card_json=request.card.to_json(), source=request.source,
+        backend=request.backend, options=sandbox_pb2.EvaluationOptions(**asdict(request.options)))
+
+
+def evaluate_request_from_proto(message: sandbox_pb2.EvaluateRequest) -> EvaluateRequest:
+    """The request an ``EvaluateRequest`` carries; :class:`InvalidArgument` for a malformed card."""
+    options = EvaluationOptions(**{f.name: getattr(message.options, f.name) for f in fields(EvaluationOptions)})
+    return EvaluateRequest(candidate_id=message.candidate_id, card=card_from_json(message.card_json),
+                           source=message.source, backend=message.backend, options=options)
+
+
+def _optional(message: Message, name: str) -> Any:
+    """An optional field's value, ``None`` when unset."""
+    return getattr(message, name) if message.HasField(name) else None
+
+
+def _optional_status_to_proto(status: CandidateStatus | None) -> types_pb2.CandidateStatus | None:
+    return None if status is None else status_to_proto(status)
+
+
+def _optional_status_from_proto(value: types_pb2.CandidateStatus, field: str) -> CandidateStatus | None:
+    return None if value == types_pb2.CANDIDATE_STATUS_UNSPECIFIED else status_from_proto(value, field)
+
+
+def _knobs_to_json(knobs: Knobs) -> str:
+    return json.dumps(knobs, sort_keys=True)
+
+
+def _knobs_from_json(text: str, field: str) -> Knobs:
+    """A knob set (a JSON object; empty text: none); :class:`InvalidArgument` naming ``field`` otherwise."""
+    try:
+        value = json.loads(text) if text else {}
+    except json.JSONDecodeError as exc:
+        raise InvalidArgument(f"{field} is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"{field} must be a JSON object, got {type(value).__name__}")
+    return value

@@ -9,8 +9,8 @@ imports no service, not even inside a function: it reads a run bundle, not the f
 timed): it imports torch, the standard library and ``kforge_domain`` alone, and the domain does
 not import it. Capture and the sandbox import no other service, so what they share lives in
 one of these homes.
-The forge's store and queries take and give domain types and import no generated proto code (nor
-gRPC, nor the converters); within the forge only its gRPC edges convert (``FORGE_EDGES``).
+The forge's store, queries and search take and give domain types and import no generated proto code
+(nor gRPC, nor the converters); within the forge only its gRPC edges convert (``FORGE_EDGES``).
 """
 
 from __future__ import annotations
@@ -32,12 +32,14 @@ SERVICE_TREES = ("servicekit", "capture_service", "agent_service", "gpu_sandbox_
 CARD_SHIM = "capture_service.cards"
 CARD_SHIM_USERS = {"agent_service/offline/rowwise.py", "agent_service/offline/catalog.py"}
 CARD_SHIM_USER_DIRS = ("agent_service/offline/rowwise/",)
-PROTO_FREE_FORGE = ("forge_service/store.py", "forge_service/stored_result.py", "forge_service/queries.py")
+PROTO_FREE_FORGE = ("forge_service/store.py", "forge_service/stored_result.py", "forge_service/queries.py",
+                    "forge_service/card_search.py", "forge_service/scheduler.py", "forge_service/tree_log.py",
+                    "forge_service/kernel_cache.py")
 WIRE = {"grpc", "google", "kernel_forge"}
 CONVERTERS = "servicekit.convert"
-#: The forge's modules that speak gRPC: the servicer, the clients, and the card search, which
-#: builds the agent's and the sandbox's request messages.
-FORGE_EDGES = {"forge_service/servicer.py", "forge_service/clients.py", "forge_service/card_search.py"}
+#: The forge's modules that convert: the servicer and the clients (which take the agent's and the
+#: sandbox's requests as domain types).
+FORGE_EDGES = {"forge_service/servicer.py", "forge_service/clients.py"}
 
 
 def _imports(path: Path) -> set[str]:
@@ -78,6 +80,13 @@ def _loaded_by(modules: list[str], watched: set[str]) -> set[str]:
 def test_importing_the_domain_loads_no_grpc_proto_or_torch() -> None:
     domain = [f"kforge_domain.{p.stem}" for p in sorted(DOMAIN.glob("*.py")) if p.stem != "__init__"]
     assert not _loaded_by(domain, {"grpc", "google", "kernel_forge", "torch"})
+
+
+def test_importing_the_domain_but_the_card_loads_no_pydantic() -> None:
+    """A module that names the card in its types imports it for type checking only."""
+    domain = [f"kforge_domain.{p.stem}" for p in sorted(DOMAIN.glob("*.py"))
+              if p.stem != "__init__" and p.name not in NEEDS_PYDANTIC]
+    assert not _loaded_by(domain, {"pydantic"})
 
 
 def test_the_shared_torch_code_imports_torch_the_domain_and_the_standard_library_alone() -> None:
@@ -137,7 +146,7 @@ def test_only_the_domain_defines_the_card() -> None:
             assert not classes & {"OperatorCard", "CardSet"}, f"{path.relative_to(ROOT)} defines a card class"
 
 
-def test_forge_s_store_and_queries_import_no_proto_code() -> None:
+def test_forge_s_store_queries_and_search_import_no_proto_code() -> None:
     for rel in PROTO_FREE_FORGE:
         names = _imports(ROOT / rel)
         tops = {name.split(".")[0] for name in names}

@@ -24,10 +24,10 @@ from forge_service.tree_log import (
     replay,
     tell_op,
 )
-from kernel_forge.agent.v1 import messages_pb2 as agent_pb2
-from kernel_forge.common.v1 import types_pb2
-from kernel_forge.sandbox.v1 import messages_pb2 as sandbox_pb2
 from kforge_domain.cost import Cost
+from kforge_domain.device import DeviceInfo
+from kforge_domain.evaluate_request import EvaluateRequest
+from kforge_domain.propose_request import ProposeRequest
 from kforge_domain.result import CandidateResult
 from kforge_domain.verdict import BuildFailure, CandidateStatus, RunFigures
 from tests.forge_service.conftest import make_card
@@ -46,7 +46,7 @@ class ScriptedAgent:
         self.calls = 0
         self.crash_at = crash_at
 
-    async def propose(self, request: agent_pb2.ProposeRequest) -> Proposal:
+    async def propose(self, request: ProposeRequest) -> Proposal:
         self.calls += 1
         call = self.calls
         await asyncio.sleep(0)
@@ -66,7 +66,7 @@ class ScriptedSandboxes:
         self.crash_at = crash_at
         self.rng = random.Random(5)
 
-    async def evaluate(self, request: sandbox_pb2.EvaluateRequest, blobs: Any, on_lost: Any) -> CandidateResult:
+    async def evaluate(self, request: EvaluateRequest, blobs: Any, on_lost: Any) -> CandidateResult:
         self.calls += 1
         call = self.calls
         await asyncio.sleep(0)
@@ -96,7 +96,7 @@ def open_store(run_dir: Path) -> tuple[RunStore, Any]:
 def searcher(store: RunStore, card: Any, agent: ScriptedAgent, sandboxes: ScriptedSandboxes) -> CardSearch:
     settings = SearchSettings(budget=BUDGET, parallel=3, backend="cpu", proposer="offline", api_base="", seed=SEED,
                               run_id="r1", patience=BUDGET, max_idle_proposals=BUDGET)
-    return CardSearch(card, store, agent, sandboxes, types_pb2.DeviceInfo(arch="cpu-x86_64"), {},  # type: ignore[arg-type]
+    return CardSearch(card, store, agent, sandboxes, DeviceInfo(arch="cpu-x86_64"), {},  # type: ignore[arg-type]
                       settings, _quiet)
 
 
