@@ -19,11 +19,15 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from forge_service.config import RunConfig
+from forge_service.phase_events import announce
 from servicekit.terminal import COLUMNS
 
 log = logging.getLogger(__name__)
 
 E2E_TIMEOUT_S = 900
+#: What a measurement of each mode compares, as a run's progress names it.
+MODE_PAIRS = {"eager": "eager against the .cast", "compiled": "torch.compile against cast.compile",
+              "cuda_graphs": "both with CUDA graphs (reduce-overhead)"}
 #: Relative difference below which two end-to-end medians count as equal (measurement noise).
 SLOWER_TOLERANCE = 0.005
 #: Per compiled mode: its name in lines and the figures of torch.compile alone and of cast.compile.
@@ -216,6 +220,8 @@ def measure_end_to_end(config: RunConfig, cast_path: Path, backend: str, modes: 
     torch.compile's departure from eager from an earlier measurement, for the parity verdict of
     a measurement that does not compile.
     """
+    checked = ", ".join(MODE_PAIRS[m] for m in ["eager", *modes] if m in MODE_PAIRS)
+    announce(f"measuring the model end to end with {cast_path.name}: {checked}", log)
     cmd = [sys.executable, "-m", "forge_service.e2e", "--model", config.model_spec, "--cast", str(cast_path),
            "--device", backend, "--grad-mode", config.grad_mode, "--modes", ",".join(["eager", *modes])]
     if noise_rel_error is not None:
@@ -224,10 +230,15 @@ def measure_end_to_end(config: RunConfig, cast_path: Path, backend: str, modes: 
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=E2E_TIMEOUT_S,
                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
     except subprocess.TimeoutExpired:
-        return EndToEnd(measured=False, error=f"end-to-end measurement exceeded {E2E_TIMEOUT_S} s")
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return EndToEnd(measured=False, error=" | ".join(tail) or f"exit code {proc.returncode}")
-    e2e = EndToEnd.model_validate_json(proc.stdout.strip().splitlines()[-1])
-    log.info("measured %s (%d kernels): %s", cast_path.name, e2e.cast_kernels or 0, end_to_end_line(e2e))
+        e2e = EndToEnd(measured=False, error=f"end-to-end measurement exceeded {E2E_TIMEOUT_S} s")
+    else:
+        if proc.returncode != 0:
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            e2e = EndToEnd(measured=False, error=" | ".join(tail) or f"exit code {proc.returncode}")
+        else:
+            e2e = EndToEnd.model_validate_json(proc.stdout.strip().splitlines()[-1])
+    if e2e.measured:
+        announce(f"measured {cast_path.name} ({e2e.cast_kernels or 0} kernels): {end_to_end_line(e2e)}", log)
+    else:
+        announce(f"the end-to-end check of {cast_path.name} did not complete: {e2e.error}", log)
     return e2e

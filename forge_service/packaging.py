@@ -28,6 +28,7 @@ from forge_service.end_to_end import (
     measure_end_to_end,
     prune_reason,
 )
+from forge_service.phase_events import announce
 from forge_service.store import RunStore, package_inputs
 from kforge_domain.card import OperatorCard
 
@@ -154,7 +155,7 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
             if op is None or len(pruning.excluded[mode]) >= MAX_PRUNED_OPS:
                 continue
             pruning.excluded[mode][op] = f"left to inductor: {why}; this op's kernels were estimated to save the least"
-            log.info("pruning %s from %s use: %s", op, mode, pruning.excluded[mode][op])
+            announce(f"pruning {op} from {mode} use: {pruning.excluded[mode][op]}", log)
             pruned.append(mode)
         if not pruned:
             break
@@ -164,7 +165,7 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
     for mode in modes:
         if why := graph_mode_fails(e2e, mode):
             pruning.leave_out_everything(manifest, [mode], f"left to inductor: {why}")
-            log.info("%s graphs still worse with the kernels: they use none", mode)
+            announce(f"{mode} graphs still worse with the kernels: they use none", log)
     if measured_with != pruning.snapshot():  # the .cast changed since every mode was last measured
         manifest = write_cast(store, None, path, pruning)
         e2e = measure_end_to_end(config, path, backend, modes, noise_rel_error=noise)
@@ -173,7 +174,7 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
     if still and e2e.measured:
         for mode, why in still.items():
             pruning.leave_out_everything(manifest, [mode], f"{why} (in the final check)")
-        log.info("the final check still finds the .cast worse (%s): those modes use no kernel", ", ".join(still))
+        announce(f"the final check still finds the .cast worse ({', '.join(still)}): those modes use no kernel", log)
         manifest = write_cast(store, None, path, pruning)
         e2e = measure_end_to_end(config, path, backend, modes, noise_rel_error=noise)
     if not e2e.measured and manifest.kernels:
@@ -193,12 +194,12 @@ def _prune_eager(store: RunStore, config: RunConfig, path: Path, backend: str, p
             break
         for op, why in culprits.items():
             excluded[op] = f"left on eager: {why}" if e2e.failing_ops else why
-            log.info("pruning %s from eager use: %s", op, excluded[op])
+            announce(f"pruning {op} from eager use: {excluded[op]}", log)
         manifest = write_cast(store, None, path, pruning)
         e2e = measure_end_to_end(config, path, backend, [], noise_rel_error=noise)
     if breaks_parity(e2e):
         pruning.leave_out_everything(manifest, ["eager"], prune_reason(e2e))
-        log.info("eager output parity still broken: eager calls use no kernel")
+        announce("eager output parity still broken: eager calls use no kernel", log)
     return manifest, e2e
 
 
@@ -208,6 +209,6 @@ def _without_kernels(store: RunStore, config: RunConfig, path: Path, backend: st
     manifest = write_cast(store, None, path, pruning)
     why = f"left out: the end-to-end check did not complete with the kernels: {failed.error}"
     pruning.leave_out_everything(manifest, list(PRUNED_FIELDS), why)
-    log.info("end-to-end check failed with the kernels; the .cast keeps none: %s", failed.error)
+    announce(f"end-to-end check failed with the kernels; the .cast keeps none: {failed.error}", log)
     manifest = write_cast(store, None, path, pruning)
     return manifest, measure_end_to_end(config, path, backend, modes)

@@ -301,10 +301,18 @@ class RunManager:
         """Package the winners, measure the model end to end with the .cast applied, and leave the
         run's bundle in its folder for ``packager build``."""
         from forge_service.bundle import export_bundle
+        from forge_service.phase_events import phase_events
         from forge_service.report import build_report
 
         store = self.store(run_id)
-        report = await asyncio.to_thread(build_report, store, config)
+        loop = asyncio.get_running_loop()
+
+        def step(message: str) -> None:  # from packaging's worker thread
+            asyncio.run_coroutine_threadsafe(self._emit(run_id, "log", message), loop).result()
+
+        await self._emit(run_id, "log", "packaging the best kernels and checking the model end to end")
+        with phase_events(step):
+            report = await asyncio.to_thread(build_report, store, config)
         store.update_run(report_json=report.model_dump_json())
         try:
             await asyncio.to_thread(export_bundle, store.run_dir)

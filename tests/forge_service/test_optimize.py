@@ -154,6 +154,12 @@ def test_progress_shows_on_stderr_while_json_keeps_stdout(tmp_path: Path) -> Non
     middle = [line for line in updates if ": 1/2 evaluations" in line]
     assert middle and re.search(r"run 1/2 evaluations, \d+:\d\d elapsed, about \d+:\d\d of search left$",
                                 middle[0]), updates
+    # the end-to-end check, minutes on a large model, shows its steps without -v too
+    steps = [line for line in lines if re.match(r"\[\d+:\d\d\] (packaging|measur)", line)]
+    assert steps[0].endswith("] packaging the best kernels and checking the model end to end"), lines
+    assert any(line.endswith("measuring the model end to end with model.cast: eager against the .cast")
+               for line in steps), steps
+    assert any(" measured model.cast (" in line and " eager " in line for line in steps), steps
 
 
 def test_candidates_proposed_at_once_are_different_kernels(tmp_path: Path) -> None:
