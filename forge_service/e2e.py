@@ -21,6 +21,8 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
+from forge_service.ulp import one_ulp_apart, one_ulp_inputs
+
 WARMUP = 3
 MIN_REPEATS = 5
 MIN_SECONDS = 1.0
@@ -78,6 +80,16 @@ class StartState:
                 live.copy_(saved)
         torch.manual_seed(PARITY_SEED)
         return call(model, clone_tree(self._inputs))
+
+    def call_one_ulp_apart(self, model: torch.nn.Module) -> Any:
+        """As :meth:`call`, with every floating parameter and input one ulp from its value: the
+        model's own rounding noise (:mod:`forge_service.ulp`). The parameters are restored exactly."""
+        with torch.no_grad():
+            for live, saved in self._buffers:
+                live.copy_(saved)
+        torch.manual_seed(PARITY_SEED)
+        with one_ulp_apart(p.detach() for p in model.parameters()):
+            return call(model, one_ulp_inputs(self._inputs))
 
 
 def sample_ms(fn: Callable[[], Any], device: str, seconds: float) -> list[float]:
@@ -146,7 +158,8 @@ def parity_tolerance(reference: Any, noise_rel_error: float | None) -> float:
     """The largest output departure from eager that still counts as parity.
 
     A deep low-precision model amplifies rounding: torch.compile, which fuses the same math
-    in fp32, departs from eager too. A .cast within ``NOISE_FACTOR`` times that departure
+    in fp32, departs from eager too, and so does eager with its weights one ulp apart
+    (:func:`rounding_noise` takes the larger). A .cast within ``NOISE_FACTOR`` times that departure
     is within the model's own rounding noise, up to ``MAX_PARITY_TOLERANCE``; below the dtype's
     tolerance it always is. A model so chaotic that torch.compile departs further than that (a
     deep bf16 model with random weights) is judged against torch.compile itself: a .cast may
@@ -155,6 +168,23 @@ def parity_tolerance(reference: Any, noise_rel_error: float | None) -> float:
     """
     noise = noise_rel_error or 0.0
     return max(tolerance(reference), min(MAX_PARITY_TOLERANCE, NOISE_FACTOR * noise), COMPILE_NOISE_MARGIN * noise)
+
+
+def one_ulp_departure(model: torch.nn.Module, start: StartState, reference: Any) -> float | None:
+    """Eager's departure from ``reference`` with its weights and inputs one ulp apart; None where the
+    model does not run so (its inputs carry meaning in their bits) and gives no yardstick."""
+    try:
+        return max_rel_error(start.call_one_ulp_apart(model), reference)
+    except Exception:  # the model's own error with moved inputs: the check goes on without this yardstick
+        return None
+
+
+def rounding_noise(compile_rel_error: float | None, one_ulp_rel_error: float | None) -> float | None:
+    """The model's own rounding noise: the larger of torch.compile's departure from eager (where
+    measured) and eager's departure with its weights and inputs one ulp apart, so the parity
+    verdict does not hang on whether torch.compile was part of the check."""
+    known = [e for e in (compile_rel_error, one_ulp_rel_error) if e is not None and math.isfinite(e)]
+    return max(known) if known else None
 
 
 def parity_verdict(reference: Any, with_cast: Any, compiled_output: Any, noise_rel_error: float | None,
@@ -342,6 +372,7 @@ def main() -> int:
     with grad_context(args.grad_mode):
         reference = start.call(model)
         result["eager_repeat_rel_error"] = max_rel_error(start.call(model), reference)
+        result["rounding_rel_error"] = one_ulp_departure(model, start, reference)
         cast = load_cast(args.cast)
         result["cast_kernels"] = sum(k.serves_eager for k in cast.kernels.values())
         eager = measure_eager(cast, model, start, inputs, args.device, reference)
@@ -351,16 +382,15 @@ def main() -> int:
         for mode in ("compiled", "cuda_graphs"):
             if mode in modes:
                 compiled.update(measure_compiled(cast, model, start, inputs, args.device, COMPILE_MODES[mode]))
-    noise = args.noise_rel_error
+    compile_noise = args.noise_rel_error
     if "compile_output" in compiled:
-        noise = max_rel_error(compiled["compile_output"], reference)
-        result["compile_parity_rel_error"] = noise
+        compile_noise = max_rel_error(compiled["compile_output"], reference)
+        result["compile_parity_rel_error"] = compile_noise
+    noise = rounding_noise(compile_noise, result["rounding_rel_error"])
     if "cast_error" in result:
         result.update(parity_ok=False, parity_max_rel_error=None, parity_tolerance=parity_tolerance(reference, noise))
     else:
         result.update(parity_verdict(reference, with_cast, None, noise, result["eager_repeat_rel_error"]))
-        if "compile_parity_rel_error" in result:
-            result["compile_parity_rel_error"] = noise
     if result["parity_ok"] is False and cast.kernels:
         with grad_context(args.grad_mode):
             result["failing_ops"] = failing_ops(cast, model, start, reference, result["parity_tolerance"])

@@ -72,6 +72,7 @@ class EndToEnd(BaseModel):
     parity_note: str = ""
     eager_repeat_rel_error: float | None = None  # eager against itself, same inputs, buffers and seed
     compile_parity_rel_error: float | None = None  # torch.compile's own departure from eager
+    rounding_rel_error: float | None = None  # eager's departure with its weights and inputs one ulp apart
     cast_kernels: int | None = None  # kernels the .cast loaded for this device; none: cast_ms is not timed
     compile_error: str = ""
     kernel_stats: dict[str, dict[str, object]] = {}
