@@ -39,6 +39,29 @@ def flatten_tensors(value: object) -> list[torch.Tensor]:
     return []
 
 
+def lean_module(program: torch.export.ExportedProgram) -> torch.nn.Module:
+    """The program as a module that runs its ops and nothing else: ``ExportedProgram.module()``
+    checks every call's inputs against the exported constraints (a pre-hook, a guard function and
+    a metadata assertion per tensor), which on a small module costs several times the module's own
+    eager call (measured on an RMSNorm: 227 against 60 µs on the CPU). The card's eager time must
+    be the module's, as capture times it on the live module, so the checks go; a call that does
+    not fit the card still fails in the ops themselves or in the checks of their outputs."""
+    module = program.module()
+    for key, hook in list(module._forward_pre_hooks.items()):
+        if getattr(hook, "__name__", "") == "_check_input_constraints_pre_hook":
+            del module._forward_pre_hooks[key]
+            module._forward_pre_hooks_with_kwargs.pop(key, None)
+    if not isinstance(module, torch.fx.GraphModule):
+        return module
+    for node in list(module.graph.nodes):
+        checks_only = (node.op == "call_module" and node.target == "_guards_fn") or (
+            node.op == "call_function" and node.target is torch.ops.aten._assert_tensor_metadata.default)
+        if checks_only and not node.users:
+            module.graph.erase_node(node)
+    module.recompile()
+    return module
+
+
 class Reference:
     """Eager PyTorch for one card: ``reference(tensors)`` gives the outputs a kernel must match."""
 
@@ -50,7 +73,7 @@ class Reference:
             if module_program is None:
                 raise CardError(f"module card {card.id} has no module_program_blob")
             try:
-                self._module = torch.export.load(str(module_program)).module()
+                self._module = lean_module(torch.export.load(str(module_program)))
             except Exception as exc:
                 raise CardError(f"cannot load the module program of card {card.id}: {exc}") from exc
 

@@ -1,0 +1,94 @@
+"""What a module card's eager reference costs per call against the live module: prints a table, writes JSON.
+
+The sandbox times a module card's eager call on the module's exported program; capture times the
+live module. ``ExportedProgram.module()`` checks each call's inputs against the export (a
+pre-hook, a guard function, a metadata assertion per tensor), which the sandbox's reference
+(:func:`gpu_sandbox_service.harness.reference.lean_module`) leaves out. For a few small modules
+of the kinds module cards hold (an RMSNorm written out, a gated MLP's activation, a LayerNorm),
+on the device given: the live module, ``module()`` and the lean module, median µs of a call.
+
+    .venv/bin/python bench/module_reference.py [--device cpu] [--out bench/results/module_reference.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from gpu_sandbox_service.harness.reference import lean_module
+
+REPEATS = 2000
+
+
+class RMSNorm(torch.nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(width))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        v = x.float()
+        v = v * torch.pow(v.pow(2).mean(-1, keepdim=True) + 1e-6, -0.5)
+        return (v * self.weight.float()).type_as(x)
+
+
+class GatedSilu(torch.nn.Module):
+    def forward(self, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.silu(gate) * up
+
+
+def modules(device: torch.device) -> dict[str, tuple[torch.nn.Module, tuple[torch.Tensor, ...]]]:
+    rows = torch.randn(8, 1536, device=device, dtype=torch.bfloat16)
+    return {
+        "rms_norm bf16 (8, 1536)": (RMSNorm(1536).to(device), (rows,)),
+        "silu(gate) * up bf16 (8, 1536)": (GatedSilu(), (rows, rows.clone())),
+        "nn.LayerNorm fp32 (8, 1536)": (torch.nn.LayerNorm(1536).to(device), (rows.float(),)),
+    }
+
+
+def median_us(call: Callable[[], object], device: torch.device) -> float:
+    for _ in range(50):
+        call()
+    samples = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        call()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        samples.append((time.perf_counter() - start) * 1e6)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/module_reference.json"))
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    rows = []
+    with torch.inference_mode():
+        for name, (module, inputs) in modules(device).items():
+            program = torch.export.export(module, inputs)
+            checked, lean = program.module(), lean_module(program)
+            live_us, checked_us, lean_us = (median_us(functools.partial(m, *inputs), device)
+                                            for m in (module, checked, lean))
+            rows.append({"module": name, "live_us": live_us, "module_us": checked_us, "lean_us": lean_us,
+                         "module_over_live": checked_us / live_us, "lean_over_live": lean_us / live_us})
+    print(f"{'module':32} {'live µs':>9} {'module() µs':>12} {'lean µs':>9} {'module()/live':>14} {'lean/live':>10}")
+    for r in rows:
+        print(f"{r['module']:32} {r['live_us']:9.1f} {r['module_us']:12.1f} {r['lean_us']:9.1f} "
+              f"{r['module_over_live']:14.2f} {r['lean_over_live']:10.2f}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"device": str(device), "host": platform.processor() or platform.machine(),
+                                    "torch": torch.__version__, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
