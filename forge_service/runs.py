@@ -25,7 +25,7 @@ from forge_service.card_search import BUDGET_SPENT, NO_PROPOSAL, CardSearch, Sea
 from forge_service.clients import AgentClient, CaptureClient, SandboxClient, SandboxPool
 from forge_service.config import RunConfig
 from forge_service.kernel_cache import KernelCache
-from forge_service.scheduler import NOT_IN_TOP, RefusalFn, plan_cards
+from forge_service.scheduler import NOT_IN_TOP, RUNS_ONLY_INSIDE_MODULE_CARD, RefusalFn, plan_cards
 from forge_service.store import DB_FILE, CardRow, RunStore, best_candidate
 from kernel_forge.capture.v1 import messages_pb2 as capture_pb2
 from kforge_domain.blobs import BLOBS_DIR, PROGRAM_SUFFIX, SAFETENSORS_SUFFIX, blob_file_name
@@ -252,7 +252,15 @@ class RunManager:
                 store.set_card_status(card.id, "done", searcher.stop_reason)
                 await self._emit(run_id, "card_done", f"{card.op}: {searcher.stop_reason}", card_id=card.id)
 
-            while (row := next((r for r in store.cards() if r.selected and r.status != "done"), None)) is not None:
+            while True:
+                for module, released in release_shadowed_cards(store, config):
+                    inner = OperatorCard.from_json(released.card_json).op
+                    await self._emit(run_id, "log", f"no passing kernel for the module card {module.op}: {inner}, "
+                                                    "which runs only inside it, is searched after all",
+                                     card_id=released.id)
+                row = next((r for r in store.cards() if r.selected and r.status != "done"), None)
+                if row is None:
+                    break
                 await search(row)
                 if store.card(row.id).reason == NO_PROPOSAL and (promoted := promote_next_card(store, config)):
                     await self._emit(run_id, "log", "nothing to propose: the next card by eager time takes its place",
@@ -342,6 +350,30 @@ def promote_next_card(store: RunStore, config: RunConfig) -> CardRow | None:
         db.execute("UPDATE cards SET selected = 1, status = 'pending', budget = ?, reason = '' WHERE id = ?",
                    (config.budget_per_card, row.id))
     return store.card(row.id)
+
+
+def release_shadowed_cards(store: RunStore, config: RunConfig) -> list[tuple[OperatorCard, CardRow]]:
+    """Return to the queue the cards that selection passed over because they run only inside a
+    module card, once that module card's search has ended without a passing kernel: nothing will
+    replace their calls. The highest ranked ``max_cards`` of them are selected with the normal
+    budget; the rest wait like any card outside the top. Returns (module card, selected row) pairs."""
+    rows = store.cards()
+    released = []
+    for module_row in rows:
+        if not module_row.selected or module_row.status != "done":
+            continue
+        module = OperatorCard.from_json(module_row.card_json)
+        if module.kind != "module" or best_candidate(store, module.id) is not None:
+            continue
+        shadowed = RUNS_ONLY_INSIDE_MODULE_CARD.format(op=module.op, card_id=module.id)
+        inner = [r for r in rows if not r.selected and r.reason == shadowed]
+        with store.transaction() as db:
+            db.executemany("UPDATE cards SET selected = 1, status = 'pending', budget = ?, reason = '' WHERE id = ?",
+                           [(config.budget_per_card, r.id) for r in inner[:config.max_cards]])
+            db.executemany("UPDATE cards SET reason = ? WHERE id = ?",
+                           [(NOT_IN_TOP.format(k=config.max_cards), r.id) for r in inner[config.max_cards:]])
+        released += [(module, store.card(r.id)) for r in inner[:config.max_cards]]
+    return released
 
 
 def grant_spare_budget(store: RunStore, config: RunConfig) -> CardRow | None:

@@ -5,6 +5,9 @@ card's memory-bandwidth floor on the sandbox's device). Cards dominated by vendo
 (convolution, matmul, attention) are left to eager unless the run asks for them. A card the
 proposer has nothing for never takes a slot, and a module card that wraps exactly one
 searchable aten card is that card: the aten card is searched in its place, at its priority.
+An aten card that runs only inside a module card selected above it is not searched while that
+module's kernel may replace its calls: its slot goes to the next card, and the run searches it
+after all if the module card's search ends without a passing kernel.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ MIN_HEADROOM = 0.05
 NOT_IN_TOP = "outside the {k} cards with the most eager time"
 NOT_PROPOSABLE = "the proposer has nothing for this card: {why}"
 SERVED_BY_ATEN_CARD = "served by the one aten card it runs, {op} ({card_id})"
+RUNS_ONLY_INSIDE_MODULE_CARD = "runs only inside the selected module card {op} ({card_id})"
 
 #: Why the run's proposer cannot write a kernel for a card ("" when it can). Asked before any
 #: budget is given, so it must be cheap: the offline proposer asks its template catalog.
@@ -54,10 +58,19 @@ def _not_searched(card: OperatorCard, config: RunConfig) -> str:
     return ""
 
 
+def _within(path: str, module: OperatorCard) -> bool:
+    """Whether module path ``path`` lies within a path ``module`` was called at ("" is the root)."""
+    return any(path == where or not where or path.startswith(where + ".") for where in module.module_paths)
+
+
 def _runs_inside(card: OperatorCard, module: OperatorCard) -> bool:
     """Whether ``card`` ran inside one of the module paths ``module`` was called at."""
-    return any(path == where or not where or path.startswith(where + ".")
-               for path in card.module_paths for where in module.module_paths)
+    return any(_within(path, module) for path in card.module_paths)
+
+
+def _runs_only_inside(card: OperatorCard, module: OperatorCard) -> bool:
+    """Whether every call of ``card`` ran inside ``module``: a module kernel then replaces them all."""
+    return bool(card.module_paths) and all(_within(path, module) for path in card.module_paths)
 
 
 def plan_cards(cards: Sequence[OperatorCard], config: RunConfig, copy_bandwidth: CopyBandwidth | float,
@@ -68,7 +81,9 @@ def plan_cards(cards: Sequence[OperatorCard], config: RunConfig, copy_bandwidth:
     LLM). The ``max_cards`` slots go only to cards it can serve. A module card whose calls ran
     exactly one searchable aten card (the rest views, vendor ops or nothing) computes what that
     card computes, so searching both would spend the budget twice on one kernel: the aten card,
-    which the op templates serve, takes the module's place if that ranks it higher.
+    which the op templates serve, takes the module's place if that ranks it higher. An aten card
+    whose every call ran inside a module card selected above it would never run once that
+    module's kernel is in place: it is passed over and its slot goes to the next card.
     """
     reasons: dict[str, str] = {}
     scores: dict[str, float] = {}
@@ -100,12 +115,19 @@ def plan_cards(cards: Sequence[OperatorCard], config: RunConfig, copy_bandwidth:
     ranked = sorted(cards, key=lambda c: (-scores[c.id], c.id))
     plans = []
     picked = 0
+    modules: list[OperatorCard] = []  # the module cards selected so far
     for rank, card in enumerate(ranked):
         reason = reasons[card.id]
+        if not reason and card.kind == "aten":
+            host = next((m for m in modules if _runs_only_inside(card, m)), None)
+            if host is not None:
+                reason = RUNS_ONLY_INSIDE_MODULE_CARD.format(op=host.op, card_id=host.id)
         selected = not reason and picked < config.max_cards
         if not reason and not selected:
             reason = NOT_IN_TOP.format(k=config.max_cards)
         picked += selected
+        if selected and card.kind == "module":
+            modules.append(card)
         plans.append(CardPlan(card, rank, selected, reason, config.budget_per_card if selected else 0,
                               floors[card.id], scores[card.id]))
     return plans

@@ -8,9 +8,19 @@ from capture_service.session import capture_loaded
 from capture_service.spec import LoadedModel
 from capture_service.timing import TimingPolicy
 from forge_service.config import RunConfig
-from forge_service.runs import proposer_refusal
-from forge_service.scheduler import NOT_IN_TOP, NOT_PROPOSABLE, SERVED_BY_ATEN_CARD, plan_cards
+from forge_service.runs import proposer_refusal, release_shadowed_cards
+from forge_service.scheduler import (
+    NOT_IN_TOP,
+    NOT_PROPOSABLE,
+    RUNS_ONLY_INSIDE_MODULE_CARD,
+    SERVED_BY_ATEN_CARD,
+    plan_cards,
+)
+from forge_service.store import CardRow, RunStore
+from kforge_domain.card import OperatorCard
 from kforge_domain.floor import memory_floor_us
+from kforge_domain.result import CandidateResult
+from kforge_domain.verdict import CandidateStatus, RunFigures
 from tests.forge_service.conftest import make_card
 
 FAST = TimingPolicy(warmup=1, min_reps=3, max_reps=5, budget_s=0.005)
@@ -118,4 +128,96 @@ def test_a_module_card_that_runs_several_searchable_cards_keeps_its_own_place() 
         update={"kind": "module", "op": "examples.Block", "id": "block", "module_paths": ["block"]})
     plans = {p.card.id: p for p in plan_cards([relu, tanh, block], RunConfig(model_spec="m.py"), 1000.0)}
     assert plans["block"].selected and plans["block"].rank == 0  # an LLM may fuse what the block runs
-    assert plans[relu.id].selected and plans[tanh.id].selected
+    # the block's kernel replaces every call of both: they are left for the case it finds none
+    shadowed = RUNS_ONLY_INSIDE_MODULE_CARD.format(op="examples.Block", card_id="block")
+    assert plans[relu.id].reason == shadowed and plans[tanh.id].reason == shadowed
+
+
+def at(card: OperatorCard, *paths: str, **update: str) -> OperatorCard:
+    return card.model_copy(update={"module_paths": list(paths), **update})
+
+
+def norm_model() -> tuple[OperatorCard, OperatorCard, OperatorCard, OperatorCard, OperatorCard]:
+    """An RMSNorm module card, the two aten cards only it runs, one that also runs outside it, and
+    a card further down; ranked in that order (norm first)."""
+    norm = at(make_card("aten::relu.default", (64, 64), time_share=0.5), "layers.0.norm", "layers.1.norm",
+              kind="module", op="examples.RMSNorm", id="norm")
+    mean = at(make_card("aten::mean.dim", (64, 64), time_share=0.3), "layers.0.norm", "layers.1.norm")
+    to = at(make_card("aten::_to_copy.default", (64, 64), time_share=0.25), "layers.0.norm")
+    mul = at(make_card("aten::mul.Tensor", (64, 64), time_share=0.2), "layers.0.norm", "layers.0.mlp")
+    tanh = at(make_card("aten::tanh.default", (64, 64), time_share=0.1), "layers.0.act")
+    return norm, mean, to, mul, tanh
+
+
+def test_cards_that_run_only_inside_a_selected_module_card_give_their_slots_to_the_next() -> None:
+    norm, mean, to, mul, tanh = norm_model()
+    plans = {p.card.id: p for p in plan_cards([norm, mean, to, mul, tanh],
+                                               RunConfig(model_spec="m.py", max_cards=3), 1000.0)}
+    shadowed = RUNS_ONLY_INSIDE_MODULE_CARD.format(op="examples.RMSNorm", card_id="norm")
+    assert plans["norm"].selected
+    assert not plans[mean.id].selected and plans[mean.id].reason == shadowed and plans[mean.id].budget == 0
+    assert not plans[to.id].selected and plans[to.id].reason == shadowed
+    assert plans[mul.id].selected  # it also runs in the mlp, which the module kernel leaves alone
+    assert plans[tanh.id].selected  # the slots the inner cards left
+
+
+def test_a_module_card_not_selected_shadows_nothing() -> None:
+    norm, mean, to, mul, tanh = norm_model()
+    low = norm.model_copy(update={"time_share": 0.01})  # ranked below every aten card
+    plans = {p.card.id: p for p in plan_cards([low, mean, to, mul, tanh],
+                                               RunConfig(model_spec="m.py", max_cards=2), 1000.0)}
+    assert plans[mean.id].selected and plans[to.id].selected
+    assert plans["norm"].reason == NOT_IN_TOP.format(k=2)
+    assert plans[mul.id].reason == NOT_IN_TOP.format(k=2)
+
+
+def test_a_module_card_at_the_root_shadows_every_aten_card() -> None:
+    norm, mean, to, mul, tanh = norm_model()
+    root = at(norm, "", op="examples.Model", id="model")
+    plans = plan_cards([root, mean, to, mul, tanh], RunConfig(model_spec="m.py", max_cards=3), 1000.0)
+    assert [p.card.id for p in plans if p.selected] == ["model"]
+
+
+def planned_store(tmp_path: Path, cards: list[OperatorCard], config: RunConfig, module_id: str,
+                  module_result: CandidateStatus) -> RunStore:
+    """A run store as planning leaves it, with the module card's search ended on one result."""
+    store = RunStore(tmp_path)
+    store.put_cards([CardRow(p.card.id, p.card.to_json(), p.rank, p.selected, "pending" if p.selected else "skipped",
+                             p.reason, p.budget, p.floor_us) for p in plan_cards(cards, config, 1000.0)])
+    store.add_candidate("a", module_id, "", 1, "offline", ("add_child", {"parent": 0, "node": 1, "candidate": "a"}))
+    figures = RunFigures(module_result, latency_us=5.0, eager_latency_us=10.0)
+    store.put_result(CandidateResult("a", figures), module_id, ("tell", {"node": 1}))
+    return store
+
+
+def test_cards_a_module_card_shadowed_are_searched_once_it_ends_without_a_passing_kernel(tmp_path: Path) -> None:
+    norm, mean, to, mul, tanh = norm_model()
+    config = RunConfig(model_spec="m.py", max_cards=3)
+    store = planned_store(tmp_path, [norm, mean, to, mul, tanh], config, "norm", CandidateStatus.WRONG_RESULT)
+    assert release_shadowed_cards(store, config) == []  # its search has not ended
+    store.set_card_status("norm", "done", "budget spent")
+    released = release_shadowed_cards(store, config)
+    assert [(module.id, row.id) for module, row in released] == [("norm", mean.id), ("norm", to.id)]
+    assert all(row.selected and row.status == "pending" and row.budget == config.budget_per_card and not row.reason
+               for _, row in released)
+    assert release_shadowed_cards(store, config) == []  # released once
+
+
+def test_a_failed_root_module_card_releases_at_most_max_cards(tmp_path: Path) -> None:
+    norm, mean, to, mul, tanh = norm_model()
+    config = RunConfig(model_spec="m.py", max_cards=2)
+    root = at(norm, "", op="examples.Model", id="model")
+    store = planned_store(tmp_path, [root, mean, to, mul, tanh], config, "model", CandidateStatus.WRONG_RESULT)
+    store.set_card_status("model", "done", "budget spent")
+    assert [row.id for _, row in release_shadowed_cards(store, config)] == [mean.id, to.id]
+    assert {store.card(c.id).reason for c in (mul, tanh)} == {NOT_IN_TOP.format(k=2)}  # they wait like any other
+    assert release_shadowed_cards(store, config) == []
+
+
+def test_a_module_card_with_a_passing_kernel_keeps_its_inner_cards_shadowed(tmp_path: Path) -> None:
+    norm, mean, to, mul, tanh = norm_model()
+    config = RunConfig(model_spec="m.py", max_cards=3)
+    store = planned_store(tmp_path, [norm, mean, to, mul, tanh], config, "norm", CandidateStatus.PASSED)
+    store.set_card_status("norm", "done", "budget spent")
+    assert release_shadowed_cards(store, config) == []
+    assert not store.card(mean.id).selected
