@@ -13,8 +13,9 @@ from pydantic import ValidationError
 
 from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.evaluator import Evaluator
-from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest
+from gpu_sandbox_service.models import Timing
 from kforge_domain.card import BLOBS_DIR, CardSet
+from kforge_domain.evaluate_request import EvaluateRequest, EvaluationOptions
 from kforge_domain.result import CandidateResult
 from kforge_domain.verdict import RunFigures
 from servicekit.errors import InvalidArgument, KforgeError, NotFound
@@ -33,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     evaluate.add_argument("--backend", choices=["auto", "cpu", "cuda"], default="auto")
     evaluate.add_argument("--json", action="store_true", help="print the result as JSON")
     evaluate.add_argument("--remeasure", action="store_true", help="re-time a passing candidate in a fresh process")
-    evaluate.add_argument("--timing-runs", type=int, default=EvaluationOptions().timing_runs)
+    evaluate.add_argument("--timing-runs", type=int, default=Timing().timing_runs)
     evaluate.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR, help="compile cache and run dirs")
     evaluate.set_defaults(func=cmd_eval)
 
@@ -60,8 +61,8 @@ async def evaluate_file(args: argparse.Namespace) -> CandidateResult:
         raise NotFound(f"cannot read the candidate {args.source}: {exc}") from exc
     evaluator = Evaluator(args.work_dir, args.backend, BlobStore(args.cards / BLOBS_DIR))
     options = EvaluationOptions(timing_runs=args.timing_runs, remeasure=args.remeasure)
-    request = EvaluationRequest(candidate_id=args.source.name, card=card, source=source, backend=evaluator.backend,
-                                options=options)
+    request = EvaluateRequest(candidate_id=args.source.name, card=card, source=source, backend=evaluator.backend,
+                              options=options)
     return await evaluator.evaluate(request)
 
 

@@ -8,11 +8,14 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
+from typing import Any
 
 from gpu_sandbox_service.compiler import detect_toolchain
-from gpu_sandbox_service.models import DeviceInfo
 from gpu_sandbox_service.pycommand import python_module_command
 from kforge_domain.backends import BACKENDS
+from kforge_domain.device import DeviceInfo
+from kforge_domain.floor import BandwidthAtSize
 from servicekit.errors import FailedPrecondition, InvalidArgument
 
 
@@ -35,8 +38,29 @@ def _cuda_visible() -> bool:
     return probe.stdout.strip() == "True"
 
 
+@dataclass(frozen=True)
+class ProbedDevice:
+    """The device as the sandbox answers it, and how many of it this sandbox sees.
+
+    ``device_count`` stays here: the pool pins run slots to the GPUs, while the wire says only
+    ``candidate_slots`` (filled in by the evaluator, with ``sandbox_id``).
+    """
+
+    info: DeviceInfo
+    device_count: int = 1
+
+
+def device_from_facts(facts: dict[str, Any], toolchain: str) -> ProbedDevice:
+    """The device the probe's JSON facts describe, built with ``toolchain``."""
+    facts = dict(facts)
+    count = int(facts.pop("device_count", 1))
+    by_size = tuple(BandwidthAtSize(int(p["working_set_bytes"]), float(p["gbps"]))
+                    for p in facts.pop("copy_bandwidth_by_size", []))
+    return ProbedDevice(DeviceInfo(toolchain=toolchain, copy_bandwidth_by_size=by_size, **facts), count)
+
+
 @functools.cache
-def describe_device(backend: str) -> DeviceInfo:
+def describe_device(backend: str) -> ProbedDevice:
     """Name, arch, SM (or core) count, cache size, measured copy bandwidth and toolchain.
 
     Measured once per process; raises :class:`FailedPrecondition` if the backend is unusable here.
@@ -58,4 +82,4 @@ def describe_device(backend: str) -> DeviceInfo:
         toolchain = detect_toolchain(backend, str(facts["arch"]))
     except (FileNotFoundError, subprocess.SubprocessError) as exc:
         raise FailedPrecondition(str(exc)) from exc
-    return DeviceInfo(toolchain=toolchain.version, **facts)
+    return device_from_facts(facts, toolchain.version)

@@ -38,9 +38,11 @@ from gpu_sandbox_service.isolation import (
     run_isolated,
 )
 from gpu_sandbox_service.kernel_isolation import choose_kernel_profile
-from gpu_sandbox_service.models import CandidateStatus, DeviceInfo, EvaluationRequest, Limits
+from gpu_sandbox_service.models import CandidateStatus, Limits, Timing
 from gpu_sandbox_service.pool import Slot, WorkerPool
 from gpu_sandbox_service.pycommand import python_module_command
+from kforge_domain.device import DeviceInfo
+from kforge_domain.evaluate_request import EvaluateRequest, EvaluationOptions
 from kforge_domain.result import CandidateResult
 from kforge_domain.verdict import BuildFailure
 from servicekit.errors import FailedPrecondition, InvalidArgument, Unavailable
@@ -70,6 +72,7 @@ class Evaluator:
         self.scratch = self.work_dir / "runs"
         self.scratch.mkdir(parents=True, exist_ok=True)
         self._device: DeviceInfo | None = None
+        self._device_count = 0  # GPUs this sandbox sees (the pool's business; the wire carries candidate_slots)
         self._compiler: Compiler | None = None
         self._pool: WorkerPool | None = None
         self._profile: Profile | None = None  # None: the strongest isolation (cpu); cuda picks its own
@@ -83,6 +86,11 @@ class Evaluator:
         assert self._device is not None
         return self._device
 
+    async def device_count(self) -> int:
+        """How many devices the probe counted (cuda: visible GPUs; cpu: one)."""
+        await self._prepare()
+        return self._device_count
+
     @property
     def isolation(self) -> str:
         """How candidates are isolated here; for cuda, known once the device was described."""
@@ -93,21 +101,22 @@ class Evaluator:
         async with self._ready:
             if self._device is not None:
                 return
-            device = await asyncio.to_thread(describe_device, self.backend)
+            probed = await asyncio.to_thread(describe_device, self.backend)
+            device = probed.info
             toolchain = await asyncio.to_thread(detect_toolchain, self.backend, device.arch)
             self._compiler = Compiler(toolchain, self.work_dir / "cache", self.scratch, self.limits)
-            self._pool = WorkerPool(self.backend, device.device_count, self.workers)
+            self._pool = WorkerPool(self.backend, probed.device_count, self.workers)
             if self.backend == "cuda":
                 self._profile = await choose_kernel_profile(
                     "cuda", self._compiler, self.scratch,
                     lambda argv, run_dir, profile: self._spawn(argv, run_dir, self.limits.run_timeout_s, profile))
-            self._device = device.model_copy(update={"sandbox_id": self.sandbox_id,
-                                                     "candidate_slots": self._pool.candidate_slots})
+            self._device_count = probed.device_count
+            self._device = replace(device, sandbox_id=self.sandbox_id, candidate_slots=self._pool.candidate_slots)
 
-    async def evaluate(self, request: EvaluationRequest) -> CandidateResult:
+    async def evaluate(self, request: EvaluateRequest) -> CandidateResult:
         """The verdict on one candidate. Bad requests raise; bad candidates get a status."""
         started = time.perf_counter()
-        self._validate(request)
+        timing = self._validate(request)
         await self._prepare()
         assert self._device is not None and self._compiler is not None and self._pool is not None
         audit = audit_source(request.source, self.backend)
@@ -117,10 +126,10 @@ class Evaluator:
             toolchain=self._device.toolchain, arch=self._device.arch, sandbox_id=self.sandbox_id,
             compiler_flags=" ".join(self._compiler.toolchain.flags(audit.link_libraries)),
         )
-        result = await self._evaluate(request, audit, evidence)
+        result = await self._evaluate(request, timing, audit, evidence)
         return replace(result, total_s=time.perf_counter() - started)
 
-    async def _evaluate(self, request: EvaluationRequest, audit: AuditReport,
+    async def _evaluate(self, request: EvaluateRequest, timing: Timing, audit: AuditReport,
                         result: CandidateResult) -> CandidateResult:
         """``result`` (the evidence known before compiling) with the verdict and what was found on the way."""
         assert self._compiler is not None and self._pool is not None
@@ -129,15 +138,15 @@ class Evaluator:
                                                         + "; ".join(audit.violations[:10])))
         async with self._pool.compile_slots:
             compiled = await self._compiler.compile(request.source, audit.link_libraries,
-                                                    request.options.compile_timeout_s)
+                                                    timing.compile_timeout_s)
         result = replace(result, compile_s=compiled.compile_s, compiler_flags=compiled.flags)
         if compiled.library is None:
             return replace(result, verdict=BuildFailure(CandidateStatus.COMPILE_ERROR, compiled.error),
                            log_tail=compiled.log)
-        report, log = await self._run(request, compiled.library, verify_fresh=True)
+        report, log = await self._run(request, timing, compiled.library, verify_fresh=True)
         result = replace(result, verdict=report.run_figures(), log_tail=log)
-        if result.passed and request.options.remeasure and _would_be_best(result, request):
-            again, log = await self._run(request, compiled.library, verify_fresh=False, cold=True)
+        if result.passed and request.options.remeasure and _would_be_best(result, timing):
+            again, log = await self._run(request, timing, compiled.library, verify_fresh=False, cold=True)
             confirmed = again.status == CandidateStatus.PASSED
             verdict = again.run_figures() if confirmed else replace(
                 again.run_figures(), error_message=f"re-measured in a fresh process: {again.error_message}")
@@ -146,7 +155,9 @@ class Evaluator:
             result = replace(result, artifact=compiled.library.read_bytes())
         return result
 
-    def _validate(self, request: EvaluationRequest) -> None:
+    def _validate(self, request: EvaluateRequest) -> Timing:
+        """How ``request`` is to be timed; raises for a request this sandbox cannot serve."""
+        timing = timing_of(request.options)
         if request.backend and request.backend != self.backend:
             raise InvalidArgument(f"this sandbox runs backend {self.backend!r}, not {request.backend!r}")
         if not request.source.strip():
@@ -156,21 +167,22 @@ class Evaluator:
         for digest in self._blob_digests(request):
             if not self.blobs.has(digest):
                 raise FailedPrecondition(f"blob {digest} of card {request.card.id} is not uploaded")
+        return timing
 
     @staticmethod
-    def _blob_digests(request: EvaluationRequest) -> list[str]:
+    def _blob_digests(request: EvaluateRequest) -> list[str]:
         digests = [s.inputs_blob for s in request.card.samples]
         if request.card.module_program_blob:
             digests.append(request.card.module_program_blob)
         return digests
 
-    async def _run(self, request: EvaluationRequest, library: Path, verify_fresh: bool,
+    async def _run(self, request: EvaluateRequest, timing: Timing, library: Path, verify_fresh: bool,
                    cold: bool = False) -> tuple[HarnessReport, str]:
         """One candidate process (forked, or ``cold``); its report (synthesised if it died)."""
         assert self._device is not None and self._pool is not None
         staging = self.scratch / f"run-{uuid.uuid4().hex}"
         staging.mkdir()
-        timeout = request.options.run_timeout_s or self.limits.run_timeout_s
+        timeout = timing.run_timeout_s or self.limits.run_timeout_s
         try:
             await asyncio.to_thread(self._stage_files, request, library, staging)
             async with self._pool.run_slot() as slot:
@@ -178,7 +190,7 @@ class Evaluator:
                 outcome = None
                 if server is not None:
                     run_dir = server.root / staging.name
-                    self._write_request(request, run_dir, staging, verify_fresh)
+                    self._write_request(request, timing, run_dir, staging, verify_fresh)
                     staging.rename(run_dir)
                     try:
                         outcome = await server.run(run_dir, timeout, self.limits.output_cap_bytes,
@@ -191,7 +203,7 @@ class Evaluator:
                         await asyncio.to_thread(self._stage_files, request, library, staging)
                 if outcome is None:
                     run_dir = staging
-                    self._write_request(request, run_dir, staging, verify_fresh)
+                    self._write_request(request, timing, run_dir, staging, verify_fresh)
                     outcome = await self._spawn_in(slot, HARNESS, run_dir, timeout, self._profile, result_pipe=True)
         finally:
             await asyncio.to_thread(shutil.rmtree, staging, True)
@@ -275,44 +287,52 @@ class Evaluator:
         for server in servers:
             await server.stop()
 
-    def _stage(self, request: EvaluationRequest, library: Path, run_dir: Path, verify_fresh: bool) -> HarnessRequest:
-        """Put what the harness reads into its run dir; it sees nothing else of the sandbox."""
-        self._stage_files(request, library, run_dir)
-        return self._harness_request(request, run_dir, verify_fresh)
-
-    def _stage_files(self, request: EvaluationRequest, library: Path, folder: Path) -> None:
+    def _stage_files(self, request: EvaluateRequest, library: Path, folder: Path) -> None:
         shutil.copyfile(library, folder / "candidate.so")
         for i, sample in enumerate(request.card.samples):
             _copy_private(self.blobs.path(sample.inputs_blob), folder / f"sample{i}.safetensors")
         if request.card.module_program_blob:
             _copy_private(self.blobs.path(request.card.module_program_blob), folder / "module.pt2")
 
-    def _write_request(self, request: EvaluationRequest, run_dir: Path, folder: Path, verify_fresh: bool) -> None:
+    def _write_request(self, request: EvaluateRequest, timing: Timing, run_dir: Path, folder: Path,
+                       verify_fresh: bool) -> None:
         """``folder``'s request, naming its files where the harness will find them: in ``run_dir``."""
-        harness_request = self._harness_request(request, run_dir, verify_fresh)
+        harness_request = self._harness_request(request, timing, run_dir, verify_fresh)
         (folder / REQUEST_FILE).write_text(harness_request.model_dump_json())
 
-    def _harness_request(self, request: EvaluationRequest, run_dir: Path, verify_fresh: bool) -> HarnessRequest:
+    def _harness_request(self, request: EvaluateRequest, timing: Timing, run_dir: Path,
+                         verify_fresh: bool) -> HarnessRequest:
         assert self._device is not None
         program = run_dir / "module.pt2" if request.card.module_program_blob else None
-        options = request.options
         return HarnessRequest(
             card=request.card, backend=self.backend, library=str(run_dir / "candidate.so"),
             sample_inputs=[str(run_dir / f"sample{i}.safetensors") for i in range(len(request.card.samples))],
-            module_program=str(program) if program else None, fresh_input_sets=options.fresh_input_sets,
-            timing_runs=options.timing_runs, warmup_runs=options.warmup_runs, verify_fresh=verify_fresh,
-            best_speedup=options.best_speedup,
+            module_program=str(program) if program else None, fresh_input_sets=timing.fresh_input_sets,
+            timing_runs=timing.timing_runs, warmup_runs=timing.warmup_runs, verify_fresh=verify_fresh,
+            best_speedup=timing.best_speedup,
             copy_bandwidth_gbps=self._device.copy_bandwidth_gbps,
-            copy_bandwidth_by_size=self._device.copy_bandwidth_by_size, l2_bytes=self._device.l2_bytes,
+            copy_bandwidth_by_size=list(self._device.copy_bandwidth_by_size), l2_bytes=self._device.l2_bytes,
             floor_slack=self.limits.floor_slack, seed=int.from_bytes(os.urandom(4), "little"),
         )
 
 
-def _would_be_best(result: CandidateResult, request: EvaluationRequest) -> bool:
+def _would_be_best(result: CandidateResult, timing: Timing) -> bool:
     """Whether the candidate beats the card's best so far, so its figure is worth a fresh process."""
-    return result.speedup is not None and result.speedup > request.options.best_speedup
+    return result.speedup is not None and result.speedup > timing.best_speedup
 
 
 def _copy_private(source: Path, target: Path) -> None:
     """A private copy: a hard link would let the candidate rewrite the blob store's file."""
     shutil.copyfile(source, target)
+
+
+def timing_of(options: EvaluationOptions) -> Timing:
+    """The timing ``options`` ask for (zero: the default); :class:`InvalidArgument` when out of range."""
+    defaults = Timing()
+    try:
+        return Timing(fresh_input_sets=options.fresh_input_sets or defaults.fresh_input_sets,
+                      timing_runs=options.timing_runs or defaults.timing_runs,
+                      compile_timeout_s=options.compile_timeout_s or None, run_timeout_s=options.run_timeout_s or None,
+                      best_speedup=options.best_speedup)
+    except ValidationError as exc:
+        raise InvalidArgument(f"invalid evaluation options: {exc.errors()[:3]}") from exc

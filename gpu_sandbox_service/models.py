@@ -1,19 +1,17 @@
-"""Plain domain models of the sandbox: requests, limits and device facts.
+"""The sandbox's own settings: its limits and how one evaluation times its candidate.
 
-They know nothing of gRPC; :mod:`gpu_sandbox_service.servicer` converts them to and from
-``kernel_forge.*.v1`` messages. The sandbox answers with the shared
-:class:`kforge_domain.result.CandidateResult`, converted by ``servicekit.convert``.
+The request and the device are the shared :class:`kforge_domain.evaluate_request.EvaluateRequest`
+and :class:`kforge_domain.device.DeviceInfo`, the answer the shared
+:class:`kforge_domain.result.CandidateResult`, all converted by ``servicekit.convert``.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kforge_domain.card import OperatorCard
-from kforge_domain.floor import BandwidthAtSize
 from kforge_domain.verdict import CandidateStatus
 
-__all__ = ["CandidateStatus", "DeviceInfo", "EvaluationOptions", "EvaluationRequest", "Limits"]
+__all__ = ["CandidateStatus", "Limits", "Timing"]
 
 
 class Limits(BaseModel):
@@ -39,40 +37,19 @@ class Limits(BaseModel):
     """Reject forbidden source before compiling; turned off only to test the runtime isolation."""
 
 
-class EvaluationOptions(BaseModel):
-    """Per-request knobs (``kernel_forge.sandbox.v1.EvaluationOptions``); zero means default."""
+class Timing(BaseModel):
+    """How one evaluation measures: a request's counts with the sandbox's defaults for zero, checked.
+
+    Not the request's :class:`~kforge_domain.evaluate_request.EvaluationOptions`: zero is resolved
+    here, the bounds are the sandbox's, and the warm-up count never travels; ``evaluator.timing_of`` resolves it.
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     fresh_input_sets: int = Field(default=2, ge=0, le=64)
     timing_runs: int = Field(default=50, ge=1, le=10_000)
     warmup_runs: int = Field(default=5, ge=0, le=1000)
-    compile_timeout_s: float | None = Field(default=None, gt=0)
+    compile_timeout_s: float | None = Field(default=None, gt=0)  # None: the limit's
     run_timeout_s: float | None = Field(default=None, gt=0)
-    remeasure: bool = False
     best_speedup: float = Field(default=0.0, ge=0)
 
-
-class EvaluationRequest(BaseModel):
-    """One candidate kernel for one card."""
-
-    candidate_id: str
-    card: OperatorCard
-    source: str
-    backend: str
-    options: EvaluationOptions = Field(default_factory=EvaluationOptions)
-
-
-class DeviceInfo(BaseModel):
-    """What a sandbox runs on (``kernel_forge.common.v1.DeviceInfo``)."""
-
-    backend: str
-    name: str
-    arch: str
-    sm_count: int
-    l2_bytes: int
-    copy_bandwidth_gbps: float
-    toolchain: str
-    memory_bytes: int = 0
-    device_count: int = 1
-    candidate_slots: int = 1
-    sandbox_id: str = ""
-    copy_bandwidth_by_size: list[BandwidthAtSize] = Field(default_factory=list)

@@ -79,7 +79,7 @@ async def serve_gpus(spec: str, backend: str, workers: int | None) -> str:
 
 async def state_slots(evaluator: Evaluator, say: Callable[[str], None]) -> None:
     if evaluator.backend == "cuda":
-        gpus = slot_gpus((await evaluator.device_info()).device_count, evaluator.workers)
+        gpus = slot_gpus(await evaluator.device_count(), evaluator.workers)
         run_slots = len(gpus)
         say(f"sandbox run slots: {run_slots}, one per GPU ({', '.join(gpus)})")
     else:  # no device probe at start for the cpu: the workers are the slots

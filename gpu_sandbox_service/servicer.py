@@ -6,37 +6,15 @@ import asyncio
 from collections.abc import AsyncIterable, AsyncIterator
 
 import grpc
-from pydantic import ValidationError
 
 from gpu_sandbox_service.blobs import BlobStore, check_sha256
 from gpu_sandbox_service.evaluator import Evaluator
-from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.sandbox.v1 import messages_pb2, service_pb2_grpc
 from servicekit.auth import client_identity
-from servicekit.convert import candidate_result_to_proto, card_from_json
+from servicekit.convert import candidate_result_to_proto, device_to_proto, evaluate_request_from_proto
 from servicekit.errors import InvalidArgument
 from servicekit.limits import ClientLimiter
-
-
-def request_from_message(message: messages_pb2.EvaluateRequest) -> EvaluationRequest:
-    """The domain request of an ``EvaluateRequest``; zero options mean the defaults."""
-    card = card_from_json(message.card_json)
-    given = message.options
-    defaults = EvaluationOptions()
-    try:
-        options = EvaluationOptions(
-            fresh_input_sets=given.fresh_input_sets or defaults.fresh_input_sets,
-            timing_runs=given.timing_runs or defaults.timing_runs,
-            compile_timeout_s=given.compile_timeout_s or None,
-            run_timeout_s=given.run_timeout_s or None,
-            remeasure=given.remeasure,
-            best_speedup=given.best_speedup,
-        )
-    except ValidationError as exc:
-        raise InvalidArgument(f"invalid evaluation options: {exc.errors()[:3]}") from exc
-    return EvaluationRequest(candidate_id=message.candidate_id, card=card, source=message.source,
-                             backend=message.backend, options=options)
 
 
 class SandboxServicer(service_pb2_grpc.SandboxServiceServicer):
@@ -49,8 +27,7 @@ class SandboxServicer(service_pb2_grpc.SandboxServiceServicer):
 
     async def GetDeviceInfo(self, request: messages_pb2.GetDeviceInfoRequest,
                             context: grpc.aio.ServicerContext) -> types_pb2.DeviceInfo:
-        info = await self.evaluator.device_info()
-        return types_pb2.DeviceInfo(**info.model_dump(exclude={"device_count"}))
+        return device_to_proto(await self.evaluator.device_info())
 
     async def UploadBlob(self, request_iterator: AsyncIterable[types_pb2.BlobChunk],
                          context: grpc.aio.ServicerContext) -> messages_pb2.UploadBlobResponse:
@@ -85,7 +62,7 @@ class SandboxServicer(service_pb2_grpc.SandboxServiceServicer):
 
     async def Evaluate(self, request: messages_pb2.EvaluateRequest,
                        context: grpc.aio.ServicerContext) -> types_pb2.CandidateResult:
-        domain_request = request_from_message(request)
+        domain_request = evaluate_request_from_proto(request)
         async with self.limiter(client_identity(context)):
             result = await self.evaluator.evaluate(domain_request)
         return candidate_result_to_proto(result)
@@ -99,7 +76,7 @@ class SandboxServicer(service_pb2_grpc.SandboxServiceServicer):
 
         async def one(message: messages_pb2.EvaluateRequest) -> None:
             try:
-                domain_request = request_from_message(message)
+                domain_request = evaluate_request_from_proto(message)
                 async with self.limiter(client):
                     await finished.put(candidate_result_to_proto(await self.evaluator.evaluate(domain_request)))
             except Exception as exc:

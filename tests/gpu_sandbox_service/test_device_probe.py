@@ -8,8 +8,9 @@ import statistics
 import torch
 
 from gpu_sandbox_service.cardkit import tensor_spec
+from gpu_sandbox_service.device import device_from_facts
 from gpu_sandbox_service.device_probe import COPY_BYTES, copy_working_sets, cpu_facts
-from gpu_sandbox_service.models import DeviceInfo
+from kforge_domain.device import DeviceInfo
 from kforge_domain.floor import CopyBandwidth, memory_floor_us
 from kforge_torch.timing import Timer
 
@@ -23,7 +24,7 @@ def test_working_sets_span_each_cache_and_dram() -> None:
 
 def _device() -> DeviceInfo:
     """The probe's facts read the way :func:`gpu_sandbox_service.device.describe_device` reads them."""
-    return DeviceInfo.model_validate({"toolchain": "g++", **cpu_facts()})
+    return device_from_facts(cpu_facts(), "g++").info
 
 
 def test_the_probe_measures_every_size_and_reports_dram_as_the_headline() -> None:

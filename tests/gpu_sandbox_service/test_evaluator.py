@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from agent_service.offline.proposer import propose_offline
 from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.cardkit import card_from_call
 from gpu_sandbox_service.evaluator import Evaluator
-from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest
+from kforge_domain.evaluate_request import EvaluateRequest, EvaluationOptions
 from servicekit.errors import FailedPrecondition, InvalidArgument
 from tests.gpu_sandbox_service.conftest import TEST_LIMITS, load_corpus, softmax_card
 
@@ -40,14 +41,14 @@ def evaluator(tmp_path_factory: pytest.TempPathFactory) -> Evaluator:
     return Evaluator(root, "cpu", BlobStore(root / "blobs"), TEST_LIMITS)
 
 
-def run(evaluator: Evaluator, request: EvaluationRequest):  # type: ignore[no-untyped-def]
+def run(evaluator: Evaluator, request: EvaluateRequest):  # type: ignore[no-untyped-def]
     return asyncio.run(evaluator.evaluate(request))
 
 
 def test_passing_candidate_is_remeasured_and_ships_its_artifact(evaluator: Evaluator) -> None:
     card = softmax_card(evaluator.blobs, rows=128, cols=512)
     options = EvaluationOptions(fresh_input_sets=2, timing_runs=11, remeasure=True)
-    result = run(evaluator, EvaluationRequest(candidate_id="ok", card=card, source=SOFTMAX_OK, backend="cpu",
+    result = run(evaluator, EvaluateRequest(candidate_id="ok", card=card, source=SOFTMAX_OK, backend="cpu",
                                               options=options))
     assert result.status.value == "PASSED", result.error_message + result.log_tail
     assert result.remeasured and result.artifact.startswith(b"\x7fELF")
@@ -56,8 +57,8 @@ def test_passing_candidate_is_remeasured_and_ships_its_artifact(evaluator: Evalu
     assert run_figures.speedup == pytest.approx(run_figures.eager_latency_us / run_figures.latency_us)
     assert run_figures.floor_us and run_figures.latency_us > run_figures.floor_us * TEST_LIMITS.floor_slack
     assert result.audit_class == "custom" and result.toolchain.startswith("g++") and result.arch.startswith("cpu")
-    again = run(evaluator, EvaluationRequest(candidate_id="ok2", card=card, source=SOFTMAX_OK, backend="cpu",
-                                             options=EvaluationOptions(fresh_input_sets=0, timing_runs=3)))
+    again = run(evaluator, EvaluateRequest(candidate_id="ok2", card=card, source=SOFTMAX_OK, backend="cpu",
+                                             options=EvaluationOptions(fresh_input_sets=1, timing_runs=3)))
     assert again.status.value == "PASSED" and again.compile_s == 0.0  # served from the compile cache
 
 
@@ -65,14 +66,14 @@ def test_a_candidate_far_below_the_cards_best_stops_timing_early_and_is_not_reme
         evaluator: Evaluator) -> None:
     card = softmax_card(evaluator.blobs, rows=128, cols=512)
     options = EvaluationOptions(fresh_input_sets=1, timing_runs=40, remeasure=True, best_speedup=1e6)
-    result = run(evaluator, EvaluationRequest(candidate_id="slow", card=card, source=SOFTMAX_OK, backend="cpu",
+    result = run(evaluator, EvaluateRequest(candidate_id="slow", card=card, source=SOFTMAX_OK, backend="cpu",
                                               options=options))
     assert result.status.value == "PASSED", result.error_message + result.log_tail
     assert "timing stopped after 10 of 40 calls: clearly slower than the card's best speedup of 1e+06" \
         in result.log_tail
     assert not result.remeasured  # the fresh process is for a candidate that would become the best
-    beaten = options.model_copy(update={"best_speedup": 1e-6})
-    result = run(evaluator, EvaluationRequest(candidate_id="best", card=card, source=SOFTMAX_OK, backend="cpu",
+    beaten = replace(options, best_speedup=1e-6)
+    result = run(evaluator, EvaluateRequest(candidate_id="best", card=card, source=SOFTMAX_OK, backend="cpu",
                                               options=beaten))
     assert result.status.value == "PASSED" and result.remeasured and "timing stopped" not in result.log_tail
 
@@ -86,7 +87,7 @@ def test_a_4_mb_group_norm_kernel_is_judged_against_the_floor_of_its_working_set
                                                        torch.randn(64), 1e-5, False], {}, evaluator.blobs)
     proposal = propose_offline(ProposalRequest(card=card, device=DeviceDescription(sm_count=2)))
     assert proposal.has_proposal, proposal.no_proposal_reason
-    result = run(evaluator, EvaluationRequest(candidate_id="gn", card=card, source=proposal.source, backend="cpu",
+    result = run(evaluator, EvaluateRequest(candidate_id="gn", card=card, source=proposal.source, backend="cpu",
                                               options=EvaluationOptions(fresh_input_sets=1, timing_runs=7)))
     assert result.status.value == "PASSED", result.error_message + result.log_tail
     figures = result.figures
@@ -99,18 +100,18 @@ def test_strided_and_broadcast_inputs_with_a_scalar_argument(evaluator: Evaluato
     b = torch.randn(8).expand(16, 8)
     card = card_from_call("aten::add.Tensor", [a, b], {"alpha": 2}, evaluator.blobs)
     assert card.inputs[0].stride == [1, 16] and card.inputs[1].stride == [0, 1] and card.outputs[0].stride == [1, 16]
-    result = run(evaluator, EvaluationRequest(candidate_id="add", card=card, source=ADD, backend="cpu",
+    result = run(evaluator, EvaluateRequest(candidate_id="add", card=card, source=ADD, backend="cpu",
                                               options=EvaluationOptions(timing_runs=3)))
     assert result.status.value == "PASSED", result.error_message + result.log_tail
     wrong = ADD.replace("2.0f * b", "b")
-    result = run(evaluator, EvaluationRequest(candidate_id="add-alpha-ignored", card=card, source=wrong,
+    result = run(evaluator, EvaluateRequest(candidate_id="add-alpha-ignored", card=card, source=wrong,
                                               backend="cpu", options=EvaluationOptions(timing_runs=3)))
     assert result.status.value == "WRONG_RESULT" and "tolerance" in result.error_message
 
 
 def test_compile_errors_carry_the_compiler_log(evaluator: Evaluator) -> None:
     card = softmax_card(evaluator.blobs)
-    result = run(evaluator, EvaluationRequest(candidate_id="broken", card=card, source="int kf_launch( {",
+    result = run(evaluator, EvaluateRequest(candidate_id="broken", card=card, source="int kf_launch( {",
                                               backend="cpu"))
     assert result.status.value == "COMPILE_ERROR" and "error" in result.log_tail
     assert "candidate.cpp" in result.log_tail
@@ -119,13 +120,13 @@ def test_compile_errors_carry_the_compiler_log(evaluator: Evaluator) -> None:
 def test_bad_requests_raise_with_the_problem_named(evaluator: Evaluator, tmp_path: Path) -> None:
     card = softmax_card(evaluator.blobs)
     with pytest.raises(InvalidArgument, match="backend"):
-        run(evaluator, EvaluationRequest(candidate_id="x", card=card, source=SOFTMAX_OK, backend="cuda"))
+        run(evaluator, EvaluateRequest(candidate_id="x", card=card, source=SOFTMAX_OK, backend="cuda"))
     with pytest.raises(InvalidArgument, match="empty"):
-        run(evaluator, EvaluationRequest(candidate_id="x", card=card, source="  ", backend="cpu"))
+        run(evaluator, EvaluateRequest(candidate_id="x", card=card, source="  ", backend="cpu"))
     elsewhere = softmax_card(BlobStore(tmp_path), rows=3, cols=5)
     with pytest.raises(FailedPrecondition, match="not uploaded"):
-        run(evaluator, EvaluationRequest(candidate_id="x", card=elsewhere, source=SOFTMAX_OK, backend="cpu"))
+        run(evaluator, EvaluateRequest(candidate_id="x", card=elsewhere, source=SOFTMAX_OK, backend="cpu"))
     unknown = card.model_copy(update={"op": "aten::no_such_op.default"})
     with pytest.raises(InvalidArgument, match="unknown operator"):
-        run(evaluator, EvaluationRequest(candidate_id="x", card=unknown, source=SOFTMAX_OK, backend="cpu",
+        run(evaluator, EvaluateRequest(candidate_id="x", card=unknown, source=SOFTMAX_OK, backend="cpu",
                                          options=EvaluationOptions(timing_runs=1)))

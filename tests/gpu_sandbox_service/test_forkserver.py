@@ -4,18 +4,19 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.evaluator import Evaluator
-from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest
+from kforge_domain.evaluate_request import EvaluateRequest, EvaluationOptions
 from kforge_domain.result import CandidateResult
 from tests.gpu_sandbox_service.conftest import TEST_LIMITS, load_corpus, softmax_card
 
 CORPUS = {e.name: e.source for e in load_corpus("cpu")}
-FAST = EvaluationOptions(fresh_input_sets=1, timing_runs=3, warmup_runs=1)
+FAST = EvaluationOptions(fresh_input_sets=1, timing_runs=3)  # five warm-up calls: the sandbox's
 
 LEAVES_TRACES = """
 #include "kf_abi.h"
@@ -72,7 +73,7 @@ def evaluate_in_turn(evaluator: Evaluator, sources: list[str], options: Evaluati
         results, servers = [], []
         try:
             for i, source in enumerate(sources):
-                results.append(await evaluator.evaluate(EvaluationRequest(
+                results.append(await evaluator.evaluate(EvaluateRequest(
                     candidate_id=str(i), card=card, source=f"// {i}\n{source}", backend="cpu", options=options)))
                 servers.append(id(evaluator._fork_servers.get(0)))
         finally:
@@ -92,7 +93,7 @@ def test_a_crash_harms_neither_the_next_candidate_nor_the_fork_server(evaluator:
 
 
 def test_a_hang_is_killed_at_its_timeout_and_the_next_candidate_runs(evaluator: Evaluator) -> None:
-    options = FAST.model_copy(update={"run_timeout_s": 3.0})
+    options = replace(FAST, run_timeout_s=3.0)
     results, servers = evaluate_in_turn(evaluator, [CORPUS["hang"], CORPUS["softmax_ok"]], options)
     assert [r.status.value for r in results] == ["TIMEOUT", "PASSED"], [r.error_message for r in results]
     assert results[0].total_s < 15 and len(set(servers)) == 1

@@ -25,7 +25,8 @@ from gpu_sandbox_service.isolation import (
     profiles,
     run_isolated,
 )
-from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest, Limits
+from gpu_sandbox_service.models import Limits
+from kforge_domain.evaluate_request import EvaluateRequest, EvaluationOptions
 from tests.gpu_sandbox_service.conftest import TEST_LIMITS, load_corpus, softmax_card
 
 ENTRIES = {e.name: e for e in load_corpus("cpu_isolation")}
@@ -131,7 +132,7 @@ def evaluate_entry(evaluator_and_store: tuple[Evaluator, BlobStore], name: str, 
     source = ENTRIES[name].source
     for key, value in substitutions.items():
         source = source.replace(f"@{key}@", value)
-    request = EvaluationRequest(candidate_id=name, card=softmax_card(store), source=source, backend="cpu",
+    request = EvaluateRequest(candidate_id=name, card=softmax_card(store), source=source, backend="cpu",
                                 options=EvaluationOptions(fresh_input_sets=1, timing_runs=3))
     result = asyncio.run(evaluator.evaluate(request))
     assert result.status.value == ENTRIES[name].expected, f"{result.error_message}\n{result.log_tail}"

@@ -19,7 +19,7 @@ from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.cardkit import card_from_call
 from gpu_sandbox_service.evaluator import Evaluator
 from gpu_sandbox_service.harness.timing import LAUNCH_ALLOWANCE_US, escaped_work
-from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest
+from kforge_domain.evaluate_request import EvaluateRequest, EvaluationOptions
 from kforge_torch.timing import Series
 from tests.gpu_sandbox_service.conftest import TEST_LIMITS, load_corpus
 
@@ -74,7 +74,7 @@ def test_a_kernel_on_its_own_non_blocking_stream_is_rejected_on_the_gpu(name: st
     store = BlobStore(tmp_path / "blobs")
     card = card_from_call("aten::_softmax.default", [torch.randn(512, 1024, device="cuda") * 3, -1, False], {}, store)
     evaluator = Evaluator(tmp_path, "cuda", store, TEST_LIMITS)
-    result = asyncio.run(evaluator.evaluate(EvaluationRequest(
+    result = asyncio.run(evaluator.evaluate(EvaluateRequest(
         candidate_id=name, card=card, source=entry.source, backend="cuda", options=EvaluationOptions(timing_runs=20))))
     assert result.status.value == entry.expected, result.error_message
     if entry.expected == "REJECTED":
