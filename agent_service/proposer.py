@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from agent_service.models import Proposal, ProposalRequest
+from agent_service.models import Proposal
 from agent_service.offline.proposer import OfflineProposer
 from agent_service.usage import UsageLedger
+from kforge_domain.propose_request import ProposeRequest
 from servicekit.errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 class Proposer(Protocol):
     """Writes one candidate kernel for a card (or says honestly why it cannot)."""
 
-    async def propose(self, request: ProposalRequest) -> Proposal: ...
+    async def propose(self, request: ProposeRequest) -> Proposal: ...
 
 
 def make_proposer(

@@ -20,9 +20,9 @@ class AgentServicer(agent_grpc.AgentServiceServicer):
     def __init__(self, settings: LlmSettings | None = None, ledger: UsageLedger | None = None) -> None:
         self.settings = settings or LlmSettings()
         self.ledger = ledger or UsageLedger()
-        self._proposers: dict[tuple[str, str | None], Proposer] = {}
+        self._proposers: dict[tuple[str, str], Proposer] = {}
 
-    def proposer(self, name: str, api_base: str | None) -> Proposer:
+    def proposer(self, name: str, api_base: str) -> Proposer:
         key = (name, api_base)
         if key not in self._proposers:
             self._proposers[key] = make_proposer(name, api_base, ledger=self.ledger, settings=self.settings)

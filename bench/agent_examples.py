@@ -35,10 +35,11 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 
-from agent_service.models import DeviceDescription, ProposalRequest  # noqa: E402
 from agent_service.offline.proposer import propose_offline  # noqa: E402
 from gpu_sandbox_service.compiler import SOURCE_SUFFIX, Toolchain, detect_toolchain  # noqa: E402
 from kforge_domain.card import BLOBS_DIR, CardSet, OperatorCard, TensorSpec  # noqa: E402
+from kforge_domain.device import DeviceInfo  # noqa: E402
+from kforge_domain.propose_request import ProposeRequest  # noqa: E402
 from packager.abi import KernelLibrary  # noqa: E402
 
 EXAMPLES = ("small_cnn", "small_transformer", "resnet50", "gemma_decoder", "qwen2_decoder", "diffusion_block",
@@ -107,7 +108,7 @@ def _verify(card: OperatorCard, lib: KernelLibrary, capture_dir: Path, device: s
     return "verified", worst
 
 
-def run_example(name: str, workdir: Path, device: DeviceDescription, pool: ThreadPoolExecutor,
+def run_example(name: str, workdir: Path, device: DeviceInfo, pool: ThreadPoolExecutor,
                 toolchain: Toolchain) -> dict[str, Any]:
     capture_dir = workdir / name
     on_gpu = device.backend == "cuda" and torch.cuda.is_available()
@@ -132,7 +133,7 @@ def run_example(name: str, workdir: Path, device: DeviceDescription, pool: Threa
         if not card.optimisable:
             row.update(status="not optimisable", reason=card.reason)
             continue
-        proposal = propose_offline(ProposalRequest(card=card, device=device, backend=device.backend))
+        proposal = propose_offline(ProposeRequest(card=card, device=device, backend=device.backend))
         if not proposal.has_proposal:
             row.update(status="no proposal", reason=proposal.no_proposal_reason)
             continue
@@ -201,14 +202,14 @@ def _table(results: list[dict[str, Any]], checked: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _device(backend: str, arch: str) -> DeviceDescription:
+def _device(backend: str, arch: str) -> DeviceInfo:
     if backend == "cpu":
-        return DeviceDescription(backend="cpu", name="host cpu", sm_count=os.cpu_count() or 1)
+        return DeviceInfo(backend="cpu", name="host cpu", sm_count=os.cpu_count() or 1)
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
-        return DeviceDescription(backend="cuda", name=props.name, arch=f"sm_{props.major}{props.minor}",
+        return DeviceInfo(backend="cuda", name=props.name, arch=f"sm_{props.major}{props.minor}",
                                  sm_count=props.multi_processor_count, l2_bytes=props.L2_cache_size, toolchain="nvcc")
-    return DeviceDescription(backend="cuda", name=f"{arch} (compile only)", arch=arch, sm_count=132,
+    return DeviceInfo(backend="cuda", name=f"{arch} (compile only)", arch=arch, sm_count=132,
                              l2_bytes=60 << 20, toolchain="nvcc")
 
 

@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent_service.models import ProposalRequest
 from agent_service.offline.proposer import propose_offline
 from kforge_domain.card import CardSet
+from kforge_domain.propose_request import ProposeRequest
 from tests.agent_service.scripted_llm import Scripted, ScriptedLlmServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,7 +59,7 @@ class TemplateEndpoint:
             content = "The prompt names no card."
         else:
             tried = self._tried.setdefault(match.group(1), [])
-            proposal = propose_offline(ProposalRequest(card=self._cards.card(match.group(1)), tried_knobs=tried))
+            proposal = propose_offline(ProposeRequest(card=self._cards.card(match.group(1)), tried_knobs=tried))
             tried.append(proposal.knobs)
             content = (f"DESCRIPTION: {proposal.description}\n```cpp\n{proposal.source}```\n"
                        if proposal.has_proposal else proposal.no_proposal_reason)

@@ -28,9 +28,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from agent_service.models import DeviceDescription, ProposalRequest  # noqa: E402
 from agent_service.offline.proposer import propose_offline  # noqa: E402
 from gpu_sandbox_service.compiler import detect_toolchain  # noqa: E402
+from kforge_domain.device import DeviceInfo  # noqa: E402
+from kforge_domain.propose_request import ProposeRequest  # noqa: E402
 from packager.abi import KernelLibrary  # noqa: E402
 from packager.guard_cost import median_us  # noqa: E402
 from packager.launcher import CallDescriptors, KernelLauncher  # noqa: E402
@@ -74,13 +75,13 @@ def _interleaved(kernel: Any, eager: Any, calls: int, rounds: int = 3) -> tuple[
 
 def run(out: Path, calls: int) -> dict[str, Any]:
     toolchain = detect_toolchain("cpu", f"cpu-{platform.machine()}")
-    device = DeviceDescription(backend="cpu", name=platform.processor() or platform.machine(),
+    device = DeviceInfo(backend="cpu", name=platform.processor() or platform.machine(),
                                arch=f"cpu-{platform.machine()}", sm_count=torch.get_num_threads(), toolchain="g++")
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp, torch.inference_mode():
         for name, op, args, kwargs in _cases():
             card, _ = aten_card(op, args, kwargs)
-            proposal = propose_offline(ProposalRequest(card=card, device=device, backend="cpu", seed=0))
+            proposal = propose_offline(ProposeRequest(card=card, device=device, backend="cpu", seed=0))
             source = Path(tmp) / f"k{len(rows)}.cpp"
             source.write_text(proposal.source)
             library = source.with_suffix(".so")

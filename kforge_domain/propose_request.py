@@ -8,7 +8,7 @@ wire is ``None`` here when unset. Knob sets are dicts of JSON scalars.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kforge_domain.device import DeviceInfo
@@ -24,9 +24,9 @@ Knobs = dict[str, Any]
 class Revision:
     """A candidate already in the card's tree, summarised; no status while it has no result."""
 
-    candidate_id: str
-    description: str
-    knobs: Knobs
+    candidate_id: str = ""
+    description: str = ""
+    knobs: Knobs = field(default_factory=dict)
     status: CandidateStatus | None = None
     error_message: str = ""
     latency_us: float | None = None
@@ -36,10 +36,10 @@ class Revision:
 class ParentCandidate:
     """The candidate the proposal revises, with its timing when it was timed."""
 
-    candidate_id: str
-    source: str
-    description: str
-    knobs: Knobs
+    candidate_id: str = ""
+    source: str = ""
+    description: str = ""
+    knobs: Knobs = field(default_factory=dict)
     latency_us: float | None = None
     eager_latency_us: float | None = None
 
@@ -58,12 +58,12 @@ class ProposeRequest:
     """Everything the agent is told to write one candidate for ``card``."""
 
     card: OperatorCard
-    device: DeviceInfo
-    backend: str  # "cpu" | "cuda"
-    proposer: str  # "offline" or a litellm model string
-    api_base: str
-    run_id: str
-    seed: int
+    device: DeviceInfo = field(default_factory=DeviceInfo)
+    backend: str = "cpu"  # "cpu" | "cuda"
+    proposer: str = "offline"  # "offline" or a litellm model string
+    api_base: str = ""  # "": the provider's own
+    run_id: str = ""
+    seed: int = 0
     parent: ParentCandidate | None = None
     lineage: tuple[Revision, ...] = ()  # the parent's ancestors and the parent, root first
     failed_siblings: tuple[Revision, ...] = ()

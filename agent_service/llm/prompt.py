@@ -13,8 +13,8 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from agent_service.models import ProposalRequest, Revision
 from kforge_domain.card import OperatorCard, TensorSpec
+from kforge_domain.propose_request import ProposeRequest, Revision
 from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
@@ -92,7 +92,7 @@ def _spec_line(i: int, spec: TensorSpec, prefix: str) -> str:
             f"storage offset {spec.storage_offset}, 16-byte aligned: {'yes' if spec.aligned16 else 'no'}")
 
 
-def _device_text(request: ProposalRequest) -> str:
+def _device_text(request: ProposeRequest) -> str:
     d = request.device
     facts = [f"backend {request.backend}"]
     for label, value in (("name", d.name), ("arch", d.arch), ("toolchain", d.toolchain)):
@@ -111,10 +111,10 @@ def _revision_line(r: Revision) -> str:
     latency = f"{r.latency_us:.2f} µs" if r.latency_us is not None else "no time"
     error = f" — {r.error_message.splitlines()[0][:200]}" if r.error_message else ""
     description = r.description or "(no description)"
-    return f"- {r.candidate_id or '?'}: {r.status or 'unknown'}, {latency}: {description}{error}"
+    return f"- {r.candidate_id or '?'}: {r.status.value if r.status else 'unknown'}, {latency}: {description}{error}"
 
 
-def task_text(request: ProposalRequest, version: str) -> str:
+def task_text(request: ProposeRequest, version: str) -> str:
     card = request.card
     cuda = request.backend == "cuda"
     parts = [load_template(version, "task").substitute(
@@ -153,15 +153,16 @@ def task_text(request: ProposalRequest, version: str) -> str:
             failed=("Failed attempts from the same parent:\n" + failed) if failed else "",
             do_not_repeat="; ".join(repeats) if repeats else "(see above)",
         ))
-    if request.feedback is not None and (request.feedback.error_message or request.feedback.status):
+    feedback = request.feedback
+    if feedback is not None and (feedback.error_message or feedback.status):
         parts.append(load_template(version, "feedback").substitute(
-            status=request.feedback.status or "failed", error=request.feedback.error_message or "(none)",
-            log_tail=request.feedback.log_tail.strip()[-4000:] or "(no log)",
+            status=feedback.status.value if feedback.status else "failed", error=feedback.error_message or "(none)",
+            log_tail=feedback.log_tail.strip()[-4000:] or "(no log)",
         ))
     return "\n".join(parts)
 
 
-def build_messages(request: ProposalRequest, version: str) -> list[dict[str, str]]:
+def build_messages(request: ProposeRequest, version: str) -> list[dict[str, str]]:
     """The chat messages of the first call for ``request``."""
     return [
         {"role": "system", "content": load_template(version, "system").substitute()},

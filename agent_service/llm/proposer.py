@@ -17,9 +17,10 @@ from agent_service.llm.client import LlmCallFailed, complete
 from agent_service.llm.parse import AnswerFormatError, parse_answer
 from agent_service.llm.prompt import build_messages, repair_message
 from agent_service.llm.settings import LlmSettings
-from agent_service.models import Feedback, Proposal, ProposalRequest
+from agent_service.models import Proposal
 from agent_service.usage import UsageLedger
 from kforge_domain.cost import Cost, LlmExchange
+from kforge_domain.propose_request import Feedback, ProposeRequest
 
 Check = Callable[[str], Awaitable[Feedback | None]]
 
@@ -41,7 +42,7 @@ class LlmProposer:
         self.ledger = ledger or UsageLedger()
         self.settings = settings or LlmSettings()
 
-    def budget_left(self, request: ProposalRequest, spent_now: float = 0.0) -> float | None:
+    def budget_left(self, request: ProposeRequest, spent_now: float = 0.0) -> float | None:
         """Dollars this proposal may still spend (None: unlimited)."""
         limits = []
         if request.budget_usd_remaining is not None:
@@ -56,7 +57,7 @@ class LlmProposer:
     def _refuse(self, reason: str, exchanges: list[LlmExchange]) -> Proposal:
         return Proposal.refuse(reason, proposer=self.model, cost=_total(exchanges), exchanges=exchanges)
 
-    async def propose(self, request: ProposalRequest, check: Check | None = None) -> Proposal:
+    async def propose(self, request: ProposeRequest, check: Check | None = None) -> Proposal:
         left = self.budget_left(request)
         if left is not None and left <= 0:
             return self._refuse(f"LLM budget reached for this card or run (${-left:.4f} over or at the limit)", [])
@@ -86,7 +87,7 @@ class LlmProposer:
                                "source_sha256": hashlib.sha256(parsed.source.encode()).hexdigest()[:16]},
                         cost=_total(exchanges), exchanges=exchanges, proposer=self.model,
                     )
-                problem = f"{feedback.status or 'check failed'}: {feedback.error_message}"
+                problem = f"{feedback.status.value if feedback.status else 'check failed'}: {feedback.error_message}"
                 details = f"```\n{feedback.log_tail.strip()[-4000:]}\n```" if feedback.log_tail else ""
             left = self.budget_left(request, _total(exchanges).usd)
             if left is not None and left <= 0:
@@ -98,5 +99,5 @@ class LlmProposer:
         return self._refuse(f"no usable kernel after {self.settings.repair_attempts + 1} answers: {problem}",
                             exchanges)
 
-    def _record(self, request: ProposalRequest, exchanges: list[LlmExchange]) -> None:
+    def _record(self, request: ProposeRequest, exchanges: list[LlmExchange]) -> None:
         self.ledger.record(_total(exchanges), run_id=request.run_id, card_id=request.card.id)

@@ -17,13 +17,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent_service.models import DeviceDescription
 from agent_service.offline import cxx
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.knobs import Knobs, KnobSpace
 from agent_service.offline.layout import broadcast_strides, coalesce, is_dense
 from agent_service.offline.plan import cpu_thread_choices, cuda_grid_limit
 from kforge_domain.card import TensorSpec
+from kforge_domain.device import DeviceInfo
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ class ElementwisePlan:
             return None
         return fast.pop()
 
-    def knob_space(self, backend: str, device: DeviceDescription) -> KnobSpace:
+    def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
         self._layout()
         if backend == "cuda":
             vec = self._max_vector()
@@ -154,7 +154,7 @@ class ElementwisePlan:
             "fast_math": (True, False) if self.uses_math else (True,),
         })
 
-    def render(self, backend: str, knobs: Knobs, device: DeviceDescription) -> str:
+    def render(self, backend: str, knobs: Knobs, device: DeviceInfo) -> str:
         knobs = self.knob_space(backend, device).normalise(knobs)
         return _render_cuda(self, knobs, device) if backend == "cuda" else _render_cpu(self, knobs)
 
@@ -271,7 +271,7 @@ def _cuda_stats_call(plan: ElementwisePlan) -> str:
     return f"  kf_channel_stats<<<{blocks}, 256, 0, (cudaStream_t)stream>>>({args});\n"
 
 
-def _render_cuda(plan: ElementwisePlan, knobs: Knobs, device: DeviceDescription) -> str:
+def _render_cuda(plan: ElementwisePlan, knobs: Knobs, device: DeviceInfo) -> str:
     if knobs.get("mode") == "tiled":
         return _render_cuda_tiled(plan, knobs, device)
     shape, out_strides, op_strides = plan._layout()
@@ -366,7 +366,7 @@ TILE = 32
 TILE_ROWS = 8  # threads per block: TILE x TILE_ROWS, each moving TILE / TILE_ROWS elements per phase
 
 
-def _render_cuda_tiled(plan: ElementwisePlan, knobs: Knobs, device: DeviceDescription) -> str:
+def _render_cuda_tiled(plan: ElementwisePlan, knobs: Knobs, device: DeviceInfo) -> str:
     """Tiles of (tile dim ``t``, innermost dim ``i``): operands read across the output are loaded
     along ``t`` into shared memory, then every output element is computed and stored along ``i``."""
     shape, out_strides, op_strides = plan._layout()

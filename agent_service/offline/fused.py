@@ -23,7 +23,6 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agent_service.models import DeviceDescription
 from agent_service.offline import cxx
 from agent_service.offline.call import TensorArg, UnsupportedCard, bind_schema, decode_argument, split_op_name
 from agent_service.offline.elementwise import ElementwisePlan, Operand
@@ -41,6 +40,7 @@ from agent_service.offline.fused_rows import (
 from agent_service.offline.knobs import Knobs, KnobSpace
 from agent_service.offline.ops_elementwise import BINARY, UNARY
 from kforge_domain.card import OperatorCard
+from kforge_domain.device import DeviceInfo
 
 FAMILY = "fused_elementwise"
 #: Calls that pass their input's values on (a dtype cast rounds through the node's dtype).
@@ -78,10 +78,10 @@ class FusedPlan:
     def for_backend(self, backend: str) -> ElementwisePlan:
         return replace(self.plan, expression=with_types(self.plan.expression, backend))
 
-    def knob_space(self, backend: str, device: DeviceDescription) -> KnobSpace:
+    def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
         return self.for_backend(backend).knob_space(backend, device)
 
-    def render(self, backend: str, knobs: Knobs, device: DeviceDescription) -> str:
+    def render(self, backend: str, knobs: Knobs, device: DeviceInfo) -> str:
         return self.for_backend(backend).render(backend, knobs, device)
 
 

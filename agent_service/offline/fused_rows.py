@@ -20,7 +20,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from agent_service.models import DeviceDescription
 from agent_service.offline import cxx
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.knobs import Knobs, KnobSpace
@@ -28,6 +27,7 @@ from agent_service.offline.layout import broadcast_strides, coalesce, is_dense
 from agent_service.offline.plan import cpu_thread_choices
 from agent_service.offline.rowwise.cuda_rows import MAX_CACHED_FLOATS
 from kforge_domain.card import TensorSpec
+from kforge_domain.device import DeviceInfo
 
 FAMILY = "fused_rows"
 #: Reductions over the last dim the fuser computes (var, std and logsumexp take two sweeps).
@@ -214,7 +214,7 @@ class FusedRowPlan:
         """Registers per thread that keeping ``operands`` of a row walked by ``nt`` threads takes."""
         return operands * -(-self.length // (nt * vec)) * vec
 
-    def knob_space(self, backend: str, device: DeviceDescription) -> KnobSpace:
+    def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
         if backend == "cpu":
             return KnobSpace({
                 "threads": cpu_thread_choices(device),
@@ -243,7 +243,7 @@ class FusedRowPlan:
         }
         return KnobSpace(choices, only_in={"reduce": ("block",)})
 
-    def render(self, backend: str, knobs: Knobs, device: DeviceDescription) -> str:
+    def render(self, backend: str, knobs: Knobs, device: DeviceInfo) -> str:
         from agent_service.offline import fused_rows_cpu, fused_rows_cuda
 
         knobs = self.knob_space(backend, device).normalise(knobs)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent_service.models import DeviceDescription
 from agent_service.offline import cxx
 from agent_service.offline.elementwise import _math_macros, _offsets
 from agent_service.offline.fused_rows import FusedRowPlan, Sweep, kernel_signature, with_types
@@ -14,6 +13,7 @@ from agent_service.offline.plan import cuda_grid_limit
 from agent_service.offline.rowwise.cpu import _combine
 from agent_service.offline.rowwise.cuda_rows import MAX_CACHED_FLOATS
 from agent_service.offline.rowwise.helpers import CUDA_ROW_HELPERS
+from kforge_domain.device import DeviceInfo
 
 _REDUCE_OPS = {"+": "kf_sum_op", "max": "kf_max_op"}
 
@@ -75,7 +75,7 @@ def _cached(plan: FusedRowPlan, knobs: Knobs, nt: int, vec: int) -> set[int]:
     return reread if plan.cached_floats(len(reread), nt, vec) <= MAX_CACHED_FLOATS else set()
 
 
-def render(plan: FusedRowPlan, knobs: Knobs, device: DeviceDescription) -> str:
+def render(plan: FusedRowPlan, knobs: Knobs, device: DeviceInfo) -> str:
     """One kernel: per row, its sweeps (each reduced over the row's threads) and row values, then the write."""
     block = int(knobs["threads_per_block"])
     nt = {"thread": 1, "warp": 32, "block": block}[knobs["mode"]]

@@ -17,13 +17,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from agent_service.models import DeviceDescription
 from agent_service.offline import cxx
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.knobs import Knobs, KnobSpace
 from agent_service.offline.layout import is_contiguous
 from agent_service.offline.plan import cpu_thread_choices
 from kforge_domain.card import TensorSpec
+from kforge_domain.device import DeviceInfo
 
 #: Shared memory the contiguous-output tile may take (bytes): under the 48 KiB of static shared memory.
 TILE_BYTES = 40 * 1024
@@ -131,7 +131,7 @@ class ChannelsLastGroupNormPlan:
         words = cxx.ceil_div(self.channels * self._y_bytes(), 4) | 1
         return words * 4 // self._y_bytes()
 
-    def knob_space(self, backend: str, device: DeviceDescription) -> KnobSpace:
+    def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
         if backend == "cpu":
             return KnobSpace({"threads": cpu_thread_choices(device), "schedule": ("static", "dynamic")})
         vec = self._vector()
@@ -146,7 +146,7 @@ class ChannelsLastGroupNormPlan:
         cols = self.columns(vec)
         return cols * max(1, target // cols)
 
-    def render(self, backend: str, knobs: Knobs, device: DeviceDescription) -> str:
+    def render(self, backend: str, knobs: Knobs, device: DeviceInfo) -> str:
         knobs = self.knob_space(backend, device).normalise(knobs)
         return _render_cuda(self, knobs, device) if backend == "cuda" else _render_cpu(self, knobs)
 
@@ -256,7 +256,7 @@ class _Grid:
     chunk: int
 
 
-def _grid(plan: ChannelsLastGroupNormPlan, knobs: Knobs, device: DeviceDescription) -> _Grid:
+def _grid(plan: ChannelsLastGroupNormPlan, knobs: Knobs, device: DeviceInfo) -> _Grid:
     vec = int(knobs["vector"])
     cols, block = plan.columns(vec), plan.block(vec, int(knobs["threads_per_block"]))
     sms = device.sm_count if device.sm_count > 0 else 132
@@ -266,7 +266,7 @@ def _grid(plan: ChannelsLastGroupNormPlan, knobs: Knobs, device: DeviceDescripti
                  chunk=chunk)
 
 
-def _render_cuda(plan: ChannelsLastGroupNormPlan, knobs: Knobs, device: DeviceDescription) -> str:
+def _render_cuda(plan: ChannelsLastGroupNormPlan, knobs: Knobs, device: DeviceInfo) -> str:
     g = _grid(plan, knobs, device)
     c, p, cpg, groups, n = plan.channels, plan.pixels, plan.per_group, plan.groups, plan.samples
     params, args = plan._params()

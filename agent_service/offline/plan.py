@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from agent_service.models import DeviceDescription
 from agent_service.offline.knobs import Knobs, KnobSpace
+from kforge_domain.device import DeviceInfo
 
 
 class KernelPlan(Protocol):
@@ -21,16 +21,16 @@ class KernelPlan(Protocol):
         """One line naming the op, shape and dtype, put in the source's header comment."""
         ...
 
-    def knob_space(self, backend: str, device: DeviceDescription) -> KnobSpace:
+    def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
         """The knobs this kernel exposes on ``backend`` and their allowed values."""
         ...
 
-    def render(self, backend: str, knobs: Knobs, device: DeviceDescription) -> str:
+    def render(self, backend: str, knobs: Knobs, device: DeviceInfo) -> str:
         """One complete source file (kf_abi.h contract) for these knob values."""
         ...
 
 
-def cpu_thread_choices(device: DeviceDescription) -> tuple[int, ...]:
+def cpu_thread_choices(device: DeviceInfo) -> tuple[int, ...]:
     """0 (the OpenMP default: every core) first, then powers of two up to the core count."""
     cores = max(device.sm_count, 1)
     choices = [0]
@@ -41,7 +41,7 @@ def cpu_thread_choices(device: DeviceDescription) -> tuple[int, ...]:
     return tuple(choices)
 
 
-def cuda_grid_limit(device: DeviceDescription, block: int) -> int:
+def cuda_grid_limit(device: DeviceInfo, block: int) -> int:
     """Blocks for one full wave of the device (grid-stride loops cover the rest)."""
     sms = device.sm_count if device.sm_count > 0 else 132
     return sms * max(1, 2048 // block)

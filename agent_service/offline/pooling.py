@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent_service.models import DeviceDescription
 from agent_service.offline import cxx
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.knobs import Knobs, KnobSpace
 from agent_service.offline.layout import is_contiguous
 from agent_service.offline.plan import cpu_thread_choices, cuda_grid_limit
 from kforge_domain.card import TensorSpec
+from kforge_domain.device import DeviceInfo
 
 MAX_UNROLLED_WINDOW = 64  # window elements a cuda thread unrolls; larger windows keep the loop
 
@@ -66,7 +66,7 @@ class AdaptivePoolPlan:
     def _unrollable(self) -> bool:
         return self.kind in ("avg", "max") and self.kernel[0] * self.kernel[1] <= MAX_UNROLLED_WINDOW
 
-    def knob_space(self, backend: str, device: DeviceDescription) -> KnobSpace:
+    def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
         if backend == "cuda":
             return KnobSpace({"threads_per_block": (256, 128, 512),
                               "unroll_window": (True, False) if self._unrollable else (False,),
@@ -126,7 +126,7 @@ class AdaptivePoolPlan:
                 f"s += kf_to_f32(plane[h * {iw}{n} + w]);\n"
                 f"    y[i] = kf_from_f32<TY>(s / (float)((h1 - h0) * (w1 - w0)));\n")
 
-    def render(self, backend: str, knobs: Knobs, device: DeviceDescription) -> str:
+    def render(self, backend: str, knobs: Knobs, device: DeviceInfo) -> str:
         knobs = self.knob_space(backend, device).normalise(knobs)
         tx = cxx.element_type(self.inputs[self.x].dtype, backend)
         ty = cxx.element_type(self.outputs[0].dtype, backend)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-from agent_service.models import Proposal, ProposalRequest
+from agent_service.models import Proposal
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.catalog import plan_for_card
 from agent_service.offline.knobs import describe_change, next_knobs
 from kforge_domain.card import OperatorCard
+from kforge_domain.propose_request import ProposeRequest
 
 NAME = "offline"
 
@@ -29,7 +30,7 @@ def offline_refusal(card: OperatorCard, backend: str) -> str:
     return ""
 
 
-def propose_offline(request: ProposalRequest) -> Proposal:
+def propose_offline(request: ProposeRequest) -> Proposal:
     """A candidate from the card's template family: the default knobs at the root, a knob change below it."""
     try:
         plan = plan_for_card(request.card, request.backend)
@@ -69,5 +70,5 @@ class OfflineProposer:
 
     name = NAME
 
-    async def propose(self, request: ProposalRequest) -> Proposal:
+    async def propose(self, request: ProposeRequest) -> Proposal:
         return await asyncio.to_thread(propose_offline, request)

@@ -32,11 +32,12 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from agent_service.models import DeviceDescription, ParentCandidate, ProposalRequest  # noqa: E402
 from agent_service.offline.proposer import propose_offline  # noqa: E402
 from gpu_sandbox_service.device_probe import cuda_facts  # noqa: E402
 from kforge_domain.card import OperatorCard, TensorSpec  # noqa: E402
+from kforge_domain.device import DeviceInfo  # noqa: E402
 from kforge_domain.floor import memory_floor_us  # noqa: E402
+from kforge_domain.propose_request import ParentCandidate, ProposeRequest  # noqa: E402
 from packager.abi import KernelLibrary  # noqa: E402
 from packager.variant import decode_call, module_variant_key, tensor_signature, variant_key  # noqa: E402
 
@@ -313,7 +314,7 @@ def _verify(lib: KernelLibrary, card: OperatorCard, bundle: Any) -> tuple[str, f
     return "passed", worst[0], worst[1]
 
 
-def _bench_case(name: str, card: OperatorCard, bundle: Any, device: DeviceDescription, workdir: Path,
+def _bench_case(name: str, card: OperatorCard, bundle: Any, device: DeviceInfo, workdir: Path,
                 pool: ThreadPoolExecutor, timer: Timer, copy_bandwidth_gbps: float) -> dict[str, Any]:
     call, n_forward, state = bundle
     inputs = _fresh(card, 0, n_forward, state)
@@ -328,7 +329,7 @@ def _bench_case(name: str, card: OperatorCard, bundle: Any, device: DeviceDescri
         proposals = []
         for child in range(1 if round_ == 0 else CHILDREN):
             parent = None if best is None else ParentCandidate(source=best_source, knobs=best["knobs"])
-            p = propose_offline(ProposalRequest(card=card, device=device, backend="cuda", parent=parent,
+            p = propose_offline(ProposeRequest(card=card, device=device, backend="cuda", parent=parent,
                                                 tried_knobs=tried, seed=round_ * 100 + child))
             if not p.has_proposal:
                 if round_ == 0:
@@ -400,7 +401,7 @@ def run(out_dir: Path) -> dict[str, Any]:
     if not torch.cuda.is_available():
         raise RuntimeError("the agent GPU benchmark needs a CUDA device")
     props = torch.cuda.get_device_properties(0)
-    device = DeviceDescription(backend="cuda", name=props.name, arch=f"sm_{props.major}{props.minor}",
+    device = DeviceInfo(backend="cuda", name=props.name, arch=f"sm_{props.major}{props.minor}",
                                sm_count=props.multi_processor_count, l2_bytes=props.L2_cache_size,
                                toolchain="nvcc")
     copy_bandwidth_gbps = float(cuda_facts()["copy_bandwidth_gbps"])  # type: ignore[arg-type]

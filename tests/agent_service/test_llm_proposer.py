@@ -13,15 +13,17 @@ import torch
 from agent_service.llm.client import import_litellm
 from agent_service.llm.proposer import LlmProposer
 from agent_service.llm.settings import LlmSettings
-from agent_service.models import DeviceDescription, Feedback, ParentCandidate, ProposalRequest, Revision
 from agent_service.offline.proposer import propose_offline
 from agent_service.usage import UsageLedger
+from kforge_domain.device import DeviceInfo
+from kforge_domain.propose_request import Feedback, ParentCandidate, ProposeRequest, Revision
+from kforge_domain.verdict import CandidateStatus
 from tests.agent_service.agent_cards import INCLUDE, aten_card
 from tests.agent_service.scripted_llm import Scripted, ScriptedLlmServer
 
 MODEL = "openai/gpt-4o-mini"  # priced in litellm's bundled map
 FAST = LlmSettings(timeout_s=5.0, backoff_s=0.01, max_retries=2, repair_attempts=3)
-H200 = DeviceDescription(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132, l2_bytes=60 * 2**20,
+H200 = DeviceInfo(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132, l2_bytes=60 * 2**20,
                          copy_bandwidth_gbps=4250.0, toolchain="nvcc 13.0")
 
 
@@ -37,7 +39,7 @@ def relu_card() -> Any:
 
 
 def _good_answer(card: Any, note: str = "one thread per element") -> str:
-    source = propose_offline(ProposalRequest(card=card)).source
+    source = propose_offline(ProposeRequest(card=card)).source
     return f"DESCRIPTION: {note}\n\nHere is the kernel.\n```cpp\n{source}```\n"
 
 
@@ -50,7 +52,7 @@ def _user_prompt(request: dict[str, Any], index: int = 1) -> str:
 
 
 def _propose(server: ScriptedLlmServer, settings: LlmSettings, card: Any) -> Any:
-    return asyncio.run(LlmProposer(MODEL, server.api_base, settings=settings).propose(ProposalRequest(card=card)))
+    return asyncio.run(LlmProposer(MODEL, server.api_base, settings=settings).propose(ProposeRequest(card=card)))
 
 
 def _price(model: str, prompt_tokens: int, completion_tokens: int) -> float:
@@ -63,11 +65,12 @@ def _price(model: str, prompt_tokens: int, completion_tokens: int) -> float:
 def test_good_kernel_first_answer_and_the_prompt_says_everything(relu_card: Any) -> None:
     parent = ParentCandidate(candidate_id="c7", source="/* parent source marker */", description="vectorised",
                              latency_us=12.5, eager_latency_us=20.0, knobs={"vector": 8})
-    request = ProposalRequest(
+    request = ProposeRequest(
         card=relu_card, device=H200, backend="cuda", proposer=MODEL, parent=parent, run_id="run-1",
-        lineage=[Revision(candidate_id="c1", description="root kernel", status="PASSED", latency_us=30.0)],
-        failed_siblings=[Revision(candidate_id="c8", description="unroll 8", status="WRONG_RESULT",
-                                  error_message="max scaled error 0.3")],
+        lineage=(Revision(candidate_id="c1", description="root kernel", status=CandidateStatus.PASSED,
+                          latency_us=30.0),),
+        failed_siblings=(Revision(candidate_id="c8", description="unroll 8", status=CandidateStatus.WRONG_RESULT,
+                                  error_message="max scaled error 0.3"),),
     )
     ledger = UsageLedger()
     with ScriptedLlmServer([Scripted(content=_good_answer(relu_card), prompt_tokens=1200, completion_tokens=800)]) as s:
@@ -98,7 +101,7 @@ def _gxx_check(tmp: Path) -> Any:
             "g++", "-fsyntax-only", "-I", str(INCLUDE), str(path), stderr=subprocess.PIPE)
         _, err = await proc.communicate()
         if proc.returncode:
-            return Feedback(status="COMPILE_ERROR", error_message="g++ failed", log_tail=err.decode())
+            return Feedback(status=CandidateStatus.COMPILE_ERROR, error_message="g++ failed", log_tail=err.decode())
         return None
 
     return check
@@ -108,7 +111,7 @@ def test_broken_code_is_repaired_with_the_compiler_error(relu_card: Any, tmp_pat
     script = [Scripted(content=BROKEN), Scripted(content=_good_answer(relu_card, "fixed"))]
     with ScriptedLlmServer(script) as s:
         proposal = asyncio.run(LlmProposer(MODEL, s.api_base, settings=FAST).propose(
-            ProposalRequest(card=relu_card), check=_gxx_check(tmp_path)))
+            ProposeRequest(card=relu_card), check=_gxx_check(tmp_path)))
     assert proposal.has_proposal and proposal.description == "fixed"
     repair = s.requests[1]["messages"]
     assert repair[2] == {"role": "assistant", "content": BROKEN}
@@ -118,10 +121,11 @@ def test_broken_code_is_repaired_with_the_compiler_error(relu_card: Any, tmp_pat
 
 
 def test_forge_feedback_of_a_failed_candidate_reaches_the_prompt(relu_card: Any) -> None:
-    feedback = Feedback(status="RUNTIME_ERROR", error_message="kf_launch returned 2", log_tail="illegal address")
+    feedback = Feedback(status=CandidateStatus.RUNTIME_ERROR, error_message="kf_launch returned 2",
+                        log_tail="illegal address")
     with ScriptedLlmServer([Scripted(content=_good_answer(relu_card))]) as s:
         asyncio.run(LlmProposer(MODEL, s.api_base, settings=FAST).propose(
-            ProposalRequest(card=relu_card, feedback=feedback)))
+            ProposeRequest(card=relu_card, feedback=feedback)))
     user = _user_prompt(s.requests[0])
     assert "RUNTIME_ERROR" in user and "kf_launch returned 2" in user and "illegal address" in user
 
@@ -129,12 +133,12 @@ def test_forge_feedback_of_a_failed_candidate_reaches_the_prompt(relu_card: Any)
 def test_answer_without_code_block_is_sent_back_then_given_up(relu_card: Any) -> None:
     prose = "I would use shared memory and vectorised loads."
     with ScriptedLlmServer([Scripted(content=prose), Scripted(content=_good_answer(relu_card))]) as s:
-        repaired = asyncio.run(LlmProposer(MODEL, s.api_base, settings=FAST).propose(ProposalRequest(card=relu_card)))
+        repaired = asyncio.run(LlmProposer(MODEL, s.api_base, settings=FAST).propose(ProposeRequest(card=relu_card)))
     assert repaired.has_proposal
     assert "no fenced code block" in s.requests[1]["messages"][-1]["content"]
     two_blocks = "```cpp\nint a;\n```\n```cpp\nint b;\n```"
     with ScriptedLlmServer([Scripted(content=prose)] * 3 + [Scripted(content=two_blocks)]) as s:
-        refused = asyncio.run(LlmProposer(MODEL, s.api_base, settings=FAST).propose(ProposalRequest(card=relu_card)))
+        refused = asyncio.run(LlmProposer(MODEL, s.api_base, settings=FAST).propose(ProposeRequest(card=relu_card)))
     assert not refused.has_proposal and len(s.requests) == 4
     assert "no usable kernel after 4 answers" in refused.no_proposal_reason
     assert "2 fenced code blocks" in refused.no_proposal_reason
@@ -145,7 +149,7 @@ def test_rate_limit_is_retried_with_backoff_and_every_attempt_is_kept(relu_card:
     script = [Scripted(status=429, content="rate limited", headers={"Retry-After": "0.2"}),
               Scripted(content=_good_answer(relu_card))]
     with ScriptedLlmServer(script) as s:
-        proposal = asyncio.run(LlmProposer(MODEL, s.api_base, settings=FAST).propose(ProposalRequest(card=relu_card)))
+        proposal = asyncio.run(LlmProposer(MODEL, s.api_base, settings=FAST).propose(ProposeRequest(card=relu_card)))
     assert proposal.has_proposal and len(s.requests) == 2
     assert "RateLimitError" in proposal.exchanges[0].error and proposal.exchanges[0].cost.usd == 0
     assert proposal.cost.llm_calls == 2
@@ -177,14 +181,14 @@ def test_budgets_per_card_and_per_run_stop_spending(relu_card: Any) -> None:
     with ScriptedLlmServer([Scripted(content=_good_answer(relu_card))] * 10) as s:
         proposer = LlmProposer(MODEL, s.api_base, ledger, settings)
         run = "run-b"
-        assert asyncio.run(proposer.propose(ProposalRequest(card=relu_card, run_id=run))).has_proposal
-        assert asyncio.run(proposer.propose(ProposalRequest(card=relu_card, run_id=run))).has_proposal
-        card_stop = asyncio.run(proposer.propose(ProposalRequest(card=relu_card, run_id=run)))
+        assert asyncio.run(proposer.propose(ProposeRequest(card=relu_card, run_id=run))).has_proposal
+        assert asyncio.run(proposer.propose(ProposeRequest(card=relu_card, run_id=run))).has_proposal
+        card_stop = asyncio.run(proposer.propose(ProposeRequest(card=relu_card, run_id=run)))
         assert not card_stop.has_proposal and "budget reached" in card_stop.no_proposal_reason
-        assert asyncio.run(proposer.propose(ProposalRequest(card=other, run_id=run))).has_proposal
-        run_stop = asyncio.run(proposer.propose(ProposalRequest(card=other, run_id=run)))
+        assert asyncio.run(proposer.propose(ProposeRequest(card=other, run_id=run))).has_proposal
+        run_stop = asyncio.run(proposer.propose(ProposeRequest(card=other, run_id=run)))
         assert not run_stop.has_proposal and "budget reached" in run_stop.no_proposal_reason
-        forge_stop = asyncio.run(proposer.propose(ProposalRequest(card=other, run_id="run-c", budget_usd_remaining=0)))
+        forge_stop = asyncio.run(proposer.propose(ProposeRequest(card=other, run_id="run-c", budget_usd_remaining=0)))
         assert not forge_stop.has_proposal
         assert len(s.requests) == 3
     assert ledger.spent(run).usd == pytest.approx(3 * one_call) and ledger.spent(run).llm_calls == 3
@@ -194,6 +198,6 @@ def test_budgets_per_card_and_per_run_stop_spending(relu_card: Any) -> None:
 def test_unknown_model_costs_nothing_but_its_tokens_count(relu_card: Any) -> None:
     with ScriptedLlmServer([Scripted(content=_good_answer(relu_card), model="kf-local-coder")]) as s:
         proposal = asyncio.run(LlmProposer("openai/kf-local-coder", s.api_base, settings=FAST).propose(
-            ProposalRequest(card=relu_card)))
+            ProposeRequest(card=relu_card)))
     assert proposal.has_proposal and proposal.cost.usd == 0 and proposal.cost.llm_calls == 1
     assert proposal.cost.prompt_tokens == 1000 and s.requests[0]["model"] == "kf-local-coder"

@@ -11,9 +11,10 @@ import pytest
 import torch
 from diffusers.models.normalization import RMSNorm as DiffusersRMSNorm
 
-from agent_service.models import DeviceDescription, ParentCandidate, ProposalRequest
 from agent_service.offline.proposer import propose_offline
 from kforge_domain.card import OperatorCard
+from kforge_domain.device import DeviceInfo
+from kforge_domain.propose_request import ParentCandidate, ProposeRequest
 from tests.agent_service.agent_cards import aten_card, compile_cpu, fresh_like, module_card, reference, run_kernel
 from tests.agent_service.agent_modules import (
     BiasReLU,
@@ -31,7 +32,7 @@ from tests.agent_service.agent_modules import (
 
 aten = torch.ops.aten
 bf16, f16 = torch.bfloat16, torch.float16
-CPU = DeviceDescription(backend="cpu", name="test cpu", sm_count=2)
+CPU = DeviceInfo(backend="cpu", name="test cpu", sm_count=2)
 TOLERANCE = {"float32": 2e-5, "float16": 2e-3, "bfloat16": 1.2e-2}
 
 
@@ -195,7 +196,7 @@ def _verify(card: OperatorCard, call: Callable[..., Any], inputs_for: Callable[[
     parent = None
     tried: list[dict[str, Any]] = []
     for step in range(revisions + 1):
-        proposal = propose_offline(ProposalRequest(card=card, device=CPU, backend="cpu", parent=parent,
+        proposal = propose_offline(ProposeRequest(card=card, device=CPU, backend="cpu", parent=parent,
                                                    tried_knobs=tried, seed=step))
         assert proposal.has_proposal, proposal.no_proposal_reason
         assert proposal.knobs["family"] == family
@@ -290,7 +291,7 @@ def test_module_family_compiles_and_matches_eager(case: tuple[Any, ...], build_d
 
 def test_the_fuser_names_the_call_it_cannot_fuse() -> None:
     card, _ = module_card(SumThenScale(), [r(4, 16)])
-    proposal = propose_offline(ProposalRequest(card=card, device=CPU))
+    proposal = propose_offline(ProposeRequest(card=card, device=CPU))
     assert not proposal.has_proposal
     assert ("the fuser: aten::sum.dim_IntList over dims [0]: the fuser reduces over the last dim alone"
             in proposal.no_proposal_reason)
@@ -298,7 +299,7 @@ def test_the_fuser_names_the_call_it_cannot_fuse() -> None:
 
 def test_a_module_without_a_described_program_gets_no_fused_kernel() -> None:
     card, _ = module_card(Swish(), [r(4, 16)])
-    proposal = propose_offline(ProposalRequest(card=card.model_copy(update={"module_graph": None}), device=CPU))
+    proposal = propose_offline(ProposeRequest(card=card.model_copy(update={"module_graph": None}), device=CPU))
     assert not proposal.has_proposal and "capture described no program" in proposal.no_proposal_reason
 
 
@@ -308,7 +309,7 @@ def test_batch_norm_writes_saved_statistics_when_the_card_has_them(build_dir: Pa
     card, _ = aten_card(aten._native_batch_norm_legit_no_training.default, [x, w, b, mean, var, 0.1, 1e-5])
     stats_spec = card.outputs[0].model_copy(update={"shape": [4], "stride": [1]})
     card = card.model_copy(update={"outputs": [card.outputs[0], stats_spec, stats_spec]})
-    proposal = propose_offline(ProposalRequest(card=card, device=CPU))
+    proposal = propose_offline(ProposeRequest(card=card, device=CPU))
     assert proposal.has_proposal, proposal.no_proposal_reason
     lib = compile_cpu(proposal.source, build_dir)
     outputs = [torch.full_like(x, float("nan")), torch.full((4,), float("nan")), torch.full((4,), float("nan"))]

@@ -17,9 +17,9 @@ import pytest
 import torch
 from diffusers.models.normalization import RMSNorm as DiffusersRMSNorm
 
-from agent_service.models import DeviceDescription
 from agent_service.offline.catalog import plan_for_card
 from kforge_domain.card import OperatorCard
+from kforge_domain.device import DeviceInfo
 from tests.agent_service.agent_cards import INCLUDE, NVCC, aten_card, cuda_bundle, module_card, nvcc_object
 from tests.agent_service.agent_modules import (
     GeluAndMul,
@@ -32,7 +32,7 @@ from tests.agent_service.agent_modules import (
 
 aten = torch.ops.aten
 bf16, f16 = torch.bfloat16, torch.float16
-H200 = DeviceDescription(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132, l2_bytes=60 << 20)
+H200 = DeviceInfo(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132, l2_bytes=60 << 20)
 
 
 def _on_cuda(card: OperatorCard) -> OperatorCard:

@@ -6,18 +6,19 @@ import asyncio
 
 import torch
 
-from agent_service.models import DeviceDescription, ParentCandidate, ProposalRequest
 from agent_service.offline.proposer import OfflineProposer, propose_offline
 from agent_service.proposer import Proposer, make_proposer
+from kforge_domain.device import DeviceInfo
+from kforge_domain.propose_request import ParentCandidate, ProposeRequest
 from tests.agent_service.agent_cards import aten_card, module_card
 from tests.agent_service.agent_modules import LlamaRMSNorm
 
 aten = torch.ops.aten
-CPU = DeviceDescription(backend="cpu", sm_count=2)
+CPU = DeviceInfo(backend="cpu", sm_count=2)
 
 
-def _request(card, **kw) -> ProposalRequest:  # type: ignore[no-untyped-def]
-    return ProposalRequest(card=card, device=CPU, **kw)
+def _request(card, **kw) -> ProposeRequest:  # type: ignore[no-untyped-def]
+    return ProposeRequest(card=card, device=CPU, **kw)
 
 
 def test_make_proposer_offline_satisfies_the_protocol() -> None:
@@ -32,7 +33,7 @@ def test_make_proposer_offline_satisfies_the_protocol() -> None:
 def test_same_request_gives_the_same_source() -> None:
     card, _ = aten_card(aten._softmax.default, [torch.randn(4, 16), -1, False])
     parent = propose_offline(_request(card))
-    req = _request(card, parent=ParentCandidate(source=parent.source, knobs=parent.knobs), tried_knobs=[parent.knobs])
+    req = _request(card, parent=ParentCandidate(source=parent.source, knobs=parent.knobs), tried_knobs=(parent.knobs,))
     a, b = propose_offline(req), propose_offline(req)
     assert a.source == b.source and a.knobs == b.knobs and a.knobs != parent.knobs
     assert "→" in a.description
@@ -56,7 +57,7 @@ def test_unsupported_cards_get_a_reason() -> None:
     assert "out of their logical order" in propose_offline(_request(apart)).no_proposal_reason
     overlapping, _ = aten_card(aten.sum.dim_IntList, [torch.randn(4, 1).expand(4, 6), [1]])
     assert "neither contiguous nor dense" in propose_offline(_request(overlapping)).no_proposal_reason
-    on_cpu = propose_offline(ProposalRequest(card=matmul.model_copy(update={"op": "aten::relu.default"}),
+    on_cpu = propose_offline(ProposeRequest(card=matmul.model_copy(update={"op": "aten::relu.default"}),
                                              backend="cuda", device=CPU))
     assert not on_cpu.has_proposal
 
@@ -84,7 +85,7 @@ def test_other_proposers_knob_sets_neither_block_nor_steer_the_templates() -> No
     card, _ = aten_card(aten.relu.default, [torch.randn(8, 8)])
     root = propose_offline(_request(card))
     llm_knobs = {"proposer": "openai/gpt-4o", "source_sha256": "0123456789abcdef"}
-    again = propose_offline(_request(card, tried_knobs=[llm_knobs],
+    again = propose_offline(_request(card, tried_knobs=(llm_knobs,),
                                      parent=ParentCandidate(source="/* llm */", knobs=llm_knobs)))
     assert again.knobs == root.knobs
 

@@ -15,17 +15,17 @@ from typing import Any
 import pytest
 import torch
 
-from agent_service.models import DeviceDescription
 from agent_service.offline.catalog import ATEN_OPS, plan_for_card
 from agent_service.offline.rowwise.helpers import CUDA_ROW_HELPERS
 from agent_service.offline.rowwise.kinds import ROW_KINDS
 from agent_service.offline.rowwise.plan import RowPlan
+from kforge_domain.device import DeviceInfo
 from tests.agent_service.agent_cards import NVCC, aten_card, compile_cpu, cuda_bundle, nvcc_object
 
 aten = torch.ops.aten
 bf16 = torch.bfloat16
-H200 = DeviceDescription(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132, l2_bytes=60 << 20)
-CPU = DeviceDescription(backend="cpu", name="test cpu", sm_count=2)
+H200 = DeviceInfo(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132, l2_bytes=60 << 20)
+CPU = DeviceInfo(backend="cpu", name="test cpu", sm_count=2)
 PLACEHOLDER = re.compile(r"\{(n|eps|L|xj|simd|inner)\}")
 
 
@@ -70,7 +70,7 @@ def _plans(backend: str) -> list[tuple[str, RowPlan]]:
     return plans
 
 
-def _variants(plan: RowPlan, backend: str, device: DeviceDescription) -> list[dict[str, Any]]:
+def _variants(plan: RowPlan, backend: str, device: DeviceInfo) -> list[dict[str, Any]]:
     """The default knobs with each mode (cuda) and each stats value the mode reads (and each stash setting)."""
     space = plan.knob_space(backend, device)
     variants: dict[str, dict[str, Any]] = {}

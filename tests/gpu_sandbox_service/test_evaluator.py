@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from agent_service.models import DeviceDescription, ProposalRequest
 from agent_service.offline.proposer import propose_offline
 from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.cardkit import card_from_call
 from gpu_sandbox_service.evaluator import Evaluator
+from kforge_domain.device import DeviceInfo
 from kforge_domain.evaluate_request import EvaluateRequest, EvaluationOptions
+from kforge_domain.propose_request import ProposeRequest
 from servicekit.errors import FailedPrecondition, InvalidArgument
 from tests.gpu_sandbox_service.conftest import TEST_LIMITS, load_corpus, softmax_card
 
@@ -85,7 +86,7 @@ def test_a_4_mb_group_norm_kernel_is_judged_against_the_floor_of_its_working_set
     torch.manual_seed(0)
     card = card_from_call("aten::group_norm.default", [torch.randn(1, 64, 128, 128), 32, torch.randn(64),
                                                        torch.randn(64), 1e-5, False], {}, evaluator.blobs)
-    proposal = propose_offline(ProposalRequest(card=card, device=DeviceDescription(sm_count=2)))
+    proposal = propose_offline(ProposeRequest(card=card, device=DeviceInfo(sm_count=2)))
     assert proposal.has_proposal, proposal.no_proposal_reason
     result = run(evaluator, EvaluateRequest(candidate_id="gn", card=card, source=proposal.source, backend="cpu",
                                               options=EvaluationOptions(fresh_input_sets=1, timing_runs=7)))

@@ -44,10 +44,11 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from agent_service.models import DeviceDescription, ProposalRequest
 from agent_service.offline import ops_elementwise
 from agent_service.offline.proposer import propose_offline
 from kforge_domain.card import OperatorCard
+from kforge_domain.device import DeviceInfo
+from kforge_domain.propose_request import ProposeRequest
 from packager import load_cast
 from packager.format import build_cast
 from packager.runtime import Cast
@@ -57,7 +58,7 @@ from tests.packager.conftest import MODEL, entry
 
 aten = torch.ops.aten
 bf16, f16, f32, f64 = torch.bfloat16, torch.float16, torch.float32, torch.float64
-CPU = DeviceDescription(backend="cpu", name="test cpu", sm_count=2)
+CPU = DeviceInfo(backend="cpu", name="test cpu", sm_count=2)
 
 # What a kernel's output may differ from eager by (tests/agent_service/test_offline_cpu.py):
 # rel_l2 <= tol and max |error| / max |eager| <= 4 * tol. Other dtypes are compared exactly.
@@ -469,7 +470,7 @@ class PackagedCard:
 
 
 def _offline_source(spec: OpSpec, card: OperatorCard) -> str:
-    proposal = propose_offline(ProposalRequest(card=card, device=CPU, backend="cpu"))
+    proposal = propose_offline(ProposeRequest(card=card, device=CPU, backend="cpu"))
     assert proposal.has_proposal, f"{spec.name}: {proposal.no_proposal_reason}"
     assert proposal.knobs["family"] == spec.family, (spec.name, proposal.knobs)
     return proposal.source

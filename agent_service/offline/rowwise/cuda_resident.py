@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent_service.models import DeviceDescription
 from agent_service.offline import cxx
 from agent_service.offline.knobs import Knobs
 from agent_service.offline.rowwise.chunks import chunk_parts, chunk_write, merge_row_partials, partials
 from agent_service.offline.rowwise.helpers import CUDA_ROW_HELPERS, math_macros
+from kforge_domain.device import DeviceInfo
 
 if TYPE_CHECKING:
     from agent_service.offline.rowwise.plan import RowPlan
 
 
-def render(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
+def render(plan: RowPlan, knobs: Knobs, device: DeviceInfo) -> str:
     """One cooperative kernel: each block stages its chunk in shared memory while it reduces it,
     the grid synchronises, and every block writes its chunk from shared memory.
 

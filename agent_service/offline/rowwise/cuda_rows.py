@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agent_service.models import DeviceDescription
 from agent_service.offline import cxx
 from agent_service.offline.knobs import Knobs
 from agent_service.offline.plan import cuda_grid_limit
 from agent_service.offline.rowwise.helpers import CUDA_ROW_HELPERS, math_macros
 from agent_service.offline.rowwise.kinds import fill
+from kforge_domain.device import DeviceInfo
 
 if TYPE_CHECKING:
     from agent_service.offline.rowwise.plan import RowPlan
@@ -123,7 +123,7 @@ def _cuda_staged_write(plan: RowPlan, shape: _CudaShape, source: str) -> str:
 """
 
 
-def render(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
+def render(plan: RowPlan, knobs: Knobs, device: DeviceInfo) -> str:
     """One kernel whose rows each belong to a thread, a warp, a block, or (columns) a block's warps."""
     shape = _cuda_shape(plan, knobs)
     tree = "true" if knobs["reduce"] == "smem_tree" else "false"

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent_service.models import DeviceDescription
 from agent_service.offline import cxx
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.knobs import Knobs
 from agent_service.offline.plan import cuda_grid_limit
 from agent_service.offline.rowwise.kinds import fill
+from kforge_domain.device import DeviceInfo
 
 if TYPE_CHECKING:
     from agent_service.offline.rowwise.plan import RowPlan
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 TILE_FLOATS = 8192  # shared memory per block for tile mode: 32 KiB
 
 
-def render(plan: RowPlan, knobs: Knobs, device: DeviceDescription) -> str:
+def render(plan: RowPlan, knobs: Knobs, device: DeviceInfo) -> str:
     """A block stages whole rows in shared memory (16-byte loads when aligned); a thread reduces each."""
     block, length = int(knobs["threads_per_block"]), plan.length
     x_spec = plan.inputs[plan.x]

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_service.models import DeviceDescription
 from agent_service.offline import cxx
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.knobs import Knobs, KnobSpace
@@ -14,6 +13,7 @@ from agent_service.offline.plan import cpu_thread_choices
 from agent_service.offline.rowwise import cpu, cuda_resident, cuda_rows, cuda_split, cuda_tile
 from agent_service.offline.rowwise.kinds import ACTIVATIONS, ROW_KINDS, RowKind, fill
 from kforge_domain.card import TensorSpec
+from kforge_domain.device import DeviceInfo
 
 SPLIT_MIN_LENGTH = 8192
 #: The knobs only some cuda modes read (threads_per_block is read by all): split and resident
@@ -175,7 +175,7 @@ class RowPlan:
             vec //= 2
         return vec
 
-    def knob_space(self, backend: str, device: DeviceDescription) -> KnobSpace:
+    def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
         if backend == "cpu":
             return KnobSpace({
                 "threads": cpu_thread_choices(device),
@@ -214,7 +214,7 @@ class RowPlan:
             choices["resident_blocks_per_sm"] = resident_per_sm
         return KnobSpace(choices, only_in=_CUDA_KNOB_MODES)
 
-    def _outgrows_l2(self, device: DeviceDescription) -> bool:
+    def _outgrows_l2(self, device: DeviceInfo) -> bool:
         """Whether the input is larger than the last-level cache (then a row's second read is from memory).
 
         With fewer rows than SMs, one block per row (block and warp modes) leaves most SMs idle;
@@ -235,7 +235,7 @@ class RowPlan:
         return (self.inner == 1 and self.y is None and self.row_kind.tile is not None
                 and self.length <= TILE_MAX_LENGTH and set(self.row_outputs) == {"value"})
 
-    def _split_choices(self, device: DeviceDescription, vec: int) -> tuple[int, ...]:
+    def _split_choices(self, device: DeviceInfo, vec: int) -> tuple[int, ...]:
         """Blocks per row for split mode, offered when fewer rows than SMs would idle the device.
 
         One block per row leaves most SMs idle when rows are few and long (group norm at batch 1
@@ -250,13 +250,13 @@ class RowPlan:
         wanted = tuple(cxx.ceil_div(per_sm * sms, self.rows) for per_sm in (2, 4, 1, 8))
         return tuple(dict.fromkeys(min(max(2, n), most) for n in wanted))
 
-    def resident_chunk(self, device: DeviceDescription, vec: int, per_sm: int) -> int:
+    def resident_chunk(self, device: DeviceInfo, vec: int, per_sm: int) -> int:
         """Elements per block in resident mode: the rows spread over ``per_sm`` blocks of every SM."""
         sms = device.sm_count if device.sm_count > 0 else 132
         splits = max(1, sms * per_sm // self.rows)
         return cxx.ceil_div(cxx.ceil_div(self.length, splits), vec) * vec
 
-    def _resident_choices(self, device: DeviceDescription, vec: int) -> tuple[int, ...]:
+    def _resident_choices(self, device: DeviceInfo, vec: int) -> tuple[int, ...]:
         """Blocks per SM for resident mode, offered where the whole input fits in shared memory.
 
         Split mode reads the input twice (statistics, then the write); with few rows the tensor
@@ -271,7 +271,7 @@ class RowPlan:
         return tuple(per_sm for per_sm in (2, 1)
                      if self.resident_chunk(device, vec, per_sm) * size <= budget // per_sm - RESIDENT_RESERVED_BYTES)
 
-    def render(self, backend: str, knobs: Knobs, device: DeviceDescription) -> str:
+    def render(self, backend: str, knobs: Knobs, device: DeviceInfo) -> str:
         knobs = self.knob_space(backend, device).normalise(knobs)
         if backend != "cuda":
             return cpu.render(self, knobs)

@@ -15,13 +15,14 @@ import pytest
 import torch
 from torch import nn
 
-from agent_service.models import DeviceDescription, ParentCandidate, ProposalRequest
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.catalog import plan_for_card
 from agent_service.offline.fused import fused_plan
 from agent_service.offline.fused_rows import FusedRowPlan
 from agent_service.offline.proposer import propose_offline
 from kforge_domain.card import OperatorCard
+from kforge_domain.device import DeviceInfo
+from kforge_domain.propose_request import ParentCandidate, ProposeRequest
 from tests.agent_service.agent_cards import (
     NVCC,
     compile_cpu,
@@ -33,8 +34,8 @@ from tests.agent_service.agent_cards import (
 )
 
 bf16, f16 = torch.bfloat16, torch.float16
-CPU = DeviceDescription(backend="cpu", name="test cpu", sm_count=2)
-H200 = DeviceDescription(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132, l2_bytes=60 << 20)
+CPU = DeviceInfo(backend="cpu", name="test cpu", sm_count=2)
+H200 = DeviceInfo(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132, l2_bytes=60 << 20)
 TOLERANCE = {torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.2e-2}
 
 
@@ -181,7 +182,7 @@ def test_a_chain_around_last_dim_reductions_runs_as_one_row_kernel_matching_eage
     state = [t.detach() for _, t in module.named_parameters()]
     parent, tried = None, []
     for step in range(3):  # the root, then two revisions
-        proposal = propose_offline(ProposalRequest(card=card, device=CPU, backend="cpu", parent=parent,
+        proposal = propose_offline(ProposeRequest(card=card, device=CPU, backend="cpu", parent=parent,
                                                    tried_knobs=tried, seed=step))
         assert proposal.has_proposal, proposal.no_proposal_reason
         assert proposal.knobs["family"] == "fused_rows"
@@ -283,5 +284,5 @@ def test_a_chain_the_row_kernel_does_not_cover_is_refused_with_its_reason(
     card, _ = module_card(module, args)
     with pytest.raises(UnsupportedCard, match=re.escape(reason)):
         fused_plan(card)
-    proposal = propose_offline(ProposalRequest(card=card, device=CPU))
+    proposal = propose_offline(ProposeRequest(card=card, device=CPU))
     assert not proposal.has_proposal and reason in proposal.no_proposal_reason
