@@ -17,6 +17,7 @@ only compiled (status ``compiled``): a check that every template family builds w
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -240,8 +241,8 @@ def main() -> int:
         tag = f"cuda_{device.name.split()[-1].lower()}"
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"agent_examples_{tag}_{stamp}.json").write_text(
-        json.dumps({"device": device.model_dump(), "wall_s": round(time.time() - started, 1), "results": results},
-                   indent=1, default=str))
+        json.dumps({"device": dataclasses.asdict(device), "wall_s": round(time.time() - started, 1),
+                    "results": results}, indent=1, default=str))
     if compile_only:
         how = (f"compiled with nvcc -arch={device.arch} (no GPU here: the cards were captured on the cpu, retargeted "
                "to cuda, and not run)")

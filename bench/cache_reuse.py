@@ -59,7 +59,7 @@ class TemplateEndpoint:
             content = "The prompt names no card."
         else:
             tried = self._tried.setdefault(match.group(1), [])
-            proposal = propose_offline(ProposeRequest(card=self._cards.card(match.group(1)), tried_knobs=tried))
+            proposal = propose_offline(ProposeRequest(card=self._cards.card(match.group(1)), tried_knobs=tuple(tried)))
             tried.append(proposal.knobs)
             content = (f"DESCRIPTION: {proposal.description}\n```cpp\n{proposal.source}```\n"
                        if proposal.has_proposal else proposal.no_proposal_reason)

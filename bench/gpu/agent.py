@@ -330,7 +330,7 @@ def _bench_case(name: str, card: OperatorCard, bundle: Any, device: DeviceInfo, 
         for child in range(1 if round_ == 0 else CHILDREN):
             parent = None if best is None else ParentCandidate(source=best_source, knobs=best["knobs"])
             p = propose_offline(ProposeRequest(card=card, device=device, backend="cuda", parent=parent,
-                                                tried_knobs=tried, seed=round_ * 100 + child))
+                                                tried_knobs=tuple(tried), seed=round_ * 100 + child))
             if not p.has_proposal:
                 if round_ == 0:
                     return {"name": name, "op": card.op, "status": "no proposal", "reason": p.no_proposal_reason}

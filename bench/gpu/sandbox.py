@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import statistics
@@ -24,7 +25,8 @@ sys.path.insert(0, str(REPO))
 from gpu_sandbox_service.blobs import BlobStore  # noqa: E402
 from gpu_sandbox_service.cardkit import card_from_call  # noqa: E402
 from gpu_sandbox_service.evaluator import Evaluator  # noqa: E402
-from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest, Limits  # noqa: E402
+from gpu_sandbox_service.models import Limits  # noqa: E402
+from kforge_domain.evaluate_request import EvaluateRequest, EvaluationOptions  # noqa: E402
 from kforge_torch.timing import Summary, Timer  # noqa: E402
 
 CORPUS = REPO / "tests" / "gpu_sandbox_service" / "corpus"
@@ -48,8 +50,8 @@ async def corpus_verdicts(evaluator: Evaluator, store: BlobStore) -> list[dict[s
                           store)
     rows = []
     for name, source, expected in cuda_corpus():
-        options = EvaluationOptions(timing_runs=20, run_timeout_s=15.0 if name == "hang" else None)
-        result = await evaluator.evaluate(EvaluationRequest(candidate_id=name, card=card, source=source,
+        options = EvaluationOptions(timing_runs=20, run_timeout_s=15.0 if name == "hang" else 0.0)
+        result = await evaluator.evaluate(EvaluateRequest(candidate_id=name, card=card, source=source,
                                                             backend="cuda", options=options))
         rows.append({"entry": name, "expected": expected, "status": result.status.value,
                      "ok": result.status.value == expected, "error_message": result.error_message[:300],
@@ -67,7 +69,7 @@ async def seconds_per_candidate(evaluator: Evaluator, store: BlobStore) -> dict[
     for _ in range(SPEED_CANDIDATES):
         source = f"// nonce {uuid.uuid4().hex}\n{prelude}\n{body}"
         started = time.perf_counter()
-        result = await evaluator.evaluate(EvaluationRequest(candidate_id="speed", card=card, source=source,
+        result = await evaluator.evaluate(EvaluateRequest(candidate_id="speed", card=card, source=source,
                                                             backend="cuda"))
         seconds.append(time.perf_counter() - started)
         compile_seconds.append(result.compile_s)
@@ -155,7 +157,7 @@ def run(out_dir: Path) -> dict:
 
     async def measure() -> dict[str, object]:
         device = await evaluator.device_info()
-        return {"device": device.model_dump(), "isolation": evaluator.isolation,
+        return {"device": dataclasses.asdict(device), "isolation": evaluator.isolation,
                 "corpus": await corpus_verdicts(evaluator, store),
                 "candidate_seconds": await seconds_per_candidate(evaluator, store)}
 

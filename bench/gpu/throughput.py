@@ -31,10 +31,10 @@ sys.path.insert(0, str(REPO))
 
 from gpu_sandbox_service.blobs import BlobStore  # noqa: E402
 from gpu_sandbox_service.cardkit import card_from_call  # noqa: E402
-from gpu_sandbox_service.evaluator import Evaluator  # noqa: E402
+from gpu_sandbox_service.evaluator import Evaluator, timing_of  # noqa: E402
 from gpu_sandbox_service.harness.session import Session  # noqa: E402
-from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest  # noqa: E402
 from kforge_domain.card import OperatorCard  # noqa: E402
+from kforge_domain.evaluate_request import EvaluateRequest, EvaluationOptions  # noqa: E402
 from packager.abi import KernelLibrary  # noqa: E402
 
 CORPUS = REPO / "tests" / "gpu_sandbox_service" / "corpus"
@@ -55,19 +55,20 @@ def softmax_card(store: BlobStore, backend: str, megabytes: float) -> OperatorCa
     return card_from_call("aten::_softmax.default", [torch.randn(rows, cols, device=device) * 3, -1, False], {}, store)
 
 
-def fresh_request(card: OperatorCard, backend: str, options: EvaluationOptions) -> EvaluationRequest:
+def fresh_request(card: OperatorCard, backend: str, options: EvaluationOptions) -> EvaluateRequest:
     source = f"// nonce {uuid.uuid4().hex}\n{softmax_source(backend)}"
-    return EvaluationRequest(candidate_id=uuid.uuid4().hex[:8], card=card, source=source, backend=backend,
-                             options=options)
+    return EvaluateRequest(candidate_id=uuid.uuid4().hex[:8], card=card, source=source, backend=backend,
+                           options=options)
 
 
-def in_process_phases(evaluator: Evaluator, request: EvaluationRequest) -> dict[str, float]:
+def in_process_phases(evaluator: Evaluator, request: EvaluateRequest) -> dict[str, float]:
     """The harness session of ``request`` run here: references, checks and timing, in seconds."""
     # The newest library is the last candidate's build of this same kernel (the cache also holds
     # the canary's on cuda).
     library = max((evaluator.work_dir / "cache").glob("*.so"), key=lambda p: p.stat().st_mtime)
     with tempfile.TemporaryDirectory(dir=evaluator.scratch) as tmp:
-        harness_request = evaluator._stage(request, library, Path(tmp), verify_fresh=True)
+        evaluator._stage_files(request, library, Path(tmp))
+        harness_request = evaluator._harness_request(request, timing_of(request.options), Path(tmp), verify_fresh=True)
         started = time.perf_counter()
         session = Session(harness_request)
         kernel = KernelLibrary(harness_request.library)

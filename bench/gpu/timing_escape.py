@@ -16,6 +16,7 @@ decision is made from. Honest multi-launch cases show what a launch-bound genuin
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import statistics
 import sys
@@ -39,7 +40,8 @@ from gpu_sandbox_service.cardkit import card_from_call  # noqa: E402
 from gpu_sandbox_service.compiler import Compiler, detect_toolchain  # noqa: E402
 from gpu_sandbox_service.evaluator import Evaluator  # noqa: E402
 from gpu_sandbox_service.harness.timing import escaped_work  # noqa: E402
-from gpu_sandbox_service.models import EvaluationOptions, EvaluationRequest, Limits  # noqa: E402
+from gpu_sandbox_service.models import Limits  # noqa: E402
+from kforge_domain.evaluate_request import EvaluateRequest, EvaluationOptions  # noqa: E402
 from kforge_torch.timing import Summary, Timer  # noqa: E402
 from packager.abi import KernelLibrary  # noqa: E402
 
@@ -187,7 +189,7 @@ async def evaluate_all(work: Path, started: float) -> dict[str, Any]:
                 continue
             try:
                 options = EvaluationOptions(timing_runs=TIMING_RUNS, run_timeout_s=RUN_TIMEOUT_S)
-                result = await evaluator.evaluate(EvaluationRequest(
+                result = await evaluator.evaluate(EvaluateRequest(
                     candidate_id=case.name, card=card, source=source(case), backend="cuda", options=options))
                 figures = result.figures
                 row.update(status=result.status.value, ok=verdict_ok(case, result.status.value),
@@ -207,7 +209,7 @@ async def evaluate_all(work: Path, started: float) -> dict[str, Any]:
             except Exception as exc:
                 row["raw_error"] = f"{type(exc).__name__}: {exc}"[-1000:]
                 row["raw_traceback"] = traceback.format_exc()[-2000:]
-    return {"device": device.model_dump(), "isolation": evaluator.isolation, "rows": rows}
+    return {"device": dataclasses.asdict(device), "isolation": evaluator.isolation, "rows": rows}
 
 
 def hidden_time(rows: list[dict[str, Any]]) -> list[str]:
