@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
-from forge_service.ulp import one_ulp_apart, one_ulp_inputs
+from forge_service.ulp import one_ulp_apart
 
 WARMUP = 3
 MIN_REPEATS = 5
@@ -74,22 +74,21 @@ class StartState:
         self._buffers = [(b, b.detach().clone()) for b in model.buffers()]
         self._inputs = clone_tree(inputs)
 
-    def call(self, model: Callable[..., Any]) -> Any:
+    def call(self, model: Callable[..., Any], inputs: Any = None) -> Any:
+        """``model`` on a copy of the first call's inputs (or on ``inputs``), from the first call's state."""
         with torch.no_grad():
             for live, saved in self._buffers:
                 live.copy_(saved)
         torch.manual_seed(PARITY_SEED)
-        return call(model, clone_tree(self._inputs))
+        return call(model, clone_tree(self._inputs) if inputs is None else inputs)
 
     def call_one_ulp_apart(self, model: torch.nn.Module) -> Any:
         """As :meth:`call`, with every floating parameter and input one ulp from its value: the
         model's own rounding noise (:mod:`forge_service.ulp`). The parameters are restored exactly."""
-        with torch.no_grad():
-            for live, saved in self._buffers:
-                live.copy_(saved)
-        torch.manual_seed(PARITY_SEED)
-        with one_ulp_apart(p.detach() for p in model.parameters()):
-            return call(model, one_ulp_inputs(self._inputs))
+        inputs = clone_tree(self._inputs)
+        moved = [p.detach() for p in model.parameters()] + list(flat_tensors(inputs))
+        with one_ulp_apart(moved):
+            return self.call(model, inputs)
 
 
 def sample_ms(fn: Callable[[], Any], device: str, seconds: float) -> list[float]:

@@ -233,11 +233,9 @@ def measure_end_to_end(config: RunConfig, cast_path: Path, backend: str, modes: 
     except subprocess.TimeoutExpired:
         e2e = EndToEnd(measured=False, error=f"end-to-end measurement exceeded {E2E_TIMEOUT_S} s")
     else:
-        if proc.returncode != 0:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            e2e = EndToEnd(measured=False, error=" | ".join(tail) or f"exit code {proc.returncode}")
-        else:
-            e2e = EndToEnd.model_validate_json(proc.stdout.strip().splitlines()[-1])
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        e2e = (EndToEnd.model_validate_json(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0
+               else EndToEnd(measured=False, error=" | ".join(tail) or f"exit code {proc.returncode}"))
     if e2e.measured:
         announce(f"measured {cast_path.name} ({e2e.cast_kernels or 0} kernels): {end_to_end_line(e2e)}", log)
     else:

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 import torch
-from torch.utils._pytree import tree_map
 
 #: The integer type of each floating type's encoding.
 _BITS = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
@@ -29,12 +27,13 @@ def flip_last_bit(tensor: torch.Tensor) -> None:
         return
     with torch.no_grad():
         finite = torch.isfinite(tensor)
-        tensor.view(bits_dtype).bitwise_xor_(finite.to(bits_dtype))
+        tensor.detach().view(bits_dtype).bitwise_xor_(finite.to(bits_dtype))
 
 
 @contextlib.contextmanager
 def one_ulp_apart(tensors: Iterable[torch.Tensor]) -> Iterator[None]:
-    """While the block runs, every finite value of ``tensors`` sits one ulp from where it was."""
+    """While the block runs, every finite value of ``tensors`` sits one ulp from where it was (tensors
+    of other types stay as they are)."""
     moved = list({id(t): t for t in tensors}.values())  # a tied weight moves once
     for tensor in moved:
         flip_last_bit(tensor)
@@ -44,13 +43,3 @@ def one_ulp_apart(tensors: Iterable[torch.Tensor]) -> Iterator[None]:
         for tensor in moved:
             flip_last_bit(tensor)
 
-
-def one_ulp_inputs(tree: Any) -> Any:
-    """A copy of ``tree`` with each floating tensor one ulp apart (others as they are)."""
-    def moved(value: Any) -> Any:
-        if isinstance(value, torch.Tensor) and value.is_floating_point():
-            value = value.detach().clone()
-            flip_last_bit(value)
-        return value
-
-    return tree_map(moved, tree)

@@ -43,7 +43,7 @@ def lean_module(program: torch.export.ExportedProgram) -> torch.nn.Module:
     """The program as a module that runs its ops and nothing else: ``ExportedProgram.module()``
     checks every call's inputs against the exported constraints (a pre-hook, a guard function and
     a metadata assertion per tensor), which on a small module costs several times the module's own
-    eager call (measured on an RMSNorm: 227 against 60 µs on the CPU). The card's eager time must
+    eager call (``bench/module_reference.py``). The card's eager time must
     be the module's, as capture times it on the live module, so the checks go; a call that does
     not fit the card still fails in the ops themselves or in the checks of their outputs."""
     module = program.module()
