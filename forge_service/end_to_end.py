@@ -75,12 +75,12 @@ class EndToEnd(BaseModel):
     rounding_rel_error: float | None = None  # eager's departure with its weights and inputs one ulp apart
     cast_kernels: int | None = None  # kernels the .cast loaded for this device; none: cast_ms is not timed
     compile_error: str = ""
+    # Compiled modes whose torch.compile figures come from an earlier measurement of the run: no
+    # kernel served them any more, so the model was not compiled for them again.
+    graph_figures_carried: list[str] = []
     kernel_stats: dict[str, dict[str, object]] = {}
     cast_compile_kernel_stats: dict[str, dict[str, object]] = {}
     cast_cuda_graphs_kernel_stats: dict[str, dict[str, object]] = {}
-
-
-RUNS_AS_EAGER = "the .cast holds no kernel for this device, so the model runs as eager"
 
 
 RUNS_AS_EAGER = "the .cast holds no kernel for this device, so the model runs as eager"
@@ -201,6 +201,21 @@ def graph_mode_fails(e2e: EndToEnd, mode: str) -> str:
         return (f"the compiled model{where} ran slower with the kernels ({cast_ms:.3f} ms against "
                 f"{plain_ms:.3f} ms for torch.compile alone)")
     return ""
+
+
+#: Per compiled mode, the figures of torch.compile alone, which no kernel changes.
+PLAIN_FIGURES = {"compiled": ("compile_ms", "compile_speedup", "compile_parity_rel_error", "compile_error"),
+                 "cuda_graphs": ("cuda_graphs_ms", "cuda_graphs_speedup")}
+
+
+def carry_graph_figures(e2e: EndToEnd, earlier: EndToEnd, modes: Collection[str]) -> EndToEnd:
+    """``e2e`` with torch.compile's figures in ``modes`` taken from ``earlier`` (where no kernel
+    serves those modes any more, compiling the model again would only measure torch.compile again)."""
+    carried = [m for m in modes if getattr(earlier, PLAIN_FIGURES[m][0]) is not None]
+    if not e2e.measured or not carried:
+        return e2e
+    update: dict[str, object] = {name: getattr(earlier, name) for m in carried for name in PLAIN_FIGURES[m]}
+    return e2e.model_copy(update=update | {"graph_figures_carried": carried})
 
 
 def prune_reason(e2e: EndToEnd) -> str:

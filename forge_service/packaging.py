@@ -3,16 +3,20 @@
 A kernel's worth differs by mode: eager calls pay a guard on every call; in a compiled graph it
 stands between inductor's fused kernels; captured in CUDA graphs (``mode="reduce-overhead"``) it
 no longer saves launch costs that the graph already removed. So each mode (``eager``,
-``compiled``, ``cuda_graphs``) is measured end to end and pruned on its own: one op at a time
-leaves the mode while the model in that mode raises, departs from eager or runs slower with the
-kernels (an op found to break the model on its own goes first), and a mode still failing after
-that keeps no kernel, so a .cast never fails its own check. The manifest records every verdict.
+``compiled``, ``cuda_graphs``) is measured end to end and pruned on its own while the model in
+that mode raises, departs from eager or runs slower with the kernels. Eager use is pruned one op
+at a time (an op found to break the model on its own goes first), since a guard serves all of an
+op's kernels; compiled graphs choose a kernel per call as they are traced, so there one kernel
+leaves at a time, the least faster than eager first, and an op's winners stay where its losers go.
+A mode still failing after that keeps no kernel, so a .cast never fails its own check. The
+manifest records every verdict.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +27,7 @@ from forge_service.end_to_end import (
     GRAPH_MODE_FIELDS,
     EndToEnd,
     breaks_parity,
+    carry_graph_figures,
     graph_mode_fails,
     is_slower,
     measure_end_to_end,
@@ -45,6 +50,11 @@ PRUNED_FIELDS = {"eager": "pruned_ops", "compiled": "pruned_compiled_ops", "cuda
 MEASURED_FIELDS = {"compiled": "compiled_measured", "cuda_graphs": "cuda_graphs_measured"}
 
 
+def kernel_key(op: str, card_id: str) -> str:
+    """How a compiled mode names the one kernel it leaves out, where eager names the whole op."""
+    return f"{op} (card {card_id})"
+
+
 @dataclass
 class Pruning:
     """Per mode, the ops left out of it and why; and which compiled modes were measured (a kernel
@@ -62,6 +72,11 @@ class Pruning:
         """The :class:`~forge_service.report.RunReport` fields that record this pruning."""
         return ({name: dict(self.excluded[m]) for m, name in PRUNED_FIELDS.items()}
                 | {name: m in self.measured for m, name in MEASURED_FIELDS.items()})
+
+    def reason(self, mode: str, op: str, card_id: str) -> str:
+        """Why ``mode`` leaves out the kernel of card ``card_id`` (for ``op``); empty if it keeps it."""
+        excluded = self.excluded[mode]
+        return excluded.get(op) or excluded.get(kernel_key(op, card_id), "")
 
     def snapshot(self) -> dict[str, dict[str, str]]:
         return {m: dict(ops) for m, ops in self.excluded.items()}
@@ -89,8 +104,8 @@ def write_cast(store: RunStore, min_speedup: float | None, path: Path, pruning: 
     config = RunConfig.model_validate_json(store.run_row()["config_json"])
     verdicts: dict[tuple[str, str], ModeVerdict] = {}
     for k in kernels:
-        for mode, excluded in pruning.excluded.items():
-            reason = excluded.get(k.op)
+        for mode in pruning.excluded:
+            reason = pruning.reason(mode, k.op, k.card_id)
             verdicts[(k.card_id, mode)] = (
                 ModeVerdict(PRUNED, reason) if reason
                 else ModeVerdict(KEPT) if mode == "eager" or mode in pruning.measured else ModeVerdict(UNMEASURED))
@@ -125,6 +140,18 @@ def least_saving_op(manifest: CastManifest, mode: str = "eager", excluded: Colle
     return min(saving, key=lambda op: saving[op]) if saving else None
 
 
+def weakest_graph_kernel(manifest: CastManifest, mode: str, excluded: Collection[str] = ()) -> str | None:
+    """Of the kernels serving compiled ``mode``, the :func:`kernel_key` of the one least faster than
+    eager: the likeliest to lose to what inductor makes of the same call."""
+    from packager.manifest import PRUNED
+
+    serving = [k for k in manifest.kernels if k.mode_verdict(mode).verdict != PRUNED
+               and k.op not in excluded and kernel_key(k.op, k.card_id) not in excluded]
+    weakest = min(serving, key=lambda k: k.eager_latency_us / k.latency_us if k.latency_us > 0 else math.inf,
+                  default=None)
+    return kernel_key(weakest.op, weakest.card_id) if weakest is not None else None
+
+
 def _losing_modes(e2e: EndToEnd, graph_modes: Collection[str]) -> dict[str, str]:
     """Per mode, why the model in it is worse with the kernels than without (empty: it is not)."""
     losing = {"eager": prune_reason(e2e) if is_slower(e2e) or breaks_parity(e2e) else ""}
@@ -151,16 +178,17 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
     while failing := {m: why for m in modes if (why := graph_mode_fails(e2e, m))}:
         pruned = []
         for mode, why in failing.items():
-            op = least_saving_op(manifest, mode, pruning.excluded[mode])
-            if op is None or len(pruning.excluded[mode]) >= MAX_PRUNED_OPS:
+            key = weakest_graph_kernel(manifest, mode, pruning.excluded[mode])
+            if key is None or len(pruning.excluded[mode]) >= MAX_PRUNED_OPS:
                 continue
-            pruning.excluded[mode][op] = f"left to inductor: {why}; this op's kernels were estimated to save the least"
-            announce(f"pruning {op} from {mode} use: {pruning.excluded[mode][op]}", log)
+            pruning.excluded[mode][key] = (f"left to inductor: {why}; of the kernels left, "
+                                           "this one was the least faster than eager")
+            announce(f"pruning {key} from {mode} use: {pruning.excluded[mode][key]}", log)
             pruned.append(mode)
         if not pruned:
             break
         manifest = write_cast(store, None, path, pruning)
-        e2e = measure_end_to_end(config, path, backend, modes, noise_rel_error=noise)
+        e2e = _measure_serving(config, path, backend, manifest, modes, noise, first)
         measured_with = pruning.snapshot()
     for mode in modes:
         if why := graph_mode_fails(e2e, mode):
@@ -168,7 +196,7 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
             announce(f"{mode} graphs still worse with the kernels: they use none", log)
     if measured_with != pruning.snapshot():  # the .cast changed since every mode was last measured
         manifest = write_cast(store, None, path, pruning)
-        e2e = measure_end_to_end(config, path, backend, modes, noise_rel_error=noise)
+        e2e = _measure_serving(config, path, backend, manifest, modes, noise, first)
     # The final measurement decides: a mode that still loses there keeps no kernel, measured once more.
     still = {m: why for m, why in _losing_modes(e2e, modes).items() if why}
     if still and e2e.measured:
@@ -176,10 +204,21 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
             pruning.leave_out_everything(manifest, [mode], f"{why} (in the final check)")
         announce(f"the final check still finds the .cast worse ({', '.join(still)}): those modes use no kernel", log)
         manifest = write_cast(store, None, path, pruning)
-        e2e = measure_end_to_end(config, path, backend, modes, noise_rel_error=noise)
+        e2e = _measure_serving(config, path, backend, manifest, modes, noise, first)
     if not e2e.measured and manifest.kernels:
         manifest, e2e = _without_kernels(store, config, path, backend, modes, pruning, e2e)
     return manifest, e2e, pruning
+
+
+def _measure_serving(config: RunConfig, path: Path, backend: str, manifest: CastManifest, modes: Collection[str],
+                     noise: float | None, first: EndToEnd) -> EndToEnd:
+    """The .cast at ``path`` measured end to end in eager and in each of ``modes`` that some kernel
+    of it still serves; torch.compile's figures in the others are the ``first`` measurement's."""
+    from packager.manifest import KEPT
+
+    serving = [m for m in modes if any(k.mode_verdict(m).verdict == KEPT for k in manifest.kernels)]
+    e2e = measure_end_to_end(config, path, backend, serving, noise_rel_error=noise)
+    return carry_graph_figures(e2e, first, [m for m in modes if m not in serving])
 
 
 def _prune_eager(store: RunStore, config: RunConfig, path: Path, backend: str, pruning: Pruning,

@@ -56,8 +56,8 @@ class RunReport(BaseModel):
     cast_path: str | None
     kernels_packaged: int
     pruned_ops: dict[str, str] = {}  # op -> why eager calls leave it on eager after measuring the model
-    pruned_compiled_ops: dict[str, str] = {}  # op -> why compiled graphs leave it to inductor
-    pruned_cuda_graphs_ops: dict[str, str] = {}  # op -> why graphs captured in CUDA graphs leave it to inductor
+    pruned_compiled_ops: dict[str, str] = {}  # "op (card id)" or op -> why compiled graphs use inductor
+    pruned_cuda_graphs_ops: dict[str, str] = {}  # the same for graphs captured in CUDA graphs
     compiled_measured: bool = False  # compiled verdicts come from a measurement (not --no-compile-baseline)
     cuda_graphs_measured: bool = False  # so do the CUDA-graph verdicts (--cuda-graphs)
 

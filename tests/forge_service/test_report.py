@@ -10,13 +10,14 @@ import torch
 from forge_service.end_to_end import (
     EndToEnd,
     breaks_parity,
+    carry_graph_figures,
     end_to_end_line,
     graph_mode_fails,
     is_slower,
     mode_rows,
     prune_reason,
 )
-from forge_service.packaging import least_saving_op
+from forge_service.packaging import Pruning, kernel_key, least_saving_op, weakest_graph_kernel
 from forge_service.report import CardReport, RunReport, card_reports, plot_report
 from forge_service.store import CardRow, RunStore
 from packager.format import build_cast
@@ -44,6 +45,49 @@ def test_the_op_estimated_to_save_least_over_its_calls_is_left_on_eager_first(tm
     kernels[0] = entry(heavy_relu, RELU, kernels[0].artifact, eager_us=100.0, kernel_us=50.0)
     assert least_saving_op(build_cast(tmp_path / "n.cast", MODEL, kernels, [])) == "aten::_softmax.default"
     assert least_saving_op(build_cast(tmp_path / "e.cast", MODEL, [], [])) is None
+
+
+def test_compiled_graphs_leave_out_one_kernel_at_a_time_the_least_faster_than_eager_first(tmp_path: Path) -> None:
+    small, large = relu_card(torch.randn(4, 8)), relu_card(torch.randn(64, 8))
+    assert small.id != large.id  # one op, two cards
+    kernels = [
+        entry(small, RELU, compile_kernel(RELU, tmp_path, "relu"), eager_us=100.0, kernel_us=50.0),  # 2x
+        entry(large, RELU, compile_kernel(RELU, tmp_path, "relu2"), eager_us=100.0, kernel_us=10.0),  # 10x
+        entry(softmax_card(torch.randn(4, 8)), SOFTMAX, compile_kernel(SOFTMAX, tmp_path, "softmax"),
+              eager_us=100.0, kernel_us=20.0),  # 5x
+    ]
+    manifest = build_cast(tmp_path / "m.cast", MODEL, kernels, [])
+    first = weakest_graph_kernel(manifest, "compiled")
+    assert first == kernel_key("aten::relu.default", small.id)
+    second = weakest_graph_kernel(manifest, "compiled", [first])
+    assert second == kernel_key("aten::_softmax.default", kernels[2].card_id)
+    assert weakest_graph_kernel(manifest, "compiled", [first, second]) == kernel_key("aten::relu.default", large.id)
+    assert weakest_graph_kernel(manifest, "compiled", [first, second, "aten::relu.default"]) is None
+
+    pruning = Pruning(measured=("compiled",))
+    pruning.excluded["compiled"][first] = "left to inductor: slower"
+    assert pruning.reason("compiled", "aten::relu.default", small.id) == "left to inductor: slower"
+    assert pruning.reason("compiled", "aten::relu.default", large.id) == ""  # the op's winner stays
+    assert pruning.reason("eager", "aten::relu.default", small.id) == ""
+    pruning.excluded["eager"]["aten::relu.default"] = "left on eager: slower"  # eager names the whole op
+    assert pruning.reason("eager", "aten::relu.default", large.id) == "left on eager: slower"
+
+
+def test_a_compiled_mode_no_kernel_serves_keeps_the_earlier_torch_compile_figures() -> None:
+    first = EndToEnd(measured=True, eager_ms=18.4, cast_ms=12.4, compile_ms=4.3, compile_speedup=4.28,
+                     compile_parity_rel_error=0.63, cast_compile_kernels=2, cast_compile_ms=4.5,
+                     cuda_graphs_ms=2.0, cuda_graphs_speedup=9.2)
+    later = EndToEnd(measured=True, eager_ms=18.0, cast_ms=12.2, cast_speedup=1.48)
+    carried = carry_graph_figures(later, first, ["compiled"])
+    assert (carried.compile_ms, carried.compile_speedup, carried.compile_parity_rel_error) == (4.3, 4.28, 0.63)
+    assert carried.graph_figures_carried == ["compiled"]
+    assert carried.cast_compile_kernels is None and carried.cast_compile_ms is None  # the kernels' figures stay out
+    assert carried.cuda_graphs_ms is None and carried.cast_ms == 12.2
+    assert not graph_mode_fails(carried, "compiled")
+    assert ("cast.compile", 4.3, 4.28, "no kernel: as torch.compile") in mode_rows(carried)
+    assert carry_graph_figures(later, first, []) == later
+    failed = EndToEnd(measured=False, error="child crashed")
+    assert carry_graph_figures(failed, first, ["compiled"]) == failed
 
 
 def test_only_a_measured_cast_slower_than_eager_counts_as_slower() -> None:
