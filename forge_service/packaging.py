@@ -7,7 +7,8 @@ no longer saves launch costs that the graph already removed. So each mode (``eag
 that mode raises, departs from eager or runs slower with the kernels. Eager use is pruned one op
 at a time (an op found to break the model on its own goes first), since a guard serves all of an
 op's kernels; compiled graphs choose a kernel per call as they are traced, so there one kernel
-leaves at a time, the least faster than eager first, and an op's winners stay where its losers go.
+leaves at a time, the least faster than eager first, and an op's winners stay where its losers go;
+kernels of pointwise work, which inductor fuses, are left out of them before measuring.
 A mode still failing after that keeps no kernel, so a .cast never fails its own check. The
 manifest records every verdict.
 """
@@ -33,6 +34,7 @@ from forge_service.end_to_end import (
     measure_end_to_end,
     prune_reason,
 )
+from forge_service.inductor_fusion import FUSED_REASON, fused_by_inductor
 from forge_service.phase_events import announce
 from forge_service.store import RunStore, package_inputs
 from kforge_domain.card import OperatorCard
@@ -77,6 +79,10 @@ class Pruning:
         """Why ``mode`` leaves out the kernel of card ``card_id`` (for ``op``); empty if it keeps it."""
         excluded = self.excluded[mode]
         return excluded.get(op) or excluded.get(kernel_key(op, card_id), "")
+
+    def measured_exclusions(self, mode: str) -> int:
+        """How many exclusions from ``mode`` a measurement decided (pointwise work leaves unmeasured)."""
+        return sum(why != FUSED_REASON for why in self.excluded[mode].values())
 
     def snapshot(self) -> dict[str, dict[str, str]]:
         return {m: dict(ops) for m, ops in self.excluded.items()}
@@ -167,6 +173,8 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
     modes = [] if config.skip_compile_baseline else ["compiled"] + (["cuda_graphs"] if config.cuda_graphs else [])
     pruning = Pruning(measured=tuple(modes))
     manifest = write_cast(store, None, path, pruning)
+    if _leave_pointwise_to_inductor(manifest, modes, pruning):
+        manifest = write_cast(store, None, path, pruning)
     e2e = measure_end_to_end(config, path, backend, modes)
     if not e2e.measured and manifest.kernels:
         return (*_without_kernels(store, config, path, backend, modes, pruning, e2e), pruning)
@@ -179,7 +187,7 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
         pruned = []
         for mode, why in failing.items():
             key = weakest_graph_kernel(manifest, mode, pruning.excluded[mode])
-            if key is None or len(pruning.excluded[mode]) >= MAX_PRUNED_OPS:
+            if key is None or pruning.measured_exclusions(mode) >= MAX_PRUNED_OPS:
                 continue
             pruning.excluded[mode][key] = (f"left to inductor: {why}; of the kernels left, "
                                            "this one was the least faster than eager")
@@ -208,6 +216,18 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
     if not e2e.measured and manifest.kernels:
         manifest, e2e = _without_kernels(store, config, path, backend, modes, pruning, e2e)
     return manifest, e2e, pruning
+
+
+def _leave_pointwise_to_inductor(manifest: CastManifest, modes: Collection[str], pruning: Pruning) -> bool:
+    """Leaves every kernel of pointwise work out of compiled ``modes`` (:mod:`inductor_fusion`);
+    whether any left."""
+    fused = [k for k in manifest.kernels if fused_by_inductor(k.card)]
+    for kernel in fused:
+        for mode in modes:
+            pruning.excluded[mode][kernel_key(kernel.op, kernel.card_id)] = FUSED_REASON
+    if fused and modes:
+        announce(f"{len(fused)} kernels of pointwise work left to inductor in compiled graphs", log)
+    return bool(fused and modes)
 
 
 def _measure_serving(config: RunConfig, path: Path, backend: str, manifest: CastManifest, modes: Collection[str],

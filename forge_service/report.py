@@ -22,10 +22,6 @@ __all__ = ["CardReport", "EndToEnd", "RunReport", "build_report", "card_reports"
 
 log = logging.getLogger(__name__)
 
-E2E_TIMEOUT_S = 900
-MAX_PRUNED_OPS = 4
-#: Relative difference below which two end-to-end medians count as equal (measurement noise).
-SLOWER_TOLERANCE = 0.005
 
 
 class CardReport(BaseModel):
@@ -44,6 +40,7 @@ class CardReport(BaseModel):
     audit_class: str
     evaluations: int
     cost_usd: float
+    not_packaged: str = ""  # why the .cast left this card's faster kernel out; empty: packaged, or none to package
 
 
 class RunReport(BaseModel):
@@ -83,10 +80,14 @@ class RunReport(BaseModel):
         e = self.end_to_end
         lines += ["", "## End to end", ""]
         # Each reason says where the op was left ("left on eager: ...", "left to inductor: ...").
+        lines += [f"Not packaged: `{c.op}` ({c.card_id}), {c.speedup:.2f}x on its own: {c.not_packaged}."
+                  for c in self.cards if c.not_packaged and c.speedup]
         lines += [f"Eager calls: `{op}` {why}." for op, why in self.pruned_ops.items()]
         lines += [f"Compiled graphs: `{op}` {why}." for op, why in self.pruned_compiled_ops.items()]
         lines += [f"CUDA graphs: `{op}` {why}." for op, why in self.pruned_cuda_graphs_ops.items()]
-        lines += [""] if self.pruned_ops or self.pruned_compiled_ops or self.pruned_cuda_graphs_ops else []
+        if self.pruned_ops or self.pruned_compiled_ops or self.pruned_cuda_graphs_ops or any(
+                c.not_packaged for c in self.cards):
+            lines.append("")
         if not e.measured:
             lines.append(f"Not measured: {e.error}")
         else:
@@ -95,9 +96,11 @@ class RunReport(BaseModel):
                       for name, ms, speedup, parity in mode_rows(e)]
             lines += [
                 "", f"Eager output parity: max relative error {scientific(e.parity_max_rel_error)} against a "
-                f"tolerance of {scientific(e.parity_tolerance)} ({parity_word(e)}); torch.compile departs from "
-                f"eager by {scientific(e.compile_parity_rel_error)}.",
+                f"tolerance of {scientific(e.parity_tolerance)} ({parity_word(e)}); {_rounding_noise_words(e)}.",
             ]
+            if e.graph_figures_carried:
+                lines.append(f"torch.compile's figures ({', '.join(e.graph_figures_carried)}) are from the first "
+                             "measurement: no kernel served those graphs afterwards.")
             if e.parity_note:
                 lines.append(f"Parity {e.parity_note}.")
             if e.cast_speedup_interval:
@@ -113,6 +116,15 @@ class RunReport(BaseModel):
             if e.compile_error:
                 lines.append(f"torch.compile: {e.compile_error}")
         return "\n".join(lines) + "\n"
+
+
+def _rounding_noise_words(e: EndToEnd) -> str:
+    """The model's own rounding noise the tolerance follows, as measured."""
+    ulp = (f"eager with its weights and inputs one ulp apart departs by {scientific(e.rounding_rel_error)}"
+           if e.rounding_rel_error is not None else "eager one ulp apart was not measured")
+    compiled = (f"torch.compile departs by {scientific(e.compile_parity_rel_error)}"
+                if e.compile_parity_rel_error is not None else "torch.compile was not measured")
+    return f"{ulp}, {compiled}"
 
 
 def card_reports(store: RunStore) -> list[CardReport]:
@@ -136,21 +148,29 @@ def card_reports(store: RunStore) -> list[CardReport]:
     return reports
 
 
+def _with_packaging(cards: list[CardReport], left_out: dict[str, str]) -> list[CardReport]:
+    """``cards``, each whose faster kernel the .cast left out saying why (its fallback's reason)."""
+    return [c.model_copy(update={"not_packaged": left_out[c.card_id]})
+            if c.speedup and c.speedup > 1.0 and c.card_id in left_out else c for c in cards]
+
+
 def build_report(store: RunStore, config: RunConfig) -> RunReport:
     run = store.run_row()
     device = json.loads(run["device_json"] or "{}")
     cast_path = store.run_dir / "model.cast"
     kernels_packaged = 0
     pruning = Pruning()
+    left_out: dict[str, str] = {}
     try:
         manifest, e2e, pruning = package_and_measure(store, config, cast_path, device.get("backend", "cpu"))
         kernels_packaged = len(manifest.kernels)
+        left_out = {f.card_id: f.reason for f in manifest.fallbacks}
     except Exception as exc:  # a report is still written when packaging fails
         log.exception("packaging failed")
         e2e = EndToEnd(measured=False, error=f"packaging failed: {exc}")
     report = RunReport(
         run_id=run["id"], model_spec=config.model_spec, backend=device.get("backend", config.backend),
-        device=device.get("name", ""), cards=card_reports(store), end_to_end=e2e,
+        device=device.get("name", ""), cards=_with_packaging(card_reports(store), left_out), end_to_end=e2e,
         cast_path=str(cast_path) if cast_path.is_file() else None, kernels_packaged=kernels_packaged,
         **pruning.report_fields(),
     )

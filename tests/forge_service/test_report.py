@@ -18,7 +18,7 @@ from forge_service.end_to_end import (
     prune_reason,
 )
 from forge_service.packaging import Pruning, kernel_key, least_saving_op, weakest_graph_kernel
-from forge_service.report import CardReport, RunReport, card_reports, plot_report
+from forge_service.report import CardReport, RunReport, _with_packaging, card_reports, plot_report
 from forge_service.store import CardRow, RunStore
 from packager.format import build_cast
 from tests.packager.conftest import MODEL, RELU, SOFTMAX, compile_kernel, entry, relu_card, softmax_card
@@ -184,6 +184,42 @@ def test_the_terminal_lines_fit_100_columns_each_continuation_indented_under_its
         "  torch.compile reduce-overhead 1.000 ms (x4.00), cast.compile reduce-overhead 1.000 ms (x4.00),"]
     assert lines[-1] == "      parity no kernel: as torch.compile"
     assert "eager's own output changed by 5.00e-01 between two runs on the same inputs" in flat_line(e2e)
+
+
+def test_the_report_names_the_rounding_noise_it_measured_and_what_it_did_not() -> None:
+    def markdown(e2e: EndToEnd) -> str:
+        return RunReport(run_id="r", model_spec="m.py", backend="cuda", device="cuda", cards=[], end_to_end=e2e,
+                         cast_path=None, kernels_packaged=1).markdown()
+
+    eager_only = EndToEnd(measured=True, eager_ms=18.2, cast_ms=11.6, cast_kernels=3, parity_ok=True,
+                          parity_max_rel_error=0.102, parity_tolerance=0.935, rounding_rel_error=0.748)
+    text = markdown(eager_only)
+    assert ("eager with its weights and inputs one ulp apart departs by 7.48e-01, torch.compile was not measured"
+            in text)
+    assert "—" not in text.split("Eager output parity")[1].splitlines()[0]
+    carried = eager_only.model_copy(update={"compile_parity_rel_error": 0.629, "compile_ms": 4.3,
+                                            "graph_figures_carried": ["compiled"]})
+    text = markdown(carried)
+    assert "torch.compile departs by 6.29e-01" in text
+    assert "torch.compile's figures (compiled) are from the first measurement" in text
+
+
+def test_a_faster_kernel_the_cast_left_out_says_why_and_the_packaging_reasons_reach_the_cards() -> None:
+    def card(card_id: str, speedup: float | None) -> CardReport:
+        return CardReport(card_id=card_id, op="aten::mul.Tensor", kind="aten", time_share=0.02, status="done",
+                          reason="budget spent", eager_us=7.3, best_us=7.3 / speedup if speedup else None,
+                          speedup=speedup, floor_us=1.1, pct_of_floor=None, audit_class="custom", evaluations=8,
+                          cost_usd=0.0)
+
+    why = "its op's misses pay the guard: 96 µs lost against 12 µs saved"
+    cards = _with_packaging([card("fast", 1.39), card("slow", 0.97), card("none", None), card("kept", 2.0)],
+                            {"fast": why, "slow": "slower than eager", "none": "no kernel"})
+    assert [c.not_packaged for c in cards] == [why, "", "", ""]
+    markdown = RunReport(run_id="r", model_spec="m.py", backend="cuda", device="cuda", cards=cards,
+                         end_to_end=EndToEnd(measured=False, error="x"), cast_path=None,
+                         kernels_packaged=1).markdown()
+    assert f"Not packaged: `aten::mul.Tensor` (fast), 1.39x on its own: {why}." in markdown
+    assert "(slow)" not in markdown.split("## End to end")[1]
 
 
 def test_the_speedup_shows_its_interval_and_a_noisy_figure_says_why() -> None:
