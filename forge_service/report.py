@@ -23,7 +23,6 @@ __all__ = ["CardReport", "EndToEnd", "RunReport", "build_report", "card_reports"
 log = logging.getLogger(__name__)
 
 
-
 class CardReport(BaseModel):
     card_id: str
     op: str
