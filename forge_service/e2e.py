@@ -15,12 +15,14 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.utils._pytree import tree_map
 
+from forge_service.end_to_end import SLOWER_TOLERANCE
 from forge_service.ulp import one_ulp_apart
 
 WARMUP = 3
@@ -300,12 +302,62 @@ def measure_eager(cast: Any, model: torch.nn.Module, start: StartState, inputs: 
     return result
 
 
+@dataclass
+class GraphJudge:
+    """What ``cast.compile`` must do to keep its kernels: run, stay within ``tolerance`` of eager's
+    ``reference`` output, and not run slower than torch.compile alone (``plain_ms``)."""
+
+    reference: Any
+    tolerance: float
+    plain_ms: float
+
+    def why_worse(self, error: str, output: Any, ms: float | None) -> str:
+        """Why the compiled model with the kernels is worse than without (empty: it is not)."""
+        if error:
+            return f"the compiled model raised with the kernels: {error}"
+        departure = max_rel_error(output, self.reference)
+        if not departure <= self.tolerance:
+            return (f"the compiled model's output with the kernels departed from eager by {departure:.2e} "
+                    f"(tolerance {self.tolerance:.2e})")
+        if ms is not None and ms > self.plain_ms * (1 + SLOWER_TOLERANCE):
+            return (f"the compiled model ran slower with the kernels ({ms:.3f} ms against {self.plain_ms:.3f} ms "
+                    "for torch.compile alone)")
+        return ""
+
+
+def weakest_kernel(kernels: Iterable[Any]) -> Any:
+    """Of loaded kernels, the one least faster than eager: the likeliest to lose to what inductor
+    makes of the same call (the order the forge prunes compiled graphs in)."""
+    return min(kernels, key=lambda k: k.record.speedup)
+
+
+@dataclass
+class Noise:
+    """Eager's output and the model's rounding noise as far as known: eager one ulp apart, and
+    torch.compile's departure (None until measured: the default mode's own plain compile gives it)."""
+
+    reference: Any
+    rounding_rel_error: float | None
+    compile_rel_error: float | None = None
+
+    def tolerance(self, plain_output: Any, mode: str) -> float:
+        compile_noise = self.compile_rel_error
+        if compile_noise is None and mode == "default":
+            compile_noise = max_rel_error(plain_output, self.reference)
+        return parity_tolerance(self.reference, rounding_noise(compile_noise, self.rounding_rel_error))
+
+
 def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, inputs: Any, device: str,
-                     mode: str) -> dict[str, Any]:
+                     mode: str, noise: Noise | None = None, prune_rounds: int = 0) -> dict[str, Any]:
     """torch.compile alone against ``cast.compile`` in one torch.compile ``mode``, in one process.
 
     The plain compile is timed before and after the .cast's (its graphs stay valid once the
-    cast's module forwards are removed), so both see the same machine conditions.
+    cast's module forwards are removed), so both see the same machine conditions. With
+    ``prune_rounds``, while the model with the kernels is worse than without (:class:`GraphJudge`,
+    within the tolerance the model's rounding ``noise`` sets), the weakest
+    kernel leaves and the model is compiled again, up to that many times: one process, one plain
+    compile, instead of a measurement per kernel. ``{cast}_pruned`` says which left and why; the
+    figures are the last compilation's.
     """
     kernels_mode = "compiled" if mode == "default" else "cuda_graphs"
     plain_name, cast_name = FIELDS[kernels_mode]
@@ -320,22 +372,49 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
     except Exception as exc:
         result[f"{plain_name}_error"] = f"torch.compile: {type(exc).__name__}: {exc}"[:300]
         return result
+    noise = noise or Noise(result[f"{plain_name}_output"], None, 0.0)
+    judge = GraphJudge(noise.reference, noise.tolerance(result[f"{plain_name}_output"], mode),
+                       statistics.median(plain_samples))
+    pruned: dict[str, str] = {}
     serving = [k for k in cast.kernels.values() if k.serves_graphs(kernels_mode)]
-    result[f"{cast_name}_kernels"] = len(serving)
-    if serving:
-        cast.reset_stats()
+    # Each round's backend is a new dynamo cache entry for the model's forward, beside torch.compile's:
+    # the forge's four rounds (five entries and one) stay under dynamo's recompile limit of eight.
+    while serving:
+        measured = _cast_compiled(cast, model, start, inputs, device, kwargs, cast_name, pruned)
+        why = judge.why_worse(measured.get(f"{cast_name}_error", ""), measured.get(f"{cast_name}_output"),
+                              measured.get(f"{cast_name}_ms"))
+        if not why or len(pruned) >= prune_rounds:
+            result.update(measured, **{f"{cast_name}_kernels": len(serving)})
+            break
+        weakest = weakest_kernel(serving)
+        pruned[weakest.card_id] = why
+        serving.remove(weakest)
+    else:  # no kernel served this mode, or every one left
+        result[f"{cast_name}_kernels"] = 0
+    if pruned:
+        result[f"{cast_name}_pruned"] = pruned
+    plain_samples += sample_ms(lambda: call(plain, inputs), device, MIN_SECONDS / 2)
+    result[f"{plain_name}_ms"] = statistics.median(plain_samples)
+    return result
+
+
+def _cast_compiled(cast: Any, model: torch.nn.Module, start: StartState, inputs: Any, device: str,
+                   kwargs: dict[str, Any], cast_name: str, without: Collection[str]) -> dict[str, Any]:
+    """``cast.compile`` (less the kernels of ``without``): its output, median ms and kernel counts,
+    or the error it raised."""
+    result: dict[str, Any] = {}
+    cast.reset_stats()
+    with cast.without(without):
         try:
             compiled = cast.compile(model, **kwargs)
             result[f"{cast_name}_output"] = clone_tree(start.call(compiled))
-            result[f"{cast_name}_ms"] = statistics.median(
-                sample_ms(lambda: call(compiled, inputs), device, MIN_SECONDS))
+            result[f"{cast_name}_ms"] = statistics.median(sample_ms(lambda: call(compiled, inputs), device,
+                                                                    MIN_SECONDS))
             result[f"{cast_name}_kernel_stats"] = cast.stats()
         except Exception as exc:
             result[f"{cast_name}_error"] = f"cast.compile: {type(exc).__name__}: {exc}"[:300]
         finally:
             cast.remove()
-    plain_samples += sample_ms(lambda: call(plain, inputs), device, MIN_SECONDS / 2)
-    result[f"{plain_name}_ms"] = statistics.median(plain_samples)
     return result
 
 
@@ -349,6 +428,9 @@ def main() -> int:
                         help="what to measure besides eager: compiled (torch.compile against cast.compile), "
                              "cuda_graphs (the same with mode=reduce-overhead)")
     parser.add_argument("--no-compile", action="store_true", help="measure eager and the .cast only")
+    parser.add_argument("--prune-graphs", type=int, default=0, metavar="N",
+                        help="in each compiled mode, leave out the weakest kernel and compile again while the "
+                             "model is worse with the kernels, at most N times")
     parser.add_argument("--noise-rel-error", type=float, default=None,
                         help="torch.compile's departure from eager, measured earlier (with --no-compile)")
     args = parser.parse_args()
@@ -378,13 +460,17 @@ def main() -> int:
         with_cast = eager.pop("with_cast")
         result.update(eager)
         compiled: dict[str, Any] = {}
+        compile_noise = args.noise_rel_error
         for mode in ("compiled", "cuda_graphs"):
             if mode in modes:
-                compiled.update(measure_compiled(cast, model, start, inputs, args.device, COMPILE_MODES[mode]))
-    compile_noise = args.noise_rel_error
-    if "compile_output" in compiled:
-        compile_noise = max_rel_error(compiled["compile_output"], reference)
-        result["compile_parity_rel_error"] = compile_noise
+                # The default mode judges parity by its own torch.compile's departure, as the verdict below does.
+                known = None if mode == "compiled" else compile_noise
+                compiled.update(measure_compiled(cast, model, start, inputs, args.device, COMPILE_MODES[mode],
+                                                 Noise(reference, result["rounding_rel_error"], known),
+                                                 args.prune_graphs))
+            if "compile_output" in compiled:
+                compile_noise = max_rel_error(compiled["compile_output"], reference)
+                result["compile_parity_rel_error"] = compile_noise
     noise = rounding_noise(compile_noise, result["rounding_rel_error"])
     if "cast_error" in result:
         result.update(parity_ok=False, parity_max_rel_error=None, parity_tolerance=parity_tolerance(reference, noise))

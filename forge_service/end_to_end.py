@@ -62,10 +62,12 @@ class EndToEnd(BaseModel):
     cast_compile_parity_rel_error: float | None = None
     cast_compile_parity_ok: bool | None = None
     cast_compile_error: str = ""
+    cast_compile_pruned: dict[str, str] = {}  # card id -> why the check left its kernel to inductor
     cast_cuda_graphs_kernels: int | None = None
     cast_cuda_graphs_parity_rel_error: float | None = None
     cast_cuda_graphs_parity_ok: bool | None = None
     cast_cuda_graphs_error: str = ""
+    cast_cuda_graphs_pruned: dict[str, str] = {}
     parity_max_rel_error: float | None = None
     parity_tolerance: float | None = None
     parity_ok: bool | None = None  # None: not judged (parity_note says why)
@@ -229,12 +231,14 @@ def prune_reason(e2e: EndToEnd) -> str:
 
 
 def measure_end_to_end(config: RunConfig, cast_path: Path, backend: str, modes: Collection[str] = ("compiled",),
-                       noise_rel_error: float | None = None) -> EndToEnd:
+                       noise_rel_error: float | None = None, prune_graphs: int = 0) -> EndToEnd:
     """Run :mod:`forge_service.e2e` in a child process; a failure is reported, not raised.
 
     ``modes`` are measured besides eager (``compiled``, ``cuda_graphs``); ``noise_rel_error`` is
     torch.compile's departure from eager from an earlier measurement, for the parity verdict of
-    a measurement that does not compile.
+    a measurement that does not compile. With ``prune_graphs`` the child leaves up to that many
+    kernels out of each compiled mode, weakest first, while the compiled model is worse with them
+    (``cast_compile_pruned``, ``cast_cuda_graphs_pruned``).
     """
     checked = ", ".join(MODE_PAIRS[m] for m in ["eager", *modes] if m in MODE_PAIRS)
     announce(f"measuring the model end to end with {cast_path.name}: {checked}", log)
@@ -242,6 +246,8 @@ def measure_end_to_end(config: RunConfig, cast_path: Path, backend: str, modes: 
            "--device", backend, "--grad-mode", config.grad_mode, "--modes", ",".join(["eager", *modes])]
     if noise_rel_error is not None:
         cmd += ["--noise-rel-error", repr(noise_rel_error)]
+    if prune_graphs and modes:
+        cmd += ["--prune-graphs", str(prune_graphs)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=E2E_TIMEOUT_S,
                               env={**os.environ, "PYTHONUNBUFFERED": "1"})

@@ -7,7 +7,8 @@ no longer saves launch costs that the graph already removed. So each mode (``eag
 that mode raises, departs from eager or runs slower with the kernels. Eager use is pruned one op
 at a time (an op found to break the model on its own goes first), since a guard serves all of an
 op's kernels; compiled graphs choose a kernel per call as they are traced, so there one kernel
-leaves at a time, the least faster than eager first, and an op's winners stay where its losers go;
+leaves at a time, the least faster than eager first, and an op's winners stay where its losers go
+(the first measurement's child does this itself, compiling the model again in one process);
 kernels of pointwise work, which inductor fuses, are left out of them before measuring.
 A mode still failing after that keeps no kernel, so a .cast never fails its own check. The
 manifest records every verdict.
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_PRUNED_OPS = 4
+#: Why a compiled mode's pruning chose the kernel it left out.
+WEAKEST = "of the kernels left, this one was the least faster than eager"
 GRAPH_MODES = tuple(GRAPH_MODE_FIELDS)
 #: The report's field of the ops each mode left out.
 PRUNED_FIELDS = {"eager": "pruned_ops", "compiled": "pruned_compiled_ops", "cuda_graphs": "pruned_cuda_graphs_ops"}
@@ -153,8 +155,7 @@ def weakest_graph_kernel(manifest: CastManifest, mode: str, excluded: Collection
 
     serving = [k for k in manifest.kernels if k.mode_verdict(mode).verdict != PRUNED
                and k.op not in excluded and kernel_key(k.op, k.card_id) not in excluded]
-    weakest = min(serving, key=lambda k: k.eager_latency_us / k.latency_us if k.latency_us > 0 else math.inf,
-                  default=None)
+    weakest = min(serving, key=lambda k: k.speedup, default=None)
     return kernel_key(weakest.op, weakest.card_id) if weakest is not None else None
 
 
@@ -175,11 +176,13 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
     manifest = write_cast(store, None, path, pruning)
     if _leave_pointwise_to_inductor(manifest, modes, pruning):
         manifest = write_cast(store, None, path, pruning)
-    e2e = measure_end_to_end(config, path, backend, modes)
+    e2e = measure_end_to_end(config, path, backend, modes, prune_graphs=MAX_PRUNED_OPS)
     if not e2e.measured and manifest.kernels:
         return (*_without_kernels(store, config, path, backend, modes, pruning, e2e), pruning)
     noise = e2e.compile_parity_rel_error
     first = e2e  # its compiled figures stand until compiled use changes
+    if _take_graph_pruning(manifest, e2e, modes, pruning):
+        manifest = write_cast(store, None, path, pruning)
     measured_with = pruning.snapshot()  # the exclusions the last measurement of every mode was made with
     manifest, e2e = _prune_eager(store, config, path, backend, pruning, manifest, e2e, noise)
     e2e = first
@@ -189,8 +192,7 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
             key = weakest_graph_kernel(manifest, mode, pruning.excluded[mode])
             if key is None or pruning.measured_exclusions(mode) >= MAX_PRUNED_OPS:
                 continue
-            pruning.excluded[mode][key] = (f"left to inductor: {why}; of the kernels left, "
-                                           "this one was the least faster than eager")
+            pruning.excluded[mode][key] = f"left to inductor: {why}; {WEAKEST}"
             announce(f"pruning {key} from {mode} use: {pruning.excluded[mode][key]}", log)
             pruned.append(mode)
         if not pruned:
@@ -216,6 +218,24 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
     if not e2e.measured and manifest.kernels:
         manifest, e2e = _without_kernels(store, config, path, backend, modes, pruning, e2e)
     return manifest, e2e, pruning
+
+
+#: Per compiled mode, the end-to-end field naming the kernels the check's child left out of it.
+CHILD_PRUNED_FIELDS = {"compiled": "cast_compile_pruned", "cuda_graphs": "cast_cuda_graphs_pruned"}
+
+
+def _take_graph_pruning(manifest: CastManifest, e2e: EndToEnd, modes: Collection[str], pruning: Pruning) -> bool:
+    """Records the kernels the measurement's child left out of compiled ``modes`` (it compiled the
+    model again without each, weakest first, while the model was worse with it); whether any."""
+    ops = {k.card_id: k.op for k in manifest.kernels}
+    taken = False
+    for mode in modes:
+        for card_id, why in getattr(e2e, CHILD_PRUNED_FIELDS[mode]).items():
+            key = kernel_key(ops.get(card_id, "?"), card_id)
+            pruning.excluded[mode][key] = f"left to inductor: {why}; {WEAKEST}"
+            announce(f"pruning {key} from {mode} use: {pruning.excluded[mode][key]}", log)
+            taken = True
+    return taken
 
 
 def _leave_pointwise_to_inductor(manifest: CastManifest, modes: Collection[str], pruning: Pruning) -> bool:

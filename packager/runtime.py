@@ -28,7 +28,7 @@ import tempfile
 import threading
 import weakref
 from collections import defaultdict
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -180,15 +180,23 @@ class Cast:
         finally:
             self.remove()
 
-    @contextlib.contextmanager
-    def restricted_to(self, ops: Collection[str]) -> Iterator[Cast]:
+    def restricted_to(self, ops: Collection[str]) -> contextlib.AbstractContextManager[Cast]:
         """Only the kernels of ``ops`` are applied or compiled while the block runs (to find which
         op's kernels change a model). Apply inside the block, not before it."""
+        return self._restricted(lambda k: k.record.op in ops)
+
+    def without(self, card_ids: Collection[str]) -> contextlib.AbstractContextManager[Cast]:
+        """The kernels of ``card_ids`` are neither applied nor compiled while the block runs (to
+        find which kernels a compiled model is better without). Apply inside the block."""
+        return self._restricted(lambda k: k.card_id not in card_ids)
+
+    @contextlib.contextmanager
+    def _restricted(self, keep: Callable[[LoadedKernel], bool]) -> Iterator[Cast]:
         with self._lock:
             if self._applied:
                 raise CastApplyError(f"{self.path.name} is applied; restrict it before applying")
             every = self.kernels
-            self.kernels = {card: k for card, k in every.items() if k.record.op in ops}
+            self.kernels = {card: k for card, k in every.items() if keep(k)}
             self._graph_kernels = None
         try:
             yield self

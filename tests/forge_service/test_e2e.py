@@ -17,6 +17,7 @@ from forge_service.e2e import (
     parity_tolerance,
     parity_verdict,
     speedup_interval,
+    weakest_kernel,
 )
 from packager.format import build_cast
 from packager.manifest import ModelIdentity
@@ -140,6 +141,41 @@ def test_each_deployment_mode_is_measured_with_its_own_parity(tmp_path: Path) ->
         assert "95% interval is still" in result["noisy"] and "load average" in result["noisy"]
     else:
         assert is_tight((low, high))
+
+
+def test_the_child_leaves_out_a_kernel_that_breaks_the_compiled_model_and_compiles_it_again(tmp_path: Path) -> None:
+    """With --prune-graphs the child drops the kernel the compiled model departs with and says why."""
+    torch.manual_seed(0)
+    card = softmax_card(torch.randn(64, 256))
+    halved = SOFTMAX.replace("yr[c] /= s;", "yr[c] /= 2.f * s;")
+    cast = tmp_path / "halved.cast"
+    build_cast(cast, ModelIdentity(str(MODEL), "tiny_mlp", "r1"),
+               [entry(card, halved, compile_kernel(halved, tmp_path, "halved"))], [], verdicts=compiled_kept(card))
+
+    def measure(*extra: str) -> dict:
+        proc = subprocess.run([sys.executable, "-m", "forge_service.e2e", "--model", str(MODEL), "--cast", str(cast),
+                               "--modes", "eager,compiled", *extra], capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads(proc.stdout)
+
+    kept = measure()  # no pruning asked: the figures are the kernel's, and they fail parity
+    assert kept["cast_compile_kernels"] == 1 and kept["cast_compile_parity_ok"] is False
+    assert "cast_compile_pruned" not in kept
+    pruned = measure("--prune-graphs", "4")
+    assert list(pruned["cast_compile_pruned"]) == [card.id]
+    assert "departed from eager by 5.00e-01" in pruned["cast_compile_pruned"][card.id]
+    # Nothing left to compile with: no .cast figures, so the compiled mode reads as torch.compile.
+    assert pruned["cast_compile_kernels"] == 0 and "cast_compile_ms" not in pruned
+    assert pruned["compile_ms"] > 0 and pruned["eager_ms"] > 0
+
+
+def test_the_weakest_kernel_is_the_one_least_faster_than_eager() -> None:
+    class Loaded:
+        def __init__(self, speedup: float) -> None:
+            self.record = type("Record", (), {"speedup": speedup})()
+
+    kernels = [Loaded(3.0), Loaded(1.2), Loaded(9.0)]
+    assert weakest_kernel(kernels) is kernels[1]
 
 
 def test_the_speedup_interval_is_over_rounds_and_tight_only_when_they_agree() -> None:

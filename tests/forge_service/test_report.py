@@ -17,7 +17,13 @@ from forge_service.end_to_end import (
     mode_rows,
     prune_reason,
 )
-from forge_service.packaging import Pruning, kernel_key, least_saving_op, weakest_graph_kernel
+from forge_service.packaging import (
+    Pruning,
+    _take_graph_pruning,
+    kernel_key,
+    least_saving_op,
+    weakest_graph_kernel,
+)
 from forge_service.report import CardReport, RunReport, _with_packaging, card_reports, plot_report
 from forge_service.store import CardRow, RunStore
 from packager.format import build_cast
@@ -71,6 +77,23 @@ def test_compiled_graphs_leave_out_one_kernel_at_a_time_the_least_faster_than_ea
     assert pruning.reason("eager", "aten::relu.default", small.id) == ""
     pruning.excluded["eager"]["aten::relu.default"] = "left on eager: slower"  # eager names the whole op
     assert pruning.reason("eager", "aten::relu.default", large.id) == "left on eager: slower"
+
+
+def test_the_kernels_the_measurement_child_left_out_are_recorded_per_mode(tmp_path: Path) -> None:
+    x = torch.randn(4, 8)
+    relu, softmax = relu_card(x), softmax_card(x)
+    manifest = build_cast(tmp_path / "m.cast", MODEL, [
+        entry(relu, RELU, compile_kernel(RELU, tmp_path, "relu")),
+        entry(softmax, SOFTMAX, compile_kernel(SOFTMAX, tmp_path, "softmax"))], [])
+    e2e = EndToEnd(measured=True, cast_compile_pruned={softmax.id: "the compiled model ran slower with the kernels"},
+                   cast_cuda_graphs_pruned={relu.id: "the compiled model raised with the kernels: boom"})
+    pruning = Pruning(measured=("compiled",))
+    assert _take_graph_pruning(manifest, e2e, ["compiled"], pruning)
+    why = pruning.reason("compiled", "aten::_softmax.default", softmax.id)
+    assert why.startswith("left to inductor: the compiled model ran slower") and "least faster than eager" in why
+    assert pruning.reason("compiled", "aten::relu.default", relu.id) == ""
+    assert pruning.excluded["cuda_graphs"] == {}  # a mode not measured takes nothing
+    assert not _take_graph_pruning(manifest, EndToEnd(measured=True), ["compiled", "cuda_graphs"], Pruning())
 
 
 def test_a_compiled_mode_no_kernel_serves_keeps_the_earlier_torch_compile_figures() -> None:
