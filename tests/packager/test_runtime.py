@@ -52,6 +52,25 @@ def test_apply_twice_is_an_error_and_remove_apply_cycles_work(relu_softmax_cast)
     assert not cast.applied
 
 
+def test_a_cast_without_some_kernels_applies_only_the_others_and_restores_them_after(relu_softmax_cast) -> None:
+    cast = load_cast(relu_softmax_cast.path)
+    x, relu_id, softmax_id = relu_softmax_cast.x, relu_softmax_cast.relu.id, relu_softmax_cast.softmax.id
+    with cast.without({relu_id}):
+        assert set(cast.kernels) == {softmax_id}
+        with cast.applied_to(), torch.inference_mode():
+            torch.relu(x)
+            torch.softmax(x, dim=-1)
+        with cast.applied_to(), pytest.raises(CastApplyError, match="applied; restrict it before applying"), \
+                cast.without({softmax_id}):
+            pass
+    assert set(cast.kernels) == {relu_id, softmax_id}
+    assert relu_id not in cast.stats() or cast.stats()[relu_id]["hits"] == 0
+    assert cast.stats()[softmax_id]["hits"] == 1
+    with cast.applied_to(), torch.inference_mode():
+        torch.relu(x)
+    assert cast.stats()[relu_id]["hits"] == 1
+
+
 def test_two_threads_calling_at_once_keep_exact_counters(relu_softmax_cast) -> None:
     cast = load_cast(relu_softmax_cast.path)
     x, other = relu_softmax_cast.x, torch.randn(3, 8)
