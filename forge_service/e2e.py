@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
-from forge_service.end_to_end import SLOWER_TOLERANCE
+from forge_service.end_to_end import compiled_worse
 from forge_service.ulp import one_ulp_apart
 
 WARMUP = 3
@@ -304,8 +304,9 @@ def measure_eager(cast: Any, model: torch.nn.Module, start: StartState, inputs: 
 
 @dataclass
 class GraphJudge:
-    """What ``cast.compile`` must do to keep its kernels: run, stay within ``tolerance`` of eager's
-    ``reference`` output, and not run slower than torch.compile alone (``plain_ms``)."""
+    """Whether ``cast.compile`` keeps its kernels: as :func:`compiled_worse` decides, with the
+    departure from eager's ``reference`` output judged against ``tolerance`` and the time against
+    torch.compile alone (``plain_ms``)."""
 
     reference: Any
     tolerance: float
@@ -313,16 +314,9 @@ class GraphJudge:
 
     def why_worse(self, error: str, output: Any, ms: float | None) -> str:
         """Why the compiled model with the kernels is worse than without (empty: it is not)."""
-        if error:
-            return f"the compiled model raised with the kernels: {error}"
-        departure = max_rel_error(output, self.reference)
-        if not departure <= self.tolerance:
-            return (f"the compiled model's output with the kernels departed from eager by {departure:.2e} "
-                    f"(tolerance {self.tolerance:.2e})")
-        if ms is not None and ms > self.plain_ms * (1 + SLOWER_TOLERANCE):
-            return (f"the compiled model ran slower with the kernels ({ms:.3f} ms against {self.plain_ms:.3f} ms "
-                    "for torch.compile alone)")
-        return ""
+        departure = None if error else max_rel_error(output, self.reference)
+        parity_ok = None if departure is None else departure <= self.tolerance
+        return compiled_worse(error, departure, parity_ok, ms, self.plain_ms)
 
 
 def weakest_kernel(kernels: Iterable[Any]) -> Any:
@@ -334,21 +328,21 @@ def weakest_kernel(kernels: Iterable[Any]) -> Any:
 @dataclass
 class Noise:
     """Eager's output and the model's rounding noise as far as known: eager one ulp apart, and
-    torch.compile's departure (None until measured: the default mode's own plain compile gives it)."""
+    torch.compile's departure from an earlier measurement (None where not measured)."""
 
     reference: Any
     rounding_rel_error: float | None
     compile_rel_error: float | None = None
 
     def tolerance(self, plain_output: Any, mode: str) -> float:
-        compile_noise = self.compile_rel_error
-        if compile_noise is None and mode == "default":
-            compile_noise = max_rel_error(plain_output, self.reference)
+        """The parity tolerance in torch.compile ``mode``; torch.compile's departure is this
+        measurement's own in the default mode (``plain_output``), as the final verdict takes it."""
+        compile_noise = max_rel_error(plain_output, self.reference) if mode == "default" else self.compile_rel_error
         return parity_tolerance(self.reference, rounding_noise(compile_noise, self.rounding_rel_error))
 
 
 def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, inputs: Any, device: str,
-                     mode: str, noise: Noise | None = None, prune_rounds: int = 0) -> dict[str, Any]:
+                     mode: str, noise: Noise, prune_rounds: int = 0) -> dict[str, Any]:
     """torch.compile alone against ``cast.compile`` in one torch.compile ``mode``, in one process.
 
     The plain compile is timed before and after the .cast's (its graphs stay valid once the
@@ -372,7 +366,6 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
     except Exception as exc:
         result[f"{plain_name}_error"] = f"torch.compile: {type(exc).__name__}: {exc}"[:300]
         return result
-    noise = noise or Noise(result[f"{plain_name}_output"], None, 0.0)
     judge = GraphJudge(noise.reference, noise.tolerance(result[f"{plain_name}_output"], mode),
                        statistics.median(plain_samples))
     pruned: dict[str, str] = {}
@@ -463,10 +456,8 @@ def main() -> int:
         compile_noise = args.noise_rel_error
         for mode in ("compiled", "cuda_graphs"):
             if mode in modes:
-                # The default mode judges parity by its own torch.compile's departure, as the verdict below does.
-                known = None if mode == "compiled" else compile_noise
                 compiled.update(measure_compiled(cast, model, start, inputs, args.device, COMPILE_MODES[mode],
-                                                 Noise(reference, result["rounding_rel_error"], known),
+                                                 Noise(reference, result["rounding_rel_error"], compile_noise),
                                                  args.prune_graphs))
             if "compile_output" in compiled:
                 compile_noise = max_rel_error(compiled["compile_output"], reference)

@@ -193,12 +193,20 @@ def graph_mode_fails(e2e: EndToEnd, mode: str) -> str:
     where, plain, cast = GRAPH_MODE_FIELDS[mode]
     if not e2e.measured or not getattr(e2e, f"{cast}_kernels"):
         return ""
-    if error := getattr(e2e, f"{cast}_error"):
+    return compiled_worse(getattr(e2e, f"{cast}_error"), getattr(e2e, f"{cast}_parity_rel_error"),
+                          getattr(e2e, f"{cast}_parity_ok"), getattr(e2e, f"{cast}_ms"), getattr(e2e, f"{plain}_ms"),
+                          where)
+
+
+def compiled_worse(error: str, departure: float | None, parity_ok: bool | None, cast_ms: float | None,
+                   plain_ms: float | None, where: str = "") -> str:
+    """Why a model compiled with the kernels is worse than compiled without them: it raised, its
+    output departed from eager past the tolerance (``parity_ok`` False), or it ran slower than
+    torch.compile alone past measurement noise; empty when none of these."""
+    if error:
         return f"the compiled model{where} raised with the kernels: {error}"
-    if getattr(e2e, f"{cast}_parity_ok") is False:
-        departure = getattr(e2e, f"{cast}_parity_rel_error")
+    if parity_ok is False:
         return f"the compiled model's output{where} with the kernels departed from eager by {departure:.2e}"
-    cast_ms, plain_ms = getattr(e2e, f"{cast}_ms"), getattr(e2e, f"{plain}_ms")
     if cast_ms and plain_ms and cast_ms > plain_ms * (1 + SLOWER_TOLERANCE):
         return (f"the compiled model{where} ran slower with the kernels ({cast_ms:.3f} ms against "
                 f"{plain_ms:.3f} ms for torch.compile alone)")

@@ -13,10 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import torch
-
-from packager.aten_dispatch import UnsupportedOp, resolve_overload
-
 #: Conversions inductor fuses like pointwise ops, though torch does not tag them so.
 FUSED_CONVERSIONS = frozenset({"aten::to.dtype", "aten::_to_copy.default", "aten::type_as.default"})
 
@@ -26,6 +22,10 @@ FUSED_REASON = ("left to inductor: pointwise work, which inductor fuses into the
 
 def is_pointwise(op: str) -> bool:
     """``op`` (``aten::name.overload``) is tagged pointwise by torch, or is a dtype conversion."""
+    import torch  # imported here: the forge imports its packaging without torch
+
+    from packager.aten_dispatch import UnsupportedOp, resolve_overload
+
     if op in FUSED_CONVERSIONS:
         return True
     try:

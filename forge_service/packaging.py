@@ -86,6 +86,12 @@ class Pruning:
         """How many exclusions from ``mode`` a measurement decided (pointwise work leaves unmeasured)."""
         return sum(why != FUSED_REASON for why in self.excluded[mode].values())
 
+    def leave_to_inductor(self, mode: str, key: str, why: str) -> None:
+        """A measurement found compiled ``mode`` worse with the kernel ``key`` (:func:`kernel_key`),
+        the weakest of those left: the mode leaves it out."""
+        self.excluded[mode][key] = f"left to inductor: {why}; {WEAKEST}"
+        announce(f"pruning {key} from {mode} use: {self.excluded[mode][key]}", log)
+
     def snapshot(self) -> dict[str, dict[str, str]]:
         return {m: dict(ops) for m, ops in self.excluded.items()}
 
@@ -192,8 +198,7 @@ def package_and_measure(store: RunStore, config: RunConfig, path: Path, backend:
             key = weakest_graph_kernel(manifest, mode, pruning.excluded[mode])
             if key is None or pruning.measured_exclusions(mode) >= MAX_PRUNED_OPS:
                 continue
-            pruning.excluded[mode][key] = f"left to inductor: {why}; {WEAKEST}"
-            announce(f"pruning {key} from {mode} use: {pruning.excluded[mode][key]}", log)
+            pruning.leave_to_inductor(mode, key, why)
             pruned.append(mode)
         if not pruned:
             break
@@ -231,9 +236,7 @@ def _take_graph_pruning(manifest: CastManifest, e2e: EndToEnd, modes: Collection
     taken = False
     for mode in modes:
         for card_id, why in getattr(e2e, CHILD_PRUNED_FIELDS[mode]).items():
-            key = kernel_key(ops.get(card_id, "?"), card_id)
-            pruning.excluded[mode][key] = f"left to inductor: {why}; {WEAKEST}"
-            announce(f"pruning {key} from {mode} use: {pruning.excluded[mode][key]}", log)
+            pruning.leave_to_inductor(mode, kernel_key(ops.get(card_id, "?"), card_id), why)
             taken = True
     return taken
 

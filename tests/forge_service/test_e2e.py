@@ -19,9 +19,18 @@ from forge_service.e2e import (
     speedup_interval,
     weakest_kernel,
 )
+from packager import load_cast
 from packager.format import build_cast
 from packager.manifest import ModelIdentity
-from tests.packager.conftest import SOFTMAX, compile_kernel, compiled_kept, entry, softmax_card
+from tests.packager.conftest import (
+    RELU,
+    SOFTMAX,
+    compile_kernel,
+    compiled_kept,
+    entry,
+    relu_card,
+    softmax_card,
+)
 
 MODEL = Path(__file__).parent / "models" / "tiny_mlp.py"
 STATEFUL_MODEL = Path(__file__).parent / "models" / "stateful_mlp.py"
@@ -169,13 +178,18 @@ def test_the_child_leaves_out_a_kernel_that_breaks_the_compiled_model_and_compil
     assert pruned["compile_ms"] > 0 and pruned["eager_ms"] > 0
 
 
-def test_the_weakest_kernel_is_the_one_least_faster_than_eager() -> None:
-    class Loaded:
-        def __init__(self, speedup: float) -> None:
-            self.record = type("Record", (), {"speedup": speedup})()
-
-    kernels = [Loaded(3.0), Loaded(1.2), Loaded(9.0)]
-    assert weakest_kernel(kernels) is kernels[1]
+def test_the_child_drops_first_the_loaded_kernel_least_faster_than_eager(tmp_path: Path) -> None:
+    """The child's order is the forge's (packaging.weakest_graph_kernel): the record's speedup."""
+    x = torch.randn(4, 8)
+    relu, softmax = relu_card(x), softmax_card(x)
+    cast = tmp_path / "two.cast"
+    build_cast(cast, ModelIdentity(str(MODEL), "tiny_mlp", "r1"), [
+        entry(relu, RELU, compile_kernel(RELU, tmp_path, "relu"), eager_us=100.0, kernel_us=50.0),  # 2x
+        entry(softmax, SOFTMAX, compile_kernel(SOFTMAX, tmp_path, "softmax"), eager_us=100.0, kernel_us=10.0),
+    ], [])
+    loaded = load_cast(cast)
+    assert weakest_kernel(loaded.kernels.values()).card_id == relu.id
+    assert weakest_kernel([loaded.kernels[softmax.id]]).card_id == softmax.id
 
 
 def test_the_speedup_interval_is_over_rounds_and_tight_only_when_they_agree() -> None:
