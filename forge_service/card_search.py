@@ -1,4 +1,5 @@
-"""The per-card search: MCTS picks parents, the agent revises them, the sandboxes judge them.
+"""The per-card search: MCTS (or a loop it is measured against) picks parents, the agent revises
+them, the sandboxes judge them.
 
 Every tree operation is written to the run store together with the fact that caused it
 (``forge_service.tree_log``), so a resumed card replays its operations into a fresh tree and
@@ -18,8 +19,18 @@ from pathlib import Path
 
 from forge_service.clients import AgentClient, Proposal, SandboxPool
 from forge_service.kernel_cache import CachedKernel, KernelCache
+from forge_service.parent_policy import DEFAULT_POLICY, pick_parents
 from forge_service.store import CandidateRow, RunStore, best_candidate
-from forge_service.tree_log import add_child_op, ask_op, cancel_op, card_seed, new_card_tree, replay, tell_op
+from forge_service.tree_log import (
+    add_child_op,
+    ask_op,
+    cancel_op,
+    card_seed,
+    new_card_tree,
+    pick_op,
+    replay,
+    tell_op,
+)
 from kforge_domain.card import OperatorCard
 from kforge_domain.cost import Cost
 from kforge_domain.device import DeviceInfo
@@ -48,6 +59,7 @@ class SearchSettings:
     max_idle_proposals: int = 4     # consecutive "no proposal" answers before the card stops
     remeasure: bool = True
     budget_usd: float | None = None  # the run's dollar budget for LLM calls
+    policy: str = DEFAULT_POLICY    # how parents are picked (forge_service.parent_policy)
 
 
 EmitFn = Callable[..., Awaitable[None]]
@@ -116,8 +128,9 @@ class CardSearch:
                 break
             free = min(self.settings.parallel - len(in_flight), self.settings.budget - done_count - len(in_flight))
             if free > 0:
-                parents = self.tree.ask(free)
-                self.store.log_tree_op(self.card.id, *ask_op(free, parents))
+                parents = pick_parents(self.settings.policy, self.tree, free)
+                logged = ask_op if self.settings.policy == DEFAULT_POLICY else pick_op
+                self.store.log_tree_op(self.card.id, *logged(free, parents))
                 for parent in parents:
                     in_flight.add(asyncio.create_task(self._expand(parent)))
             if not in_flight:
@@ -199,7 +212,9 @@ class CardSearch:
         return bool(rows) and all(r.state == "no_proposal" for r in rows)
 
     def _converged(self) -> bool:
-        """No improvement over the best in the last ``patience`` evaluations."""
+        """No improvement over the best in the last ``patience`` evaluations (never, with 0)."""
+        if self.settings.patience == 0:
+            return False
         results = self.store.results(self.card.id)
         rows = [c for c in self.store.candidates(self.card.id) if c.id in results]
         if len(rows) < self.settings.patience * 2:

@@ -22,8 +22,9 @@ from google.protobuf import json_format
 from rich.console import Console
 from rich.table import Table
 
-from forge_service.config import GRAD_MODES, RunConfig
+from forge_service.config import DEFAULT_PATIENCE, GRAD_MODES, RunConfig
 from forge_service.end_to_end import EndToEnd, end_to_end_line
+from forge_service.parent_policy import DEFAULT_POLICY, POLICIES
 from forge_service.progress import CARD_EVENTS, PHASE_EVENTS, ProgressView
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from kernel_forge.forge.v1 import service_pb2_grpc as forge_grpc
@@ -206,7 +207,7 @@ async def cmd_optimize(args: argparse.Namespace) -> int:
         seed=args.seed, grad_mode=args.grad_mode, samples=args.samples, min_speedup=args.min_speedup,
         include_vendor_ops=args.include_vendor_ops, parallel=args.parallel,
         sample_budget_bytes=args.sample_budget_mb << 20, skip_compile_baseline=args.no_compile_baseline,
-        cuda_graphs=args.cuda_graphs,
+        cuda_graphs=args.cuda_graphs, search_policy=args.search_policy, patience=args.patience,
     )
     async with forge_stub(args) as stub:
         run = await stub.StartRun(forge_pb2.StartRunRequest(config=config.to_proto()))
@@ -316,6 +317,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "parity is then judged by the output dtype's tolerance")
     opt.add_argument("--cuda-graphs", action="store_true",
                      help="end to end, also compare torch.compile and cast.compile with mode=reduce-overhead")
+    opt.add_argument("--search-policy", choices=POLICIES, default=DEFAULT_POLICY,
+                     help="how a card's search picks the candidates it revises: mcts (default), greedy (always the "
+                          "fastest so far) or beam (the 3 fastest in turn), to compare searches at equal budget")
+    opt.add_argument("--patience", type=int, default=DEFAULT_PATIENCE,
+                     help="stop a card after this many evaluations without improvement (0: spend its whole budget)")
     opt.add_argument("--json", action="store_true", help="print the outcome as JSON")
     add_connection_arguments(opt, services=True)
     opt.set_defaults(func=cmd_optimize)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from forge_service.parent_policy import DEFAULT_POLICY, POLICIES
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
 from kforge_domain.backends import BACKEND_CHOICES
 from servicekit.errors import InvalidArgument
 
 GRAD_MODES = ("inference", "no_grad", "grad")
+DEFAULT_PATIENCE = 8
+"""Evaluations without improvement after which a card's search stops (0: it never does)."""
 
 
 class RunConfig(BaseModel):
@@ -35,12 +38,21 @@ class RunConfig(BaseModel):
     sample_budget_bytes: int = Field(default=0, ge=0)
     skip_compile_baseline: bool = False
     cuda_graphs: bool = False
+    search_policy: str = DEFAULT_POLICY
+    patience: int = Field(default=DEFAULT_PATIENCE, ge=0)
 
     @field_validator("backend")
     @classmethod
     def _backend(cls, v: str) -> str:
         if v not in BACKEND_CHOICES:
             raise ValueError(f"backend must be one of {', '.join(BACKEND_CHOICES)}")
+        return v
+
+    @field_validator("search_policy")
+    @classmethod
+    def _search_policy(cls, v: str) -> str:
+        if v not in POLICIES:
+            raise ValueError(f"search policy must be one of {', '.join(POLICIES)}")
         return v
 
     @field_validator("grad_mode")
@@ -73,6 +85,8 @@ class RunConfig(BaseModel):
                 sample_budget_bytes=msg.sample_budget_bytes,
                 skip_compile_baseline=msg.skip_compile_baseline,
                 cuda_graphs=msg.cuda_graphs,
+                search_policy=msg.search_policy or DEFAULT_POLICY,
+                patience=msg.patience if msg.HasField("patience") else DEFAULT_PATIENCE,
             )
         except ValueError as exc:
             raise InvalidArgument(f"bad run configuration: {exc}") from exc
@@ -85,6 +99,7 @@ class RunConfig(BaseModel):
             samples=self.samples, min_speedup=self.min_speedup, include_vendor_ops=self.include_vendor_ops,
             parallel=self.parallel, sample_budget_bytes=self.sample_budget_bytes,
             skip_compile_baseline=self.skip_compile_baseline, cuda_graphs=self.cuda_graphs,
+            search_policy=self.search_policy, patience=self.patience,
         )
         if self.budget_usd is not None:
             msg.budget_usd = self.budget_usd

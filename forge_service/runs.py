@@ -242,6 +242,7 @@ class RunManager:
                 settings = SearchSettings(
                     budget=row.budget, parallel=parallel, backend=backend, proposer=config.proposer,
                     api_base=config.api_base, seed=config.seed, run_id=run_id, budget_usd=config.budget_usd,
+                    policy=config.search_policy, patience=config.patience,
                 )
 
                 async def emit(kind: str, message: str, **kw: Any) -> None:

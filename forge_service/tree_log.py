@@ -28,6 +28,11 @@ def ask_op(n: int, parents: list[int]) -> TreeOp:
     return "ask", {"n": n, "parents": parents}
 
 
+def pick_op(n: int, parents: list[int]) -> TreeOp:
+    """Parents a policy other than the tree's own chose (``forge_service.parent_policy``)."""
+    return "pick", {"n": n, "parents": parents}
+
+
 def add_child_op(parent: int, node: int, candidate_id: str) -> TreeOp:
     return "add_child", {"parent": parent, "node": node, "candidate": candidate_id}
 
@@ -85,6 +90,9 @@ def _apply(out: ReplayedTree, op: str, args: dict[str, Any], choices: bool) -> N
             if got != args["parents"]:
                 raise TreeLogError(f"ask chose {got} on replay, the log has {args['parents']}")
             out.unexpanded += got
+    elif op == "pick":  # chosen by a policy, not the tree: nothing to ask again
+        if choices:
+            out.unexpanded += args["parents"]
     elif op == "add_child":
         if args["parent"] in out.unexpanded:
             out.unexpanded.remove(args["parent"])

@@ -14,6 +14,7 @@ import pytest
 from forge_service.card_search import CardSearch, SearchSettings
 from forge_service.clients import Proposal
 from forge_service.config import RunConfig
+from forge_service.parent_policy import pick_parents
 from forge_service.store import CardRow, RunStore
 from forge_service.tree_log import (
     TreeLogError,
@@ -21,6 +22,7 @@ from forge_service.tree_log import (
     ask_op,
     candidate_nodes,
     new_card_tree,
+    pick_op,
     replay,
     tell_op,
 )
@@ -93,9 +95,10 @@ def open_store(run_dir: Path) -> tuple[RunStore, Any]:
     return store, card
 
 
-def searcher(store: RunStore, card: Any, agent: ScriptedAgent, sandboxes: ScriptedSandboxes) -> CardSearch:
+def searcher(store: RunStore, card: Any, agent: ScriptedAgent, sandboxes: ScriptedSandboxes,
+             policy: str = "mcts") -> CardSearch:
     settings = SearchSettings(budget=BUDGET, parallel=3, backend="cpu", proposer="offline", api_base="", seed=SEED,
-                              run_id="r1", patience=BUDGET, max_idle_proposals=BUDGET)
+                              run_id="r1", patience=BUDGET, max_idle_proposals=BUDGET, policy=policy)
     return CardSearch(card, store, agent, sandboxes, DeviceInfo(arch="cpu-x86_64"), {},  # type: ignore[arg-type]
                       settings, _quiet)
 
@@ -130,6 +133,28 @@ def test_a_search_that_dies_replays_into_its_tree_and_resumes(tmp_path: Path, ag
     # nothing evaluated before the crash was evaluated again, and the budget was spent exactly
     after = store.results(card.id)
     assert all(after[cid] == result for cid, result in evaluated.items())
+    assert store.evaluation_count(card.id) == BUDGET
+    assert replayed_snapshot(store, card.id) == second.tree.snapshot()
+
+
+@pytest.mark.parametrize("policy", ["greedy", "beam"])
+def test_a_search_by_another_policy_resumes_from_the_picks_it_logged(tmp_path: Path, policy: str) -> None:
+    store, card = open_store(tmp_path)
+    first = searcher(store, card, ScriptedAgent(), ScriptedSandboxes(crash_at=7), policy)
+    with pytest.raises(Crash):
+        asyncio.run(first.run())
+    parents = pick_parents(policy, first.tree, 2)
+    store.log_tree_op(card.id, *pick_op(2, parents))
+    ops = [op for op, _ in store.tree_ops(card.id)]
+    assert "pick" in ops and "ask" not in ops  # the tree chose none of them
+    store.close()
+
+    store, card = open_store(tmp_path)
+    second = searcher(store, card, ScriptedAgent(), ScriptedSandboxes(), policy)
+    _, unexpanded = second._replay()
+    assert unexpanded == parents and second.tree.snapshot() == first.tree.snapshot()
+    second.tree = new_card_tree(SEED, card.id, EAGER_US)
+    asyncio.run(second.run())
     assert store.evaluation_count(card.id) == BUDGET
     assert replayed_snapshot(store, card.id) == second.tree.snapshot()
 

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RunConfig(_message.Message):
-    __slots__ = ("model_spec", "backend", "proposer", "api_base", "budget_per_card", "max_cards", "budget_usd", "time_limit_s", "target_cards", "sandbox_addresses", "seed", "grad_mode", "samples", "min_speedup", "include_vendor_ops", "parallel", "sample_budget_bytes", "skip_compile_baseline", "cuda_graphs")
+    __slots__ = ("model_spec", "backend", "proposer", "api_base", "budget_per_card", "max_cards", "budget_usd", "time_limit_s", "target_cards", "sandbox_addresses", "seed", "grad_mode", "samples", "min_speedup", "include_vendor_ops", "parallel", "sample_budget_bytes", "skip_compile_baseline", "cuda_graphs", "search_policy", "patience")
     MODEL_SPEC_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     PROPOSER_FIELD_NUMBER: _ClassVar[int]
@@ -28,6 +28,8 @@ class RunConfig(_message.Message):
     SAMPLE_BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
     SKIP_COMPILE_BASELINE_FIELD_NUMBER: _ClassVar[int]
     CUDA_GRAPHS_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_POLICY_FIELD_NUMBER: _ClassVar[int]
+    PATIENCE_FIELD_NUMBER: _ClassVar[int]
     model_spec: str
     backend: str
     proposer: str
@@ -47,7 +49,9 @@ class RunConfig(_message.Message):
     sample_budget_bytes: int
     skip_compile_baseline: bool
     cuda_graphs: bool
-    def __init__(self, model_spec: _Optional[str] = ..., backend: _Optional[str] = ..., proposer: _Optional[str] = ..., api_base: _Optional[str] = ..., budget_per_card: _Optional[int] = ..., max_cards: _Optional[int] = ..., budget_usd: _Optional[float] = ..., time_limit_s: _Optional[float] = ..., target_cards: _Optional[_Iterable[str]] = ..., sandbox_addresses: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., grad_mode: _Optional[str] = ..., samples: _Optional[int] = ..., min_speedup: _Optional[float] = ..., include_vendor_ops: _Optional[bool] = ..., parallel: _Optional[int] = ..., sample_budget_bytes: _Optional[int] = ..., skip_compile_baseline: _Optional[bool] = ..., cuda_graphs: _Optional[bool] = ...) -> None: ...
+    search_policy: str
+    patience: int
+    def __init__(self, model_spec: _Optional[str] = ..., backend: _Optional[str] = ..., proposer: _Optional[str] = ..., api_base: _Optional[str] = ..., budget_per_card: _Optional[int] = ..., max_cards: _Optional[int] = ..., budget_usd: _Optional[float] = ..., time_limit_s: _Optional[float] = ..., target_cards: _Optional[_Iterable[str]] = ..., sandbox_addresses: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., grad_mode: _Optional[str] = ..., samples: _Optional[int] = ..., min_speedup: _Optional[float] = ..., include_vendor_ops: _Optional[bool] = ..., parallel: _Optional[int] = ..., sample_budget_bytes: _Optional[int] = ..., skip_compile_baseline: _Optional[bool] = ..., cuda_graphs: _Optional[bool] = ..., search_policy: _Optional[str] = ..., patience: _Optional[int] = ...) -> None: ...
 
 class Run(_message.Message):
     __slots__ = ("run_id", "config", "status", "error", "created_at", "updated_at", "cards_total", "cards_done", "evaluations_done", "evaluations_budget", "cost", "best_e2e_speedup", "run_dir", "model_name")
