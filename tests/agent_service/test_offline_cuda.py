@@ -18,6 +18,7 @@ import torch
 from diffusers.models.normalization import RMSNorm as DiffusersRMSNorm
 
 from agent_service.offline.catalog import plan_for_card
+from agent_service.offline.rowwise.cuda_rows import lanes_per_row
 from kforge_domain.card import OperatorCard
 from kforge_domain.device import DeviceInfo
 from tests.agent_service.agent_cards import INCLUDE, NVCC, aten_card, cuda_bundle, module_card, nvcc_object
@@ -80,7 +81,11 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
          [{}, {"mode": "warp"}, {"reduce": "smem_tree", "threads_per_block": 512}]),
         ("softmax_bf16", aten._softmax.default, [r(256, 1024, dtype=bf16), -1, False], {},
          [{}, {"stats": "online"}, {"mode": "block", "cache_row": False}, {"mode": "block", "reduce": "smem_tree"}]),
-        ("softmax_small_rows", aten._softmax.default, [r(512, 48), -1, False], {}, [{"mode": "thread"}]),
+        ("softmax_small_rows", aten._softmax.default, [r(512, 48), -1, False], {},
+         [{"mode": "thread"}, {"mode": "lanes"}, {"mode": "lanes", "vector": 1, "stats": "online"}]),
+        # 333 rows of 64: 4 rows per warp (8 lanes a row), the last warp's groups partly past the end
+        ("rms_norm_short_rows_bf16", aten.rms_norm.default, [r(333, 64, dtype=bf16), [64], r(64, dtype=bf16), 1e-6],
+         {}, [{}, {"mode": "lanes", "vector": 1, "cache_row": False}]),
         ("log_softmax_long_f16", aten._log_softmax.default, [r(8, 32000, dtype=f16), -1, False], {},
          [{}, {"cache_row": False, "stats": "online"}]),
         ("layer_norm_bf16", aten.native_layer_norm.default,
@@ -210,6 +215,21 @@ def test_few_rows_larger_than_l2_are_never_given_one_block_each() -> None:
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_rows_shorter_than_a_warp_of_vectors_share_warps_first() -> None:
+    def plan(*shape: int) -> Any:
+        card, _ = aten_card(aten.rms_norm.default, [r(*shape, dtype=bf16), [shape[-1]], r(shape[-1], dtype=bf16), 1e-6],
+                            {})
+        return plan_for_card(_on_cuda(card), "cuda")
+
+    heads = plan(4096, 64)  # attention heads' q/k norms: 8 vectors of bf16 a row
+    assert heads.knob_space("cuda", H200).choices["mode"][0] == "lanes"
+    source = heads.render("cuda", heads.knob_space("cuda", H200).default(), H200)
+    assert "kf_group_reduce<8, " in source and "row_w" in source
+    assert "lanes" not in plan(512, 2048).knob_space("cuda", H200).choices["mode"]  # 256 vectors: a warp each
+    assert lanes_per_row(64, 8) == 8 and lanes_per_row(48, 4) == 16 and lanes_per_row(8, 8) == 2
+    assert lanes_per_row(1000, 1) == 16
+
+
 def test_short_rows_reduced_to_one_value_are_tiled() -> None:
     pool, _ = aten_card(aten.mean.dim, [r(8, 64, 7, 7, dtype=bf16), [-1, -2], True])
     assert plan_for_card(_on_cuda(pool), "cuda").knob_space("cuda", H200).choices["mode"][0] == "tile"

@@ -1,5 +1,6 @@
-"""The cuda row renderer for rows that one thread group owns: a thread, a warp, a block, or the
-warps of a block splitting 32 adjacent rows (columns mode, rows over an inner dim)."""
+"""The cuda row renderer for rows that one thread group owns: a thread, a group of lanes of a
+warp, a warp, a block, or the warps of a block splitting 32 adjacent rows (columns mode, rows over
+an inner dim)."""
 
 from __future__ import annotations
 
@@ -33,11 +34,22 @@ class _CudaShape:
 
 def _cuda_shape(plan: RowPlan, knobs: Knobs) -> _CudaShape:
     block = int(knobs["threads_per_block"])
-    nt = {"thread": 1, "warp": 32, "block": block, "columns": block // 32}[knobs["mode"]]
     vec = int(knobs["vector"]) if plan.inner == 1 else 1
+    nt = {"thread": 1, "warp": 32, "block": block, "columns": block // 32,
+          "lanes": lanes_per_row(plan.length, vec)}[knobs["mode"]]
     items = cxx.ceil_div(plan.length, nt * vec)
     cache = bool(knobs["cache_row"]) and items * vec <= MAX_CACHED_FLOATS and plan.rereads_row(knobs["stats"])
     return _CudaShape(nt, block, vec, items, cache)
+
+
+def lanes_per_row(length: int, vec: int) -> int:
+    """Lanes mode: the power of two from 2 to 16 lanes that covers a row with one vector each, so
+    a warp holds 32 / lanes rows. A row of 64 bf16 elements (attention heads' q/k norms) gives 8
+    lanes: a whole warp per row would leave three lanes in four idle."""
+    lanes = 2
+    while lanes < 16 and lanes * vec < length:
+        lanes *= 2
+    return lanes
 
 
 def _cuda_foreach(plan: RowPlan, shape: _CudaShape, body: str, source: str, before: str = "", after: str = "") -> str:
@@ -180,6 +192,14 @@ def render(plan: RowPlan, knobs: Knobs, device: DeviceInfo) -> str:
                     f"  for (int64_t row0 = (int64_t)blockIdx.x * 32; row0 < {plan.rows}LL;\n"
                     "       row0 += (int64_t)gridDim.x * 32) {\n"
                     f"    const int64_t row = row0 + threadIdx.x % 32;\n    const bool live = row < {plan.rows}LL;\n")
+    elif knobs["mode"] == "lanes":
+        # Every lane of a warp runs the loop as long as the warp's first row exists, so the
+        # reduction's shuffles always see the whole warp; a group past the last row only idles.
+        row_loop = (f"  const int t = threadIdx.x % {nt};\n"
+                    f"  for (int64_t row_w = (int64_t)blockIdx.x * {gpb} + (threadIdx.x / 32) * {32 // nt};\n"
+                    f"       row_w < {plan.rows}LL; row_w += (int64_t)gridDim.x * {gpb}) {{\n"
+                    f"    const int64_t row = row_w + (threadIdx.x % 32) / {nt};\n"
+                    f"    const bool live = row < {plan.rows}LL;\n")
     else:
         row_loop = (f"  const int t = threadIdx.x % {nt};\n"
                     f"  for (int64_t row = (int64_t)blockIdx.x * {gpb} + threadIdx.x / {nt}; row < {plan.rows}LL;\n"

@@ -19,11 +19,11 @@ SPLIT_MIN_LENGTH = 8192
 #: The knobs only some cuda modes read (threads_per_block is read by all): split and resident
 #: modes reduce with their own statistics and stage no cached row, columns mode reduces across
 #: warps its own way, and tile mode reads its rows one way.
-_ROW_MODES = ("warp", "block", "thread", "columns")
+_ROW_MODES = ("lanes", "warp", "block", "thread", "columns")
 _CUDA_KNOB_MODES: dict[str, tuple[str, ...]] = {
     "stats": _ROW_MODES,
     "cache_row": _ROW_MODES,
-    "reduce": ("warp", "block", "thread", "split", "resident"),
+    "reduce": ("lanes", "warp", "block", "thread", "split", "resident"),
     "vector": (*_ROW_MODES, "split", "resident"),
     "blocks_per_row": ("split",),
     "unroll": ("split",),
@@ -192,6 +192,8 @@ class RowPlan:
             modes: tuple[str, ...] = ("columns", "thread")
         elif self.length <= 1024:
             modes = ("warp", "block") + (("thread",) if self.length <= 64 else ())
+            if self.length < 32 * vec:  # a warp per row would idle: several rows per warp first
+                modes = ("lanes", *modes)
             if self._tiles_rows():
                 modes = ("tile", *modes)
         else:
@@ -200,7 +202,7 @@ class RowPlan:
                 modes += ("block", "warp")
         choices: dict[str, tuple[Any, ...]] = {
             "mode": modes,
-            "threads_per_block": (256, 128, 512, 1024) if modes[0] != "warp" else (256, 128, 512),
+            "threads_per_block": (256, 128, 512, 1024) if modes[0] not in ("warp", "lanes") else (256, 128, 512),
             "vector": (vec, 1) if vec > 1 else (1,),
             "stats": self._stats_choices(),
             "cache_row": (True, False) if self.rereads_row() else (False,),

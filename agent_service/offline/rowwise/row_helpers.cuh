@@ -35,7 +35,8 @@ __device__ __forceinline__ kf_stat kf_column_reduce(kf_stat v, Op op, kf_stat *s
   return r;
 }
 
-/* Reduce over the NT threads sharing a row: NT == 1, one warp, or the whole block. */
+/* Reduce over the NT threads sharing a row: NT == 1, NT aligned lanes of a warp (every lane of
+   the warp calls it, each group reducing its own row), one warp, or the whole block. */
 template <int NT, bool TREE, typename Op>
 __device__ __forceinline__ kf_stat kf_group_reduce(kf_stat v, Op op, kf_stat *smem) {
   if constexpr (NT == 1) {
@@ -52,7 +53,7 @@ __device__ __forceinline__ kf_stat kf_group_reduce(kf_stat v, Op op, kf_stat *sm
     return smem[0];
   } else {
 #pragma unroll
-    for (int m = 16; m > 0; m >>= 1) v = op(v, kf_shfl(v, m));
+    for (int m = (NT < 32 ? NT : 32) / 2; m > 0; m >>= 1) v = op(v, kf_shfl(v, m));
     if constexpr (NT <= 32) {
       return v;
     } else {
