@@ -42,8 +42,11 @@ def optimize(policy: str, args: argparse.Namespace, work: Path) -> dict[str, Any
            "--patience", "0", "--seed", str(args.seed), "--samples", "1", "--no-compile-baseline", "--json",
            "--runs-dir", str(work / policy)]
     started = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=args.timeout,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=args.timeout,
+                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    except subprocess.TimeoutExpired:
+        return {"policy": policy, "ok": False, "seconds": args.timeout, "error": f"timed out after {args.timeout:g} s"}
     seconds = round(time.perf_counter() - started, 1)
     (work / f"{policy}.log").write_text(proc.stderr)
     if proc.returncode != 0:
@@ -109,14 +112,14 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds allowed to each run")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for policy in args.policies.split(","):
         rows.append(optimize(policy, args, args.out))
         print(table(rows[-1:]), flush=True)
+        payload = {"script": "bench/gpu/search_policies.py", "date": time.strftime("%Y-%m-%d"), "model": args.model,
+                   "budget": args.budget, "backend": args.backend, "rows": rows}
+        (args.out / "search_policies.json").write_text(json.dumps(payload, indent=1))  # what finished, kept
     print(table(rows))
-    payload = {"script": "bench/gpu/search_policies.py", "date": time.strftime("%Y-%m-%d"), "model": args.model,
-               "budget": args.budget, "backend": args.backend, "rows": rows}
-    (args.out / "search_policies.json").write_text(json.dumps(payload, indent=1))
     return 0 if all(r["ok"] for r in rows) else 1
 
 
