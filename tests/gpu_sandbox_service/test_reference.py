@@ -1,5 +1,7 @@
 """A module card's eager reference: the exported program's ops, without export's per-call input checks."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -38,3 +40,14 @@ def test_a_call_that_does_not_fit_the_program_still_fails() -> None:
     lean = lean_module(torch.export.export(module, (torch.randn(4, 64),)))
     with pytest.raises(RuntimeError):
         lean(torch.randn(4, 32))  # the weight no longer broadcasts
+
+
+def test_a_saved_program_calls_through_no_hook(tmp_path: Path) -> None:
+    module, x = _RMSNorm(), torch.randn(4, 64, dtype=torch.bfloat16)
+    torch.export.save(torch.export.export(module, (x,)), tmp_path / "module.pt2")
+    program = torch.export.load(tmp_path / "module.pt2")
+    assert program.module()._forward_hooks, "export wraps each call in hooks this reference leaves out"
+    lean = lean_module(program)
+    # any hook sends every call through nn.Module's slow path, which costs more than a small module's ops
+    assert not (lean._forward_pre_hooks or lean._forward_hooks or lean._forward_hooks_always_called)
+    assert torch.equal(lean(x), module(x))
