@@ -35,11 +35,19 @@ class Toolchain:
     arch: str
 
     def flags(self, libraries: list[str] = []) -> list[str]:  # noqa: B006 - never mutated
-        """Compiler flags for this backend, without input and output paths."""
+        """Compiler flags for this backend, without input and output paths.
+
+        cuda: ``-nodlink`` skips nvcc's device-link step (nvlink, a fatbinary and a host compile of
+        its stub), which for a whole-program build (no ``-rdc``) only adds an empty cubin: the
+        candidate's object registers its own fatbin. The kernels' cubin is byte for byte the same.
+        Most of a build is the front ends parsing the CUDA headers (host preprocessing, cudafe++,
+        device preprocessing, cicc, host compile), which no flag that keeps the SASS cuts; host
+        ``-O1``, ``-pipe`` and SASS without PTX saved nothing measurable (bench/nvcc_phases.py).
+        """
         if self.backend == "cpu":
             return ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", f"-I{INCLUDE_DIR}"]
-        return ["-arch=" + self.arch, "-O3", "-shared", "-Xcompiler", "-fPIC", "-std=c++17", f"-I{INCLUDE_DIR}",
-                *[f"-l{lib}" for lib in libraries]]
+        return ["-arch=" + self.arch, "-O3", "-shared", "-nodlink", "-Xcompiler", "-fPIC", "-std=c++17",
+                f"-I{INCLUDE_DIR}", *[f"-l{lib}" for lib in libraries]]
 
 
 def detect_toolchain(backend: str, arch: str) -> Toolchain:
