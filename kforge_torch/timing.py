@@ -20,6 +20,7 @@ the host clock, ended by ``torch.cuda.synchronize``, which waits for every strea
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -33,6 +34,8 @@ LAUNCH_COVER_CYCLES = 100_000
 SERIES_CALLS = 20
 #: The least a flush writes, whatever the cache size reported.
 MIN_FLUSH_BYTES = 1 << 20
+#: z of a two-sided 95% interval.
+Z95 = 1.96
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,25 @@ class Summary:
             return cls(samples_us[0], 0.0, len(samples_us))
         q1, _, q3 = statistics.quantiles(samples_us, n=4)
         return cls(statistics.median(samples_us), q3 - q1, len(samples_us))
+
+
+def median_settled(samples_us: list[float], tolerance: float) -> bool:
+    """Whether the 95% confidence interval of the samples' median lies within ``tolerance`` (a
+    fraction) of it on either side: more samples would hardly move the figure.
+
+    Distribution-free: the interval runs between the order statistics at ranks
+    ``(n ∓ 1.96·√n) / 2`` (the median's binomial interval), so one slow outlier widens it only as
+    far as it moves those ranks.
+    """
+    n = len(samples_us)
+    if n < 4:
+        return False
+    ordered = sorted(samples_us)
+    reach = Z95 * math.sqrt(n) / 2
+    low = ordered[max(0, math.floor(n / 2 - reach))]
+    high = ordered[min(n - 1, math.ceil(n / 2 + reach) - 1)]
+    median = statistics.median(ordered)
+    return median > 0 and median - low <= tolerance * median and high - median <= tolerance * median
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from gpu_sandbox_service.harness.timing import escaped_work
 from gpu_sandbox_service.models import CandidateStatus
 from kforge_domain.blobs import INPUT_PREFIX, sample_key
 from kforge_domain.floor import CopyBandwidth, memory_floor_us
-from kforge_torch.timing import Summary, Timer
+from kforge_torch.timing import Summary, Timer, median_settled
 from packager.abi import AbiError, KernelLibrary, allocate_workspace
 from packager.variant import decode_call
 
@@ -37,6 +37,11 @@ TIMING_SETS = 3
 #: fastest quartile must stay: clearly slower, not a noisy start.
 EARLY_STOP_PAIRS = 10
 EARLY_STOP_MARGIN = 0.8
+#: Timed pairs before a series may stop because both medians are settled, and how settled: each
+#: median's 95% interval within this fraction of it. A quiet GPU settles at the minimum; a busy
+#: machine runs the whole series.
+SETTLED_PAIRS = 16
+SETTLED_TOLERANCE = 0.01
 
 
 class CandidateFailure(Exception):
@@ -229,6 +234,10 @@ class Session:
                 print(f"timing stopped after {len(candidate_us)} of {self.request.timing_runs} calls: clearly "
                       f"slower than the card's best speedup of {self.request.best_speedup:.3g}", flush=True)
                 break
+            if self.settled(candidate_us, eager_us):
+                print(f"timing stopped after {len(candidate_us)} of {self.request.timing_runs} calls: both medians "
+                      f"settled within {SETTLED_TOLERANCE:.0%}", flush=True)
+                break
         candidate_summary, eager_summary = Summary.of(candidate_us), Summary.of(eager_us)
         escaped = None
         if self.stream is not None:
@@ -252,6 +261,16 @@ class Session:
             return False
         fast_quartile = statistics.quantiles(candidate_us, n=4)[0]
         return fast_quartile > 0 and statistics.median(eager_us) / fast_quartile < EARLY_STOP_MARGIN * best
+
+    @staticmethod
+    def settled(candidate_us: list[float], eager_us: list[float]) -> bool:
+        """Whether, after whole rounds of at least :data:`SETTLED_PAIRS` pairs, both medians are
+        settled (:func:`kforge_torch.timing.median_settled`): the rest of the series would only
+        confirm them. On a cpu every call pays a flush of the whole last-level cache (tens of ms)."""
+        pairs = min(len(candidate_us), len(eager_us))
+        if pairs < SETTLED_PAIRS or pairs % 2:
+            return False
+        return median_settled(candidate_us, SETTLED_TOLERANCE) and median_settled(eager_us, SETTLED_TOLERANCE)
 
     def on_harness_stream(self) -> contextlib.AbstractContextManager[object]:
         """Device work of the harness itself goes on the candidate's stream, ordered with it."""

@@ -3,12 +3,13 @@ and the cpu timer, which flushes the cache before each call and times the call a
 
 from __future__ import annotations
 
+import random
 import time
 
 import pytest
 import torch
 
-from kforge_torch.timing import MIN_FLUSH_BYTES, Summary, Timer
+from kforge_torch.timing import MIN_FLUSH_BYTES, Summary, Timer, median_settled
 
 
 def test_a_summary_is_the_median_and_interquartile_range() -> None:
@@ -19,6 +20,17 @@ def test_a_summary_is_the_median_and_interquartile_range() -> None:
 
 def test_one_call_has_no_spread() -> None:
     assert Summary.of([7.5]) == Summary(7.5, 0.0, 1)
+
+
+def test_a_median_is_settled_when_its_interval_is_tight_whatever_a_few_outliers_do() -> None:
+    rng = random.Random(1)
+    quiet = [100.0 + rng.uniform(-0.5, 0.5) for _ in range(32)]
+    assert median_settled(quiet, 0.01)
+    assert median_settled([*quiet[:-3], 900.0, 1e4, 2e4], 0.01)  # three stalls move the ranks by little
+    busy = [100.0 * rng.uniform(0.8, 1.3) for _ in range(32)]
+    assert not median_settled(busy, 0.01)
+    assert median_settled(busy, 0.2)
+    assert not median_settled(quiet[:3], 0.5)  # too few to say
 
 
 def test_the_flush_writes_twice_the_cache_and_no_less_than_a_mebibyte() -> None:
