@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # ahead of this folder, whose packager.py is not the packager package
 
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
