@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from forge_service.parent_policy import DEFAULT_POLICY, POLICIES
 from kernel_forge.forge.v1 import messages_pb2 as forge_pb2
@@ -12,6 +12,9 @@ from servicekit.errors import InvalidArgument
 GRAD_MODES = ("inference", "no_grad", "grad")
 DEFAULT_PATIENCE = 8
 """Evaluations without improvement after which a card's search stops (0: it never does)."""
+
+
+_CHOICES: dict[str, tuple[str, ...]] = {"backend": BACKEND_CHOICES, "search_policy": POLICIES, "grad_mode": GRAD_MODES}
 
 
 class RunConfig(BaseModel):
@@ -41,25 +44,12 @@ class RunConfig(BaseModel):
     search_policy: str = DEFAULT_POLICY
     patience: int = Field(default=DEFAULT_PATIENCE, ge=0)
 
-    @field_validator("backend")
+    @field_validator("backend", "search_policy", "grad_mode")
     @classmethod
-    def _backend(cls, v: str) -> str:
-        if v not in BACKEND_CHOICES:
-            raise ValueError(f"backend must be one of {', '.join(BACKEND_CHOICES)}")
-        return v
-
-    @field_validator("search_policy")
-    @classmethod
-    def _search_policy(cls, v: str) -> str:
-        if v not in POLICIES:
-            raise ValueError(f"search policy must be one of {', '.join(POLICIES)}")
-        return v
-
-    @field_validator("grad_mode")
-    @classmethod
-    def _grad_mode(cls, v: str) -> str:
-        if v not in GRAD_MODES:
-            raise ValueError(f"grad mode must be one of {', '.join(GRAD_MODES)}")
+    def _one_of_its_choices(cls, v: str, info: ValidationInfo) -> str:
+        choices = _CHOICES[str(info.field_name)]
+        if v not in choices:
+            raise ValueError(f"{str(info.field_name).replace('_', ' ')} must be one of {', '.join(choices)}")
         return v
 
     @classmethod

@@ -32,8 +32,8 @@ def pick_parents(policy: str, tree: SearchTree, n: int) -> list[int]:
 
 
 def _beam_picks(tree: SearchTree, n: int) -> list[int]:
-    passed = [tree.node(i) for i in range(len(tree))]
-    beam = sorted((v for v in passed if v.status == "passed" and v.latency_us is not None),
+    nodes = (tree.node(i) for i in range(len(tree)))
+    beam = sorted((v for v in nodes if v.status == "passed" and v.latency_us is not None),
                   key=lambda v: (v.latency_us, v.id))[:BEAM_WIDTH]
     if not beam:
         return [ROOT] * n

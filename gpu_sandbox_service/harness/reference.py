@@ -47,12 +47,15 @@ def lean_module(program: torch.export.ExportedProgram) -> torch.nn.Module:
     be the module's, as capture times it on the live module, so the checks go; a call that does
     not fit the card still fails in the ops themselves or in the checks of their outputs."""
     module = program.module()
+    no_module_inputs = not any(isinstance(leaf, torch.nn.Module)
+                               for leaf in torch.utils._pytree.tree_leaves(program.example_inputs))
     for key, hook in list(module._forward_pre_hooks.items()):
-        if getattr(hook, "__name__", "") == "_check_input_constraints_pre_hook" or _module_inputs_hook(hook, program):
+        if getattr(hook, "__name__", "") == "_check_input_constraints_pre_hook" or (
+                no_module_inputs and _module_inputs_hook(hook)):
             del module._forward_pre_hooks[key]
             module._forward_pre_hooks_with_kwargs.pop(key, None)
     for key, hook in list(module._forward_hooks.items()):
-        if _module_inputs_hook(hook, program):
+        if no_module_inputs and _module_inputs_hook(hook):
             del module._forward_hooks[key]
             module._forward_hooks_with_kwargs.pop(key, None)
             module._forward_hooks_always_called.pop(key, None)
@@ -67,16 +70,13 @@ def lean_module(program: torch.export.ExportedProgram) -> torch.nn.Module:
     return module
 
 
-def _module_inputs_hook(hook: Callable[..., object], program: torch.export.ExportedProgram) -> bool:
+def _module_inputs_hook(hook: Callable[..., object]) -> bool:
     """Whether ``hook`` is one of the pair ``ExportedProgram.module()`` adds around each call to let
-    ``nn.Module`` inputs through its input flattening, for a program that takes none. They do
-    nothing then, yet any hook at all sends every call through ``nn.Module``'s slow path with hooks
+    ``nn.Module`` inputs through its input flattening. For a program that takes none they do
+    nothing, yet any hook at all sends every call through ``nn.Module``'s slow path with hooks
     (about 10 µs a call on a CPU, more than a small module's ops). Recognised by where torch defines
     them; a hook not recognised stays."""
-    if "_create_stateful_graph_module" not in getattr(hook, "__qualname__", ""):
-        return False
-    leaves = torch.utils._pytree.tree_leaves(program.example_inputs)
-    return not any(isinstance(leaf, torch.nn.Module) for leaf in leaves)
+    return "_create_stateful_graph_module" in getattr(hook, "__qualname__", "")
 
 
 class Reference:
