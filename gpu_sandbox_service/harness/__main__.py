@@ -8,6 +8,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from gpu_sandbox_service.harness.phases import Phases
 from gpu_sandbox_service.harness.protocol import REQUEST_FILE, HarnessReport, HarnessRequest
 from gpu_sandbox_service.harness.reference import CardError
 from gpu_sandbox_service.harness.session import CandidateFailure, run_session
@@ -16,8 +17,9 @@ from gpu_sandbox_service.models import CandidateStatus
 
 def main() -> int:
     result = os.fdopen(int(os.environ["KF_RESULT_FD"]), "wb")
+    phases = Phases()
     try:
-        report = run_session(HarnessRequest.model_validate_json(Path(REQUEST_FILE).read_text()))
+        report = run_session(HarnessRequest.model_validate_json(Path(REQUEST_FILE).read_text()), phases.prepared)
     except CandidateFailure as failure:
         report = HarnessReport(status=failure.status, error_message=str(failure))
     except CardError as exc:
@@ -25,6 +27,7 @@ def main() -> int:
     except Exception as exc:  # a CUDA error surfaces here as RuntimeError, among others
         traceback.print_exc(file=sys.stderr)
         report = HarnessReport(status=CandidateStatus.RUNTIME_ERROR, error_message=f"{type(exc).__name__}: {exc}")
+    report.prepared_at_s, report.checks_at_s = phases.prepared_at_s, phases.checks_at_s
     result.write(report.model_dump_json().encode())
     result.close()
     return 0

@@ -50,6 +50,10 @@ class HarnessReport(BaseModel):
     eager_spread_us: float | None = None
     floor_us: float | None = None
     workspace_bytes: int = 0  # what the candidate's kf_workspace_bytes returned (0 without the export)
+    # time.monotonic() when the start that needs no candidate ended and when the checks began
+    # (harness.phases); they differ in a process prepared while its candidate built
+    prepared_at_s: float | None = None
+    checks_at_s: float | None = None
 
     def run_figures(self) -> RunFigures:
         """The domain verdict of this run: every :class:`RunFigures` field, taken by name."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -283,9 +283,12 @@ class Session:
         return memory_floor_us(self.card.inputs, self.card.outputs, bandwidth, self.aliases, eager_us)
 
 
-def run_session(request: HarnessRequest) -> HarnessReport:
-    """Verify and time the candidate of ``request``; failures raise :class:`CandidateFailure`."""
+def run_session(request: HarnessRequest, prepared: Callable[[], None] = lambda: None) -> HarnessReport:
+    """Verify and time the candidate of ``request``; failures raise :class:`CandidateFailure`.
+    ``prepared`` runs once all that does not need the candidate is done (a process prepared while
+    its candidate builds waits there for the library)."""
     session = Session(request)
+    prepared()
     try:
         library = KernelLibrary(request.library)
     except AbiError as exc:

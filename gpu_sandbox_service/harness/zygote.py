@@ -6,6 +6,9 @@ imports), so a module card's candidates do not pay it each.
 It starts isolated like a candidate (same launcher, namespaces, rlimits and environment) and is
 run as ``zygote SOCKET [PRIVATE_DIR ...]``: it connects to the sandbox's socket (which the sandbox
 unlinks before any candidate exists), then reads one job a line and answers one outcome a line.
+A ``held`` job's child does everything that does not need the candidate (CUDA, inputs,
+references) while the candidate still builds, then waits: the sandbox's next line says ``go``
+(the library is in the child's folder; its timeout starts now) or ``cancel`` (it is killed).
 What it never does: initialise CUDA (a forked CUDA context is unusable), run candidate code, or
 read anything a child wrote. Between candidates it kills every process a child left behind and
 empties the private directories it was given (bubblewrap's fresh ``/tmp``), so no file or process
@@ -32,6 +35,7 @@ import torch
 import torch._export.serde.serialize  # what loading a module card's program imports
 
 from gpu_sandbox_service.harness import __main__ as harness
+from gpu_sandbox_service.harness.phases import GO, GO_FD
 from gpu_sandbox_service.isolation import RESULT_FD_LIMIT_BYTES
 
 PR_SET_PDEATHSIG = 1
@@ -133,7 +137,7 @@ def _remove(entry: Path) -> None:
             entry.unlink()
 
 
-def _child(job: dict[str, object], out_w: int, result_w: int, closing: list[int]) -> None:
+def _child(job: dict[str, object], out_w: int, result_w: int, go_r: int | None, closing: list[int]) -> None:
     """In the fresh child: its own session, its own directory, then the harness; never returns."""
     try:
         for fd in closing:
@@ -148,6 +152,8 @@ def _child(job: dict[str, object], out_w: int, result_w: int, closing: list[int]
         directory = os.path.abspath(str(job["dir"]))
         os.chdir(directory)
         os.environ.update({"HOME": directory, "TMPDIR": directory, "KF_RESULT_FD": str(result_w)})
+        if go_r is not None:
+            os.environ[GO_FD] = str(go_r)
         code = harness.main()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -157,9 +163,44 @@ def _child(job: dict[str, object], out_w: int, result_w: int, closing: list[int]
     os._exit(code)
 
 
+class Lines:
+    """The sandbox's messages, one JSON object a line. Read here rather than through a buffered
+    file, so that a held child's ``go`` read along with its job is not hidden from ``select``."""
+
+    def __init__(self, connection: socket.socket) -> None:
+        self.connection = connection
+        self.buffer = bytearray()
+        self.closed = False
+
+    def take(self) -> dict[str, object] | None:
+        """The next whole message already received, if any."""
+        end = self.buffer.find(b"\n")
+        if end < 0:
+            return None
+        line = bytes(self.buffer[:end])
+        del self.buffer[:end + 1]
+        message = json.loads(line)
+        return message if isinstance(message, dict) else {}
+
+    def fill(self) -> None:
+        """What the socket holds now (one read); ``closed`` once the sandbox hung up."""
+        chunk = self.connection.recv(1 << 16)
+        self.buffer += chunk
+        self.closed = not chunk
+
+    def read(self) -> dict[str, object] | None:
+        """The next message, waiting for it; None once the socket closed."""
+        while (message := self.take()) is None:
+            if self.closed:
+                return None
+            self.fill()
+        return message
+
+
 class Zygote:
     def __init__(self, connection: socket.socket, private_dirs: list[Path]) -> None:
         self.connection = connection
+        self.lines = Lines(connection)
         self.private_dirs = {folder: snapshot(folder) for folder in private_dirs}
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
@@ -172,13 +213,16 @@ class Zygote:
             raise RuntimeError("CUDA was initialised in the fork server")
         out_r, out_w = os.pipe()
         result_r, result_w = os.pipe()
+        go_r, go_w = os.pipe() if job.get("held") else (None, None)
         started = time.perf_counter()
         pid = os.fork()
         if pid == 0:
-            _child(job, out_w, result_w, [self.connection.fileno(), out_r, result_r, self.wake_r, self.wake_w])
-        os.close(out_w)
-        os.close(result_w)
-        outcome = self._collect(pid, out_r, result_r, started, float(job["timeout_s"]),  # type: ignore[arg-type]
+            _child(job, out_w, result_w, go_r, [self.connection.fileno(), out_r, result_r, self.wake_r, self.wake_w,
+                                                *([go_w] if go_w is not None else [])])
+        for fd in (out_w, result_w, go_r):
+            if fd is not None:
+                os.close(fd)
+        outcome = self._collect(pid, out_r, result_r, go_w, started, float(job["timeout_s"]),  # type: ignore[arg-type]
                                 int(job["output_cap"]), int(job["log_tail"]))  # type: ignore[call-overload]
         clean = kill_descendants()
         clean = all([restore(folder, kept) for folder, kept in self.private_dirs.items()]) and clean
@@ -186,27 +230,41 @@ class Zygote:
         outcome["clean"] = clean
         return outcome
 
-    def _collect(self, pid: int, out_r: int, result_r: int, started: float, timeout_s: float, cap: int,
-                 tail_bytes: int) -> dict[str, object]:
+    def _collect(self, pid: int, out_r: int, result_r: int, go_w: int | None, started: float, timeout_s: float,
+                 cap: int, tail_bytes: int) -> dict[str, object]:
+        """Output, result and exit status of child ``pid``; ``go_w`` (a held child's) starts its
+        timeout when the sandbox says go."""
         tail, result = b"", bytearray()
         total, overflow, timed_out, status = 0, False, False, None
         open_fds = {out_r, result_r}
-        deadline = started + timeout_s
+        deadline = started + timeout_s if go_w is None else None
         while open_fds or status is None:
             if status is None:
                 done, raw = os.waitpid(pid, os.WNOHANG)
                 if done:
                     status = raw
                     kill_descendants()  # whatever it left holds our pipes: the pipes end with it
+            word = None if go_w is None else "ended" if status is not None else self._steer(go_w)
+            if word is not None:
+                assert go_w is not None
+                os.close(go_w)
+                go_w = None
+                deadline = time.perf_counter() + timeout_s
+                if word == "cancel":
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(pid, signal.SIGKILL)
             if status is not None and not open_fds:
                 break
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0 and status is None:
+            remaining = None if deadline is None else deadline - time.perf_counter()
+            if remaining is not None and remaining <= 0 and status is None:
                 timed_out = True
                 break
-            ready, _, _ = select.select([*open_fds, self.wake_r], [], [], max(remaining, 0.05))
+            watched = [*open_fds, self.wake_r, *([self.connection.fileno()] if go_w is not None else [])]
+            ready, _, _ = select.select(watched, [], [], None if remaining is None else max(remaining, 0.05))
             if self.wake_r in ready:
                 os.read(self.wake_r, 4096)
+            if self.connection.fileno() in ready:
+                self.lines.fill()
             for fd in [fd for fd in ready if fd in open_fds]:
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
@@ -230,13 +288,26 @@ class Zygote:
                 "output_overflow": overflow, "log_tail": tail.decode("utf-8", "replace"),
                 "result": base64.b64encode(bytes(result)).decode()}
 
+    def _steer(self, go_w: int) -> str | None:
+        """The sandbox's word on a held child: ``go`` (told through ``go_w`` to go on to its
+        candidate), ``cancel`` (to be killed; also when the sandbox hung up), None while it waits."""
+        while (message := self.lines.take()) is not None:
+            if message.get("go"):
+                with contextlib.suppress(OSError):  # it may have ended on its own meanwhile
+                    os.write(go_w, GO)
+                return "go"
+            if message.get("cancel"):
+                return "cancel"
+        return "cancel" if self.lines.closed else None
+
     def serve(self) -> None:
-        reader = self.connection.makefile("rb")
         self._send({"ready": True})
-        for line in reader:
-            outcome = self.run(json.loads(line))
+        while (job := self.lines.read()) is not None:
+            if "dir" not in job:
+                continue  # a go or cancel that came after its held child had ended
+            outcome = self.run(job)
             self._send(outcome)
-            if not outcome["clean"]:
+            if not outcome["clean"] or self.lines.closed:
                 return
 
     def _send(self, message: dict[str, object]) -> None:

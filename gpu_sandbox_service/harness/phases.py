@@ -1,0 +1,35 @@
+"""Where a harness process stands before its candidate: when its candidate-independent start
+(CUDA, inputs, references) ended and when its checks of the candidate began.
+
+A process prepared while its candidate still builds (a ``held`` job of the fork server) waits
+between the two until the sandbox says go through the pipe named by ``KF_GO_FD``; it closes the
+pipe before the candidate's library is loaded. The times are ``time.monotonic()``, the clock the
+sandbox reads too, so it can tell how much of a start overlapped the build.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+GO_FD = "KF_GO_FD"
+GO = b"g"
+
+
+class Phases:
+    """The two moments, recorded by :meth:`prepared`; None where the process never got there."""
+
+    def __init__(self) -> None:
+        self.prepared_at_s: float | None = None
+        self.checks_at_s: float | None = None
+
+    def prepared(self) -> None:
+        """Called once all that does not need the candidate is done; a held process waits here for
+        its library, and ends without a word when told not to go on (the pipe closes instead)."""
+        self.prepared_at_s = time.monotonic()
+        fd = os.environ.pop(GO_FD, None)
+        if fd is not None:
+            with os.fdopen(int(fd), "rb") as go:
+                if go.read(len(GO)) != GO:
+                    os._exit(0)  # cancelled: nothing of the candidate ran, nothing to report
+        self.checks_at_s = time.monotonic()
