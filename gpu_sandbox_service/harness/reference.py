@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import cast
 
 import torch
 
+from gpu_sandbox_service.harness.flat_program import FlatProgram, with_state
 from kforge_domain.card import OperatorCard
 from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG, decode_call
 
@@ -86,11 +86,14 @@ class Reference:
         self.card = card
         self._overload = resolve_aten(card.op) if card.kind == "aten" else None
         self._module: torch.nn.Module | None = None
+        self._flat: FlatProgram | None = None
         if card.kind == "module":
             if module_program is None:
                 raise CardError(f"module card {card.id} has no module_program_blob")
             try:
-                self._module = lean_module(torch.export.load(str(module_program)))
+                lean = lean_module(torch.export.load(str(module_program)))
+                self._flat = FlatProgram.of(lean)
+                self._module = None if self._flat is not None else lean  # one copy of the module's state held, not two
             except Exception as exc:
                 raise CardError(f"cannot load the module program of card {card.id}: {exc}") from exc
 
@@ -103,16 +106,16 @@ class Reference:
 
     def eager_call(self, tensors: Sequence[torch.Tensor]) -> Callable[[], object]:
         """A zero-argument eager call bound to ``tensors``: arguments decoded and state loaded once,
-        so timing it measures the op and nothing else."""
+        so timing it measures the op and nothing else. A module card's program is called on its
+        inputs flattened once (:class:`FlatProgram`) and returns its flat outputs."""
         args, kwargs = decode_call(self.card.template, list(tensors))
         if self._overload is not None:
             overload = self._overload
             return lambda: overload(*args, **kwargs)
-        assert self._module is not None
-        module = copy.deepcopy(self._module)
-        state = kwargs.pop(STATE_KWARG, None)
+        state = cast(list[tuple[str, torch.Tensor]] | None, kwargs.pop(STATE_KWARG, None))
         kwargs.pop(ATTRIBUTES_KWARG, None)  # the exported program has them built in
-        if state:
-            pairs = cast(list[tuple[str, torch.Tensor]], state)
-            module.load_state_dict({str(name): tensor for name, tensor in pairs}, strict=False)
+        if self._flat is not None:
+            return self._flat.bind(args, kwargs, state)
+        assert self._module is not None
+        module = with_state(self._module, state)
         return lambda: module(*args, **kwargs)
