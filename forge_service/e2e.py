@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
+from forge_service.child_progress import report
 from forge_service.end_to_end import compiled_worse
 from forge_service.ulp import one_ulp_apart
 
@@ -299,6 +300,8 @@ def measure_eager(cast: Any, model: torch.nn.Module, start: StartState, inputs: 
             result["noisy"] = noise_reason(interval, len(ratios), eager)
     result["kernel_stats"] = cast.stats()
     result["with_cast"] = with_cast if serving else reference
+    timed_words = f", .cast {result['cast_ms']:.3f} ms over {len(ratios)} rounds" if timed else ""
+    report(f"eager {result['eager_ms']:.3f} ms{timed_words}")
     return result
 
 
@@ -358,6 +361,9 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
     result: dict[str, Any] = {}
     kwargs: dict[str, Any] = {} if mode == "default" else {"mode": mode}
     torch._dynamo.reset()
+    label = "torch.compile" + (f"(mode={mode!r})" if kwargs else "")
+    report(f"compiling the model with {label}")
+    started = time.perf_counter()
     try:
         plain = torch.compile(model, **kwargs)
         # Cloned: a CUDA graph's outputs are overwritten by its next replay.
@@ -368,20 +374,26 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
         return result
     judge = GraphJudge(noise.reference, noise.tolerance(result[f"{plain_name}_output"], mode),
                        statistics.median(plain_samples))
+    report(f"{label}: {judge.plain_ms:.3f} ms, compiled and timed in {time.perf_counter() - started:.0f} s")
     pruned: dict[str, str] = {}
     serving = [k for k in cast.kernels.values() if k.serves_graphs(kernels_mode)]
     # Each round's backend is a new dynamo cache entry for the model's forward, beside torch.compile's:
     # the forge's four rounds (five entries and one) stay under dynamo's recompile limit of eight.
     while serving:
+        report(f"compiling the model with cast.compile and {len(serving)} kernels")
+        started = time.perf_counter()
         measured = _cast_compiled(cast, model, start, inputs, device, kwargs, cast_name, pruned)
         why = judge.why_worse(measured.get(f"{cast_name}_error", ""), measured.get(f"{cast_name}_output"),
                               measured.get(f"{cast_name}_ms"))
+        report(f"cast.compile with {len(serving)} kernels: {_ms_words(measured, cast_name)}, "
+               f"compiled and timed in {time.perf_counter() - started:.0f} s")
         if not why or len(pruned) >= prune_rounds:
             result.update(measured, **{f"{cast_name}_kernels": len(serving)})
             break
         weakest = weakest_kernel(serving)
         pruned[weakest.card_id] = why
         serving.remove(weakest)
+        report(f"leaving the {weakest.record.op} kernel ({weakest.card_id}) out of the compiled graphs: {why}")
     else:  # no kernel served this mode, or every one left
         result[f"{cast_name}_kernels"] = 0
     if pruned:
@@ -411,6 +423,11 @@ def _cast_compiled(cast: Any, model: torch.nn.Module, start: StartState, inputs:
     return result
 
 
+def _ms_words(measured: dict[str, Any], cast_name: str) -> str:
+    error = measured.get(f"{cast_name}_error")
+    return f"failed ({error})" if error else f"{measured[f'{cast_name}_ms']:.3f} ms"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", required=True)
@@ -437,6 +454,7 @@ def main() -> int:
     from capture_service.spec import load_model_spec
     from packager import load_cast
 
+    started = time.perf_counter()
     loaded = load_model_spec(args.model)
     device = torch.device(args.device)
     model = loaded.model.to(device)  # in the mode the spec built it, as capture ran it
@@ -447,6 +465,7 @@ def main() -> int:
         reference = start.call(model)
         result["eager_repeat_rel_error"] = max_rel_error(start.call(model), reference)
         result["rounding_rel_error"] = one_ulp_departure(model, start, reference)
+        report(f"model loaded, eager output and rounding noise in {time.perf_counter() - started:.0f} s")
         cast = load_cast(args.cast)
         result["cast_kernels"] = sum(k.serves_eager for k in cast.kernels.values())
         eager = measure_eager(cast, model, start, inputs, args.device, reference)
@@ -468,6 +487,7 @@ def main() -> int:
     else:
         result.update(parity_verdict(reference, with_cast, None, noise, result["eager_repeat_rel_error"]))
     if result["parity_ok"] is False and cast.kernels:
+        report("the .cast departs from eager: looking for the ops that do")
         with grad_context(args.grad_mode):
             result["failing_ops"] = failing_ops(cast, model, start, reference, result["parity_tolerance"])
     for _, cast_name in FIELDS.values():

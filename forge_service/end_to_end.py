@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 import sys
 import textwrap
 from collections.abc import Collection
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from forge_service.child_progress import run_reporting
 from forge_service.config import RunConfig
 from forge_service.phase_events import announce
 from servicekit.terminal import COLUMNS
@@ -256,15 +256,15 @@ def measure_end_to_end(config: RunConfig, cast_path: Path, backend: str, modes: 
         cmd += ["--noise-rel-error", repr(noise_rel_error)]
     if prune_graphs and modes:
         cmd += ["--prune-graphs", str(prune_graphs)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=E2E_TIMEOUT_S,
-                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    except subprocess.TimeoutExpired:
+    outcome = run_reporting(cmd, E2E_TIMEOUT_S, lambda step: announce(f"end to end: {step}", log),
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    if outcome.timed_out:
         e2e = EndToEnd(measured=False, error=f"end-to-end measurement exceeded {E2E_TIMEOUT_S} s")
+    elif outcome.returncode == 0 and outcome.stdout.strip():
+        e2e = EndToEnd.model_validate_json(outcome.stdout.strip().splitlines()[-1])
     else:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        e2e = (EndToEnd.model_validate_json(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0
-               else EndToEnd(measured=False, error=" | ".join(tail) or f"exit code {proc.returncode}"))
+        tail = outcome.stderr_tail or outcome.stdout.strip().splitlines()[-3:]
+        e2e = EndToEnd(measured=False, error=" | ".join(tail) or f"exit code {outcome.returncode}")
     if e2e.measured:
         announce(f"measured {cast_path.name} ({e2e.cast_kernels or 0} kernels): {end_to_end_line(e2e)}", log)
     else:

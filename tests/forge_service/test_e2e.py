@@ -1,6 +1,7 @@
 """The end-to-end measurement child: eager, .cast, torch.compile, in one process."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from forge_service.config import RunConfig
 from forge_service.e2e import (
     MAX_ROUNDS,
     ROUNDS,
@@ -19,6 +21,8 @@ from forge_service.e2e import (
     speedup_interval,
     weakest_kernel,
 )
+from forge_service.end_to_end import measure_end_to_end
+from forge_service.phase_events import phase_events
 from packager import load_cast
 from packager.format import build_cast
 from packager.manifest import ModelIdentity
@@ -208,3 +212,17 @@ def test_the_ops_that_break_the_output_are_named(tmp_path: Path) -> None:
     assert wrong["parity_ok"] is False
     assert list(wrong["failing_ops"]) == ["aten::_softmax.default"]
     assert "departed from eager by 5.00e-01" in wrong["failing_ops"]["aten::_softmax.default"]
+
+
+def test_the_check_reports_each_step_as_it_goes(tmp_path: Path) -> None:
+    cast = tmp_path / "empty.cast"
+    build_cast(cast, ModelIdentity(str(MODEL), "tiny_mlp", "r1"), [], [])
+    heard: list[str] = []
+    with phase_events(heard.append):
+        e2e = measure_end_to_end(RunConfig(model_spec=str(MODEL)), cast, "cpu")
+    assert e2e.measured and e2e.compile_ms
+    steps = [h.removeprefix("end to end: ") for h in heard if h.startswith("end to end: ")]
+    assert steps[0].startswith("model loaded, eager output and rounding noise in ")
+    assert steps[1].startswith("eager ") and ".cast" not in steps[1]  # no kernel: nothing timed against it
+    assert steps[2:] == ["compiling the model with torch.compile", steps[3]]
+    assert re.fullmatch(r"torch\.compile: [0-9.]+ ms, compiled and timed in \d+ s", steps[3]), steps[3]

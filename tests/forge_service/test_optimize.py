@@ -162,6 +162,7 @@ def test_progress_shows_on_stderr_while_json_keeps_stdout(tmp_path: Path) -> Non
     assert any(line.endswith("measuring the model end to end with model.cast: eager against the .cast")
                for line in steps), steps
     assert any(" measured model.cast (" in line and " eager " in line for line in steps), steps
+    assert any(re.search(r"^\[\d+:\d\d\] end to end: eager [0-9.]+ ms", line) for line in lines), lines
 
 
 def test_candidates_proposed_at_once_are_different_kernels(tmp_path: Path) -> None:
