@@ -3,7 +3,12 @@
 The server process only orchestrates: it never loads candidate code nor touches CUDA. Each
 candidate runs in a process no earlier candidate ran in: forked from its slot's fork server
 (:mod:`gpu_sandbox_service.forkserver`), or started cold when the fork server is turned off
-(``KF_SANDBOX_FORK_SERVER=0``) or cannot start. A re-measure always starts cold.
+(``KF_SANDBOX_FORK_SERVER=0``) or cannot start. A re-measure always starts cold. Where a slot is
+free, the forked process is prepared while the candidate builds (:mod:`gpu_sandbox_service.prepared`).
+
+A result's ``start_s`` runs from the library being ready to the process beginning its checks (a
+wait for a slot included); ``prepared_ahead_s`` is how long before the library the process had
+prepared everything else, time that counts in no phase of the candidate's.
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ from gpu_sandbox_service.isolation import (
 )
 from gpu_sandbox_service.kernel_isolation import choose_kernel_profile
 from gpu_sandbox_service.models import CandidateStatus, Limits, Timing
-from gpu_sandbox_service.pool import Slot, WorkerPool
+from gpu_sandbox_service.pool import Slot, SlotLease, WorkerPool
+from gpu_sandbox_service.prepared import PreparedChild
 from gpu_sandbox_service.pycommand import python_module_command
 from kforge_domain.device import DeviceInfo
 from kforge_domain.evaluate_request import EvaluateRequest, EvaluationOptions
@@ -51,6 +57,7 @@ log = logging.getLogger(__name__)
 
 HARNESS = python_module_command("gpu_sandbox_service.harness")
 FORK_SERVER_SETTING = "KF_SANDBOX_FORK_SERVER"
+LIBRARY_FILE = "candidate.so"
 
 
 def fork_server_default() -> bool:
@@ -136,15 +143,25 @@ class Evaluator:
         if self.limits.static_audit and not audit.allowed:
             return replace(result, verdict=BuildFailure(CandidateStatus.REJECTED, "forbidden by the kernel contract: "
                                                         + "; ".join(audit.violations[:10])))
-        async with self._pool.compile_slots:
-            compiled = await self._compiler.compile(request.source, audit.link_libraries,
-                                                    timing.compile_timeout_s)
-        result = replace(result, compile_s=compiled.compile_s, compiler_flags=compiled.flags)
-        if compiled.library is None:
-            return replace(result, verdict=BuildFailure(CandidateStatus.COMPILE_ERROR, compiled.error),
-                           log_tail=compiled.log)
-        report, log = await self._run(request, timing, compiled.library, verify_fresh=True)
-        result = replace(result, verdict=report.run_figures(), log_tail=log)
+        lease = self._pool.lend() if self.fork_server_enabled else None
+        preparing = asyncio.create_task(self._prepare_child(request, timing, lease)) if lease else None
+        try:
+            async with self._pool.compile_slots:
+                compiled = await self._compiler.compile(request.source, audit.link_libraries,
+                                                        timing.compile_timeout_s)
+            built_at = time.monotonic()
+            result = replace(result, compile_s=compiled.compile_s, compiler_flags=compiled.flags)
+            if compiled.library is None:
+                return replace(result, verdict=BuildFailure(CandidateStatus.COMPILE_ERROR, compiled.error),
+                               log_tail=compiled.log)
+            prepared = await preparing if preparing else None
+            report, log = await self._run(request, timing, compiled.library, verify_fresh=True, prepared=prepared)
+        finally:
+            if preparing:
+                await _discard(preparing)
+        result = replace(result, verdict=report.run_figures(), log_tail=log,
+                         start_s=_since(report.checks_at_s, built_at),
+                         prepared_ahead_s=_since(built_at, report.prepared_at_s))
         if result.passed and request.options.remeasure and _would_be_best(result, timing):
             again, log = await self._run(request, timing, compiled.library, verify_fresh=False, cold=True)
             confirmed = again.status == CandidateStatus.PASSED
@@ -176,37 +193,88 @@ class Evaluator:
             digests.append(request.card.module_program_blob)
         return digests
 
+    async def _prepare_child(self, request: EvaluateRequest, timing: Timing, lease: SlotLease
+                             ) -> PreparedChild | None:
+        """The candidate's process forked on the lent slot and preparing while the candidate builds;
+        None where it cannot be (the slot is given back then)."""
+        try:
+            server = await self._fork_server(lease.slot)
+            if server is None or lease.reclaimed.is_set():
+                lease.end()
+                return None
+            staging = self.scratch / f"run-{uuid.uuid4().hex}"
+            staging.mkdir()
+            try:
+                await asyncio.to_thread(self._stage_inputs, request, staging)
+                run_dir = server.root / staging.name
+                self._write_request(request, timing, run_dir, staging, verify_fresh=True)
+                staging.rename(run_dir)
+            finally:
+                await asyncio.to_thread(shutil.rmtree, staging, True)
+        except BaseException:
+            lease.end()
+            raise
+        child = PreparedChild(lease, server, run_dir, run_dir / LIBRARY_FILE, self.scratch / f"{run_dir.name}.so")
+        started = await child.start(timing.run_timeout_s or self.limits.run_timeout_s, self.limits.output_cap_bytes,
+                                    self.limits.log_tail_bytes)
+        return child if started else None
+
     async def _run(self, request: EvaluateRequest, timing: Timing, library: Path, verify_fresh: bool,
-                   cold: bool = False) -> tuple[HarnessReport, str]:
-        """One candidate process (forked, or ``cold``); its report (synthesised if it died)."""
-        assert self._device is not None and self._pool is not None
+                   cold: bool = False, prepared: PreparedChild | None = None) -> tuple[HarnessReport, str]:
+        """One candidate process (``prepared``, forked, or ``cold``); its report (synthesised if it died)."""
+        timeout = timing.run_timeout_s or self.limits.run_timeout_s
+        slot = await prepared.claim() if prepared else None
+        if prepared is not None and slot is not None:
+            try:
+                outcome, run_dir = await prepared.run(library, timeout), prepared.run_dir
+                if outcome is None:  # its zygote was lost: a cold process, as a forked candidate's would be
+                    outcome, run_dir = await self._staged_run(request, timing, library, verify_fresh, True, slot)
+            finally:
+                prepared.lease.end()
+        else:
+            outcome, run_dir = await self._staged_run(request, timing, library, verify_fresh, cold)
+        return self._verdict(request, outcome, run_dir, timeout)
+
+    async def _staged_run(self, request: EvaluateRequest, timing: Timing, library: Path, verify_fresh: bool,
+                          cold: bool, slot: Slot | None = None) -> tuple[ProcessOutcome, Path]:
+        """Stage the candidate, then run it in ``slot`` (else the next free one): forked from the
+        slot's fork server unless ``cold``, else (or when that zygote is lost) a cold process."""
+        assert self._pool is not None
         staging = self.scratch / f"run-{uuid.uuid4().hex}"
         staging.mkdir()
-        timeout = timing.run_timeout_s or self.limits.run_timeout_s
         try:
             await asyncio.to_thread(self._stage_files, request, library, staging)
+            if slot is not None:
+                return await self._run_in(slot, staging, request, timing, library, verify_fresh, cold)
             async with self._pool.run_slot() as slot:
-                server = None if cold else await self._fork_server(slot)
-                outcome = None
-                if server is not None:
-                    run_dir = server.root / staging.name
-                    self._write_request(request, timing, run_dir, staging, verify_fresh)
-                    staging.rename(run_dir)
-                    try:
-                        outcome = await server.run(run_dir, timeout, self.limits.output_cap_bytes,
-                                                   self.limits.log_tail_bytes)
-                    finally:
-                        if not await asyncio.to_thread(server.scrub):
-                            await server.stop()
-                    if outcome is None:
-                        staging.mkdir()
-                        await asyncio.to_thread(self._stage_files, request, library, staging)
-                if outcome is None:
-                    run_dir = staging
-                    self._write_request(request, timing, run_dir, staging, verify_fresh)
-                    outcome = await self._spawn_in(slot, HARNESS, run_dir, timeout, self._profile, result_pipe=True)
+                return await self._run_in(slot, staging, request, timing, library, verify_fresh, cold)
         finally:
             await asyncio.to_thread(shutil.rmtree, staging, True)
+
+    async def _run_in(self, slot: Slot, staging: Path, request: EvaluateRequest, timing: Timing, library: Path,
+                      verify_fresh: bool, cold: bool) -> tuple[ProcessOutcome, Path]:
+        """``staging`` run in ``slot``; the outcome and the folder it ran in."""
+        timeout = timing.run_timeout_s or self.limits.run_timeout_s
+        server = None if cold else await self._fork_server(slot)
+        if server is not None:
+            run_dir = server.root / staging.name
+            self._write_request(request, timing, run_dir, staging, verify_fresh)
+            staging.rename(run_dir)
+            try:
+                outcome = await server.run(run_dir, timeout, self.limits.output_cap_bytes, self.limits.log_tail_bytes)
+            finally:
+                if not await asyncio.to_thread(server.scrub):
+                    await server.stop()
+            if outcome is not None:
+                return outcome, run_dir
+            staging.mkdir()
+            await asyncio.to_thread(self._stage_files, request, library, staging)
+        self._write_request(request, timing, staging, staging, verify_fresh)
+        return await self._spawn_in(slot, HARNESS, staging, timeout, self._profile, result_pipe=True), staging
+
+    def _verdict(self, request: EvaluateRequest, outcome: ProcessOutcome, run_dir: Path, timeout: float
+                 ) -> tuple[HarnessReport, str]:
+        """The report of the process that ended as ``outcome``, synthesised if it reported none; its log."""
         log = outcome.log_tail.replace(str(run_dir) + "/", "")
         if outcome.timed_out:
             return HarnessReport(status=CandidateStatus.TIMEOUT,
@@ -288,7 +356,11 @@ class Evaluator:
             await server.stop()
 
     def _stage_files(self, request: EvaluateRequest, library: Path, folder: Path) -> None:
-        shutil.copyfile(library, folder / "candidate.so")
+        shutil.copyfile(library, folder / LIBRARY_FILE)
+        self._stage_inputs(request, folder)
+
+    def _stage_inputs(self, request: EvaluateRequest, folder: Path) -> None:
+        """The card's samples and program: all of a run folder but the library."""
         for i, sample in enumerate(request.card.samples):
             _copy_private(self.blobs.path(sample.inputs_blob), folder / f"sample{i}.safetensors")
         if request.card.module_program_blob:
@@ -305,7 +377,7 @@ class Evaluator:
         assert self._device is not None
         program = run_dir / "module.pt2" if request.card.module_program_blob else None
         return HarnessRequest(
-            card=request.card, backend=self.backend, library=str(run_dir / "candidate.so"),
+            card=request.card, backend=self.backend, library=str(run_dir / LIBRARY_FILE),
             sample_inputs=[str(run_dir / f"sample{i}.safetensors") for i in range(len(request.card.samples))],
             module_program=str(program) if program else None, fresh_input_sets=timing.fresh_input_sets,
             timing_runs=timing.timing_runs, warmup_runs=timing.warmup_runs, verify_fresh=verify_fresh,
@@ -314,6 +386,23 @@ class Evaluator:
             copy_bandwidth_by_size=list(self._device.copy_bandwidth_by_size), l2_bytes=self._device.l2_bytes,
             floor_slack=self.limits.floor_slack, seed=int.from_bytes(os.urandom(4), "little"),
         )
+
+
+async def _discard(preparing: asyncio.Task[PreparedChild | None]) -> None:
+    """The prepared child killed and its slot scrubbed and given back, unless it ran its candidate
+    (then this does nothing). Its preparation is awaited, not cut short, unless this is cancelled."""
+    try:
+        await asyncio.wait([preparing])
+    finally:
+        if not preparing.done():
+            preparing.cancel()  # its own end gives the slot back
+    if not preparing.cancelled() and preparing.exception() is None and (child := preparing.result()):
+        await child.cancel()
+
+
+def _since(later: float | None, earlier: float | None) -> float:
+    """Seconds from ``earlier`` to ``later`` (0 when either is unknown or ``later`` is earlier)."""
+    return max(0.0, later - earlier) if later is not None and earlier is not None else 0.0
 
 
 def _would_be_best(result: CandidateResult, timing: Timing) -> bool:

@@ -110,13 +110,34 @@ class ForkServer:
         None when the zygote was lost meanwhile (it is stopped then): the caller runs the
         candidate again in a fresh process rather than guess its verdict.
         """
-        assert self._reader is not None and self._writer is not None
+        if not await self.submit(job_dir, timeout_s, output_cap_bytes, log_tail_bytes):
+            return None
+        return await self.outcome(timeout_s)
+
+    async def submit(self, job_dir: Path, timeout_s: float, output_cap_bytes: int, log_tail_bytes: int,
+                     held: bool = False) -> bool:
+        """Fork ``job_dir``'s child; a ``held`` one stops once prepared (everything but the
+        candidate) until :meth:`release` or :meth:`cancel`. Every job's :meth:`outcome` must be read
+        before the next. False when the zygote was lost (it is stopped then)."""
         self.candidates += 1
-        job = {"dir": job_dir.name, "timeout_s": timeout_s, "output_cap": output_cap_bytes,
-               "log_tail": log_tail_bytes}
+        return await self._tell({"dir": job_dir.name, "timeout_s": timeout_s, "output_cap": output_cap_bytes,
+                                 "log_tail": log_tail_bytes, "held": held})
+
+    async def release(self) -> bool:
+        """Let the held child go on to its candidate, whose library is now in its folder; its
+        timeout starts now. False when the zygote was lost."""
+        return await self._tell({"go": True})
+
+    async def cancel(self) -> None:
+        """Have the held child killed before its candidate ever ran, and wait until it is gone."""
+        if await self._tell({"cancel": True}):
+            await self.outcome(0.0)
+
+    async def outcome(self, timeout_s: float) -> ProcessOutcome | None:
+        """How the submitted child ended, at most ``timeout_s`` (and a grace) from now; None when the
+        zygote was lost (it is stopped then)."""
+        assert self._reader is not None
         try:
-            self._writer.write(json.dumps(job).encode() + b"\n")
-            await self._writer.drain()
             line = await asyncio.wait_for(self._reader.readline(), timeout_s + REPLY_GRACE_S)
         except (asyncio.TimeoutError, ConnectionError, ValueError):
             line = b""
@@ -133,6 +154,18 @@ class ForkServer:
         return ProcessOutcome(returncode=int(reply["returncode"]), timed_out=bool(reply["timed_out"]),
                               output_overflow=bool(reply["output_overflow"]), log_tail=str(reply["log_tail"]),
                               result=base64.b64decode(reply["result"]), wall_s=float(reply["wall_s"]))
+
+    async def _tell(self, message: dict[str, object]) -> bool:
+        if self._writer is None:
+            return False
+        try:
+            self._writer.write(json.dumps(message).encode() + b"\n")
+            await self._writer.drain()
+        except ConnectionError:
+            log.warning("the fork server in %s was lost", self.root)
+            await self.stop()
+            return False
+        return True
 
     def scrub(self) -> bool:
         """Empty ``root`` after a candidate (its processes are dead by then); True when empty."""

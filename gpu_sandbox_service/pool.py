@@ -10,6 +10,11 @@ pool is built, so each listed GPU gets one slot whose processes see that GPU alo
 Each candidate gets a fresh process in its slot (forked from the slot's fork server, or started
 cold), so a sticky CUDA error dies with the process that caused it and the next candidate starts
 clean.
+
+A slot can also be lent (:meth:`WorkerPool.lend`) to a candidate that is still building, whose
+process prepares meanwhile (:mod:`gpu_sandbox_service.prepared`); lent only when free and no
+built candidate waits, and reclaimed as soon as one does, so a building candidate never keeps
+a built one from running. Slots go to waiting candidates in the order they asked.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -77,6 +83,32 @@ class Slot:
     env: dict[str, str]
 
 
+class SlotLease:
+    """A run slot lent to a candidate still building. ``reclaimed`` is set when a built candidate
+    wants a slot: the borrower then gives it back (:meth:`end`) instead of keeping it."""
+
+    def __init__(self, pool: WorkerPool, slot: Slot) -> None:
+        self.slot = slot
+        self.reclaimed = asyncio.Event()
+        self._pool: WorkerPool | None = pool
+
+    def keep(self) -> bool:
+        """Hold the slot for the borrower's own run, now that it is built: no longer reclaimable.
+        False when it was reclaimed meanwhile (the borrower gives it back) or already given back."""
+        if self._pool is None or self.reclaimed.is_set():
+            return False
+        self._pool._lent.remove(self)
+        return True
+
+    def end(self) -> None:
+        """Give the slot back (once; kept or not)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            if self in pool._lent:
+                pool._lent.remove(self)
+            pool._give_back(self.slot)
+
+
 class WorkerPool:
     """Hands out run slots (each with its process environment) and bounds parallel compiles."""
 
@@ -87,16 +119,51 @@ class WorkerPool:
             slots = [{} for _ in range(max(1, workers or 1))]
         self.size = len(slots)
         self.candidate_slots = candidate_slots(backend, self.size)
-        self._free: asyncio.Queue[Slot] = asyncio.Queue()
-        for index, env in enumerate(slots):
-            self._free.put_nowait(Slot(index, env))
+        self._free = deque(Slot(index, env) for index, env in enumerate(slots))
+        self._waiting: deque[asyncio.Future[Slot]] = deque()
+        self._lent: list[SlotLease] = []
         self.compile_slots = asyncio.Semaphore(max(1, os.cpu_count() or 1))
 
     @contextlib.asynccontextmanager
     async def run_slot(self) -> AsyncIterator[Slot]:
-        """Exclusive use of one device slot."""
-        slot = await self._free.get()
+        """Exclusive use of one device slot, for a candidate that is ready to run."""
+        slot = await self._take()
         try:
             yield slot
         finally:
-            self._free.put_nowait(slot)
+            self._give_back(slot)
+
+    def lend(self) -> SlotLease | None:
+        """A free slot for a candidate that is still building; None when none is free or a
+        built candidate waits for one."""
+        if not self._free or self._waiting:
+            return None
+        lease = SlotLease(self, self._free.popleft())
+        self._lent.append(lease)
+        return lease
+
+    async def _take(self) -> Slot:
+        if self._free and not self._waiting:
+            return self._free.popleft()
+        waiter: asyncio.Future[Slot] = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        unasked = [lease for lease in self._lent if not lease.reclaimed.is_set()]
+        if unasked:
+            unasked[-1].reclaimed.set()  # the latest lent: its build has the longest to go
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._give_back(waiter.result())
+            elif waiter in self._waiting:
+                self._waiting.remove(waiter)
+            raise
+
+    def _give_back(self, slot: Slot) -> None:
+        """To the candidate that has waited longest, else free."""
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(slot)
+                return
+        self._free.append(slot)

@@ -29,6 +29,8 @@ class CandidateResult:
     arch: str = ""  # "sm_90", or "cpu-x86_64"
     sandbox_id: str = ""
     remeasured: bool = False  # timing confirmed in a fresh process
+    start_s: float = 0.0  # from the library ready to the candidate's checks beginning (the process's start)
+    prepared_ahead_s: float = 0.0  # how long before the library was ready its process had prepared all else
     artifact: bytes = b""  # the compiled shared object, PASSED only; the run store keeps it as a blob
 
     @property

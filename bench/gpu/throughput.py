@@ -3,9 +3,14 @@ and candidates per minute with 1 and 2 sandboxes, and with one sandbox sent as m
 it takes (``pip``: on cuda the next build overlaps the current run), on a small card and a large one.
 
 Every candidate carries a nonce so the compile cache never serves it. The split comes from the
-evaluator's own ``compile_s`` and ``total_s`` and from the same harness session run in this
-process on the same card: ``start`` is what the isolated process adds (its start, imports,
-staging and reporting), ``checks`` the references plus verification, ``timing`` the timed series.
+evaluator's own figures and from the same harness session run in this process on the same card:
+``build`` is ``compile_s``; ``start`` the evaluator's ``start_s``, from the library being ready to
+the candidate's process beginning its checks (its start, CUDA, inputs and references, as far as
+they did not overlap the build: a process prepared while its candidate builds waits for the
+library, and that wait counts nowhere); ``checks`` the verification and ``timing`` the timed
+series, both measured in this process; ``other`` the rest of ``total_s`` (audit, staging, the
+report, the process's end and the slot's scrub). ``ahead`` is ``prepared_ahead_s``: how long
+before the library the process had prepared everything else.
 
     python bench/gpu/throughput.py OUT_DIR [--backend cpu|cuda] [--candidates N] [--big-mb MB]
 """
@@ -35,6 +40,7 @@ from gpu_sandbox_service.evaluator import Evaluator, timing_of  # noqa: E402
 from gpu_sandbox_service.harness.session import Session  # noqa: E402
 from kforge_domain.card import OperatorCard  # noqa: E402
 from kforge_domain.evaluate_request import EvaluateRequest, EvaluationOptions  # noqa: E402
+from kforge_domain.result import CandidateResult  # noqa: E402
 from packager.abi import KernelLibrary  # noqa: E402
 
 CORPUS = REPO / "tests" / "gpu_sandbox_service" / "corpus"
@@ -85,9 +91,13 @@ async def one_sandbox(evaluator: Evaluator, card: OperatorCard, n: int, options:
     rows: list[dict[str, object]] = []
     for _ in range(n):
         result = await evaluator.evaluate(fresh_request(card, evaluator.backend, options))
-        rows.append({"status": result.status.value, "total_s": result.total_s, "compile_s": result.compile_s,
-                     "error": result.error_message[:200]})
+        rows.append(_row(result))
     return rows
+
+
+def _row(result: CandidateResult) -> dict[str, object]:
+    return {"status": result.status.value, "total_s": result.total_s, "compile_s": result.compile_s,
+            "start_s": result.start_s, "prepared_ahead_s": result.prepared_ahead_s, "error": result.error_message[:200]}
 
 
 async def pipelined(evaluator: Evaluator, card: OperatorCard, n: int, options: EvaluationOptions
@@ -99,8 +109,7 @@ async def pipelined(evaluator: Evaluator, card: OperatorCard, n: int, options: E
     async def one() -> dict[str, object]:
         async with slots:
             result = await evaluator.evaluate(fresh_request(card, evaluator.backend, options))
-        return {"status": result.status.value, "total_s": result.total_s, "compile_s": result.compile_s,
-                "error": result.error_message[:200]}
+        return _row(result)
 
     started = time.perf_counter()
     rows = await asyncio.gather(*(one() for _ in range(n)))
@@ -130,17 +139,18 @@ async def measure_card(root: Path, backend: str, label: str, megabytes: float, n
         if close is not None:
             await close()
     totals = [float(r["total_s"]) for r in rows]  # type: ignore[arg-type]
-    builds = [float(r["compile_s"]) for r in rows]  # type: ignore[arg-type]
     references = statistics.median(p["references_s"] for p in phases)
     verify = statistics.median(p["verify_s"] for p in phases)
     timing = statistics.median(p["timing_s"] for p in phases)
-    total, build = statistics.median(totals), statistics.median(builds)
+    total, build, start, ahead = (statistics.median(float(r[key]) for r in rows)  # type: ignore[arg-type]
+                                  for key in ("total_s", "compile_s", "start_s", "prepared_ahead_s"))
     return {
         "card": label, "input_mb": megabytes, "candidates": n,
         "statuses": sorted({str(r["status"]) for r in rows + pipelined_rows + [r for b in both for r in b]}),
         "not_passed": [r for r in pipelined_rows + [r for b in both for r in b] if r["status"] != "PASSED"],
-        "median_total_s": total, "build_s": build, "start_s": max(0.0, total - build - references - verify - timing),
-        "checks_s": references + verify, "timing_s": timing,
+        "median_total_s": total, "build_s": build, "start_s": start, "checks_s": verify, "timing_s": timing,
+        "other_s": max(0.0, total - build - start - verify - timing), "prepared_ahead_s": ahead,
+        "references_s": references,
         "per_minute_1": 60.0 / (sum(totals) / len(totals)), "per_minute_2": 60.0 * 2 * n / two_s,
         "per_minute_pipelined": per_minute_pipelined,
         "fork_server": getattr(evaluators[0], "fork_server_enabled", False), "rows": rows,
@@ -161,12 +171,13 @@ def main() -> None:
         os.chmod(tmp, 0o755)  # as a served sandbox's --work-dir: a root server's candidates may run as nobody
         cards = [asyncio.run(measure_card(Path(tmp) / name, args.backend, name, mb, args.candidates, options))
                  for name, mb in (("small", 1.0), ("large", big))]
-    print(f"{'card':6} {'MB':>6} {'total s':>8} {'build':>7} {'start':>7} {'checks':>7} {'timing':>7} "
-          f"{'/min x1':>8} {'/min x2':>8} {'/min pip':>8}  statuses")
+    print(f"{'card':6} {'MB':>6} {'total s':>8} {'build':>7} {'start':>7} {'checks':>7} {'timing':>7} {'other':>7} "
+          f"{'ahead':>7} {'/min x1':>8} {'/min x2':>8} {'/min pip':>8}  statuses")
     for c in cards:
         print(f"{c['card']:6} {c['input_mb']:>6g} {c['median_total_s']:>8.2f} {c['build_s']:>7.2f} "
-              f"{c['start_s']:>7.2f} {c['checks_s']:>7.2f} {c['timing_s']:>7.2f} {c['per_minute_1']:>8.1f} "
-              f"{c['per_minute_2']:>8.1f} {c['per_minute_pipelined']:>8.1f}  {','.join(c['statuses'])}")  # type: ignore[arg-type]
+              f"{c['start_s']:>7.2f} {c['checks_s']:>7.2f} {c['timing_s']:>7.2f} {c['other_s']:>7.2f} "
+              f"{c['prepared_ahead_s']:>7.2f} {c['per_minute_1']:>8.1f} {c['per_minute_2']:>8.1f} "
+              f"{c['per_minute_pipelined']:>8.1f}  {','.join(c['statuses'])}")  # type: ignore[arg-type]
     args.out_dir.mkdir(parents=True, exist_ok=True)
     device = torch.cuda.get_device_name() if args.backend == "cuda" else platform.processor() or platform.machine()
     out = args.out_dir / f"throughput_{args.backend}{'_' + args.label if args.label else ''}.json"

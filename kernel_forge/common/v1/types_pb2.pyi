@@ -107,7 +107,7 @@ class BlobChunk(_message.Message):
     def __init__(self, sha256: _Optional[str] = ..., offset: _Optional[int] = ..., total_size: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class CandidateResult(_message.Message):
-    __slots__ = ("candidate_id", "status", "latency_us", "latency_spread_us", "eager_latency_us", "eager_spread_us", "speedup", "rel_l2_error", "max_scaled_error", "audit_class", "error_message", "log_tail", "compile_s", "total_s", "source_sha256", "compiler_flags", "toolchain", "arch", "sandbox_id", "artifact", "floor_us", "remeasured", "workspace_bytes")
+    __slots__ = ("candidate_id", "status", "latency_us", "latency_spread_us", "eager_latency_us", "eager_spread_us", "speedup", "rel_l2_error", "max_scaled_error", "audit_class", "error_message", "log_tail", "compile_s", "total_s", "source_sha256", "compiler_flags", "toolchain", "arch", "sandbox_id", "artifact", "floor_us", "remeasured", "workspace_bytes", "start_s", "prepared_ahead_s")
     CANDIDATE_ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     LATENCY_US_FIELD_NUMBER: _ClassVar[int]
@@ -131,6 +131,8 @@ class CandidateResult(_message.Message):
     FLOOR_US_FIELD_NUMBER: _ClassVar[int]
     REMEASURED_FIELD_NUMBER: _ClassVar[int]
     WORKSPACE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    START_S_FIELD_NUMBER: _ClassVar[int]
+    PREPARED_AHEAD_S_FIELD_NUMBER: _ClassVar[int]
     candidate_id: str
     status: CandidateStatus
     latency_us: float
@@ -154,7 +156,9 @@ class CandidateResult(_message.Message):
     floor_us: float
     remeasured: bool
     workspace_bytes: int
-    def __init__(self, candidate_id: _Optional[str] = ..., status: _Optional[_Union[CandidateStatus, str]] = ..., latency_us: _Optional[float] = ..., latency_spread_us: _Optional[float] = ..., eager_latency_us: _Optional[float] = ..., eager_spread_us: _Optional[float] = ..., speedup: _Optional[float] = ..., rel_l2_error: _Optional[float] = ..., max_scaled_error: _Optional[float] = ..., audit_class: _Optional[str] = ..., error_message: _Optional[str] = ..., log_tail: _Optional[str] = ..., compile_s: _Optional[float] = ..., total_s: _Optional[float] = ..., source_sha256: _Optional[str] = ..., compiler_flags: _Optional[str] = ..., toolchain: _Optional[str] = ..., arch: _Optional[str] = ..., sandbox_id: _Optional[str] = ..., artifact: _Optional[bytes] = ..., floor_us: _Optional[float] = ..., remeasured: _Optional[bool] = ..., workspace_bytes: _Optional[int] = ...) -> None: ...
+    start_s: float
+    prepared_ahead_s: float
+    def __init__(self, candidate_id: _Optional[str] = ..., status: _Optional[_Union[CandidateStatus, str]] = ..., latency_us: _Optional[float] = ..., latency_spread_us: _Optional[float] = ..., eager_latency_us: _Optional[float] = ..., eager_spread_us: _Optional[float] = ..., speedup: _Optional[float] = ..., rel_l2_error: _Optional[float] = ..., max_scaled_error: _Optional[float] = ..., audit_class: _Optional[str] = ..., error_message: _Optional[str] = ..., log_tail: _Optional[str] = ..., compile_s: _Optional[float] = ..., total_s: _Optional[float] = ..., source_sha256: _Optional[str] = ..., compiler_flags: _Optional[str] = ..., toolchain: _Optional[str] = ..., arch: _Optional[str] = ..., sandbox_id: _Optional[str] = ..., artifact: _Optional[bytes] = ..., floor_us: _Optional[float] = ..., remeasured: _Optional[bool] = ..., workspace_bytes: _Optional[int] = ..., start_s: _Optional[float] = ..., prepared_ahead_s: _Optional[float] = ...) -> None: ...
 
 class Cost(_message.Message):
     __slots__ = ("prompt_tokens", "completion_tokens", "usd", "llm_calls")
