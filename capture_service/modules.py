@@ -22,6 +22,7 @@ from capture_service.ops import OpTraits
 from capture_service.program_graph import program_graph
 from capture_service.recorder import MUTATES, OperatorRecorder
 from capture_service.records import CallSample, SamplePolicy, VariantRecord, cpu_copy
+from kforge_torch.eviction import held_tensors
 from packager.variant import (
     STATE_KWARG,
     UnsupportedArgument,
@@ -188,6 +189,7 @@ class ModuleRecorder:
             op=qualified_class_name(module),
             outputs=[tensor_spec(t) for t in outputs],
             eager_call=_module_eager_call(module, template),
+            eager_state=held_tensors(module),
         )
         if not outputs:
             record.mark_not_optimisable(NO_TENSOR_OUTPUT)

@@ -41,6 +41,9 @@ class VariantRecord:
     # The call bound to the given inputs (template order), its arguments decoded once, so that
     # timing it measures the call alone; None when it cannot be replayed.
     eager_call: Callable[[Sequence[torch.Tensor]], Callable[[], Any]] | None
+    # What the bound call reads besides its inputs (a live module's parameters and buffers):
+    # evicted with the inputs before each timed call on the cpu.
+    eager_state: list[torch.Tensor] = field(default_factory=list)
     call_count: int = 0
     module_paths: list[str] = field(default_factory=list)
     samples: list[CallSample] = field(default_factory=list)

@@ -122,7 +122,8 @@ def _time_records(
         timer = timer or EagerTimer(device, timing)
         try:
             with options.grad_context():
-                eager = timer.time(record.eager_call(record.samples[0].inputs))
+                inputs = record.samples[0].inputs
+                eager = timer.time(record.eager_call(inputs), [*inputs, *record.eager_state])
         except Exception as exc:
             record.mark_not_optimisable(f"re-running the captured call failed: {describe_exception(exc)}")
             continue

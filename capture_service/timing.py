@@ -2,7 +2,8 @@
 
 Each call is timed by :class:`kforge_torch.timing.Timer`, as the sandbox's harness times eager
 and candidates: the last-level cache flushed before every call (by the same cache size the
-sandbox's device probe reports), device work only (on cuda, events on a stream of the timer's
+sandbox's device probe reports; on the cpu, the call's operands evicted instead, as the
+sandbox's first measurement of a candidate does), device work only (on cuda, events on a stream of the timer's
 own, the host's launch hidden behind the flush), warm-up first, then the median and the
 interquartile range of the calls (:class:`kforge_torch.timing.Summary`). A card's eager time at
 capture and in the sandbox can then differ by what the machine did, never by how it was timed.
@@ -18,12 +19,13 @@ no fewer than ``min_reps`` and no more than ``max_reps``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from kforge_torch.caches import last_level_cache_bytes
+from kforge_torch.eviction import machine_evictor
 from kforge_torch.timing import Summary, Timer
 
 
@@ -51,10 +53,13 @@ class EagerTimer:
         self.device = device
         self.policy = policy
         self._stream = torch.cuda.Stream(device) if device.type == "cuda" else None
-        self._timer = Timer(device.type, last_level_cache_bytes(device), self._stream)
+        evictor = machine_evictor() if device.type == "cpu" else None
+        self._timer = Timer(device.type, last_level_cache_bytes(device), self._stream, evictor)
 
-    def time(self, call: Callable[[], object]) -> Summary:
-        """The median and spread of ``call()`` in microseconds, within the policy's budget."""
+    def time(self, call: Callable[[], object], operands: Sequence[torch.Tensor] | None = None) -> Summary:
+        """The median and spread of ``call()`` in microseconds, within the policy's budget;
+        ``operands`` (what the call reads and writes) are evicted before each call where the timer
+        evicts (:class:`kforge_torch.timing.Timer`)."""
         policy = self.policy
         for _ in range(policy.warmup):
             call()
@@ -65,5 +70,5 @@ class EagerTimer:
         while len(samples_us) < policy.max_reps and (
             len(samples_us) < policy.min_reps or time.perf_counter() < deadline
         ):
-            samples_us.append(self._timer.time_us(call))
+            samples_us.append(self._timer.time_us(call, operands))
         return Summary.of(samples_us)

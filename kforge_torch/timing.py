@@ -5,7 +5,10 @@ The sandbox's harness times candidates and eager with it, interleaved; capture t
 eager call with it. One method, so a card's eager time differs between the two only by what the
 machine does, never by how it was measured.
 
-cpu: ``perf_counter_ns`` around the call. cuda: events on the timer's stream, recorded with no
+cpu: ``perf_counter_ns`` around the call; where the caller names the call's operands and an
+evictor is given (:mod:`kforge_torch.eviction`), the cold start evicts those operands and what the
+previous call returned, instead of writing twice the last-level cache (19 ms a call on a 105 MiB
+L3). cuda: events on the timer's stream, recorded with no
 host wait between them (a host synchronisation inside the window would add its own tens of
 microseconds to every call), plus an end event on the legacy default stream, which waits for
 every blocking stream of the device: the time is the later of the two ends, so work a call puts
@@ -23,10 +26,13 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
+from torch.utils._pytree import tree_leaves
+
+from kforge_torch.eviction import Evictor, storages
 
 #: Device cycles spun after the flush (~50 µs at 2 GHz): longer than a slow host launch.
 LAUNCH_COVER_CYCLES = 100_000
@@ -94,15 +100,20 @@ class Timer:
 
     ``l2_bytes`` is the cache to flush (:func:`kforge_torch.caches.last_level_cache_bytes`): the
     flush writes twice that. ``stream`` (cuda only, required there) is where the calls run.
+    ``evictor`` (cpu only): calls timed with their operands named are started cold by evicting
+    those instead; the flush buffer is then allocated only if a call comes without them.
     """
 
-    def __init__(self, backend: str, l2_bytes: int, stream: torch.cuda.Stream | None = None) -> None:
+    def __init__(self, backend: str, l2_bytes: int, stream: torch.cuda.Stream | None = None,
+                 evictor: Evictor | None = None) -> None:
         self.backend = backend
         self.stream = stream
-        device = "cuda" if backend == "cuda" else "cpu"
-        flush_bytes = max(2 * l2_bytes, MIN_FLUSH_BYTES)
-        self._flush_buffer = torch.empty(flush_bytes // 4, dtype=torch.int32, device=device)
+        self.evictor = evictor if backend != "cuda" else None
+        self._device = "cuda" if backend == "cuda" else "cpu"
+        self._flush_bytes = max(2 * l2_bytes, MIN_FLUSH_BYTES)
+        self._flush_buffer: torch.Tensor | None = None
         self._flush_value = 0
+        self._returned: list[torch.Tensor] = []  # what the last evicting call returned, evicted before the next
         if backend == "cuda":
             self._start = torch.cuda.Event(enable_timing=True)
             self._end = torch.cuda.Event(enable_timing=True)
@@ -111,6 +122,8 @@ class Timer:
     def flush(self) -> None:
         """Evict the inputs and outputs from the cache by writing a buffer twice its size."""
         self._flush_value += 1
+        if self._flush_buffer is None:
+            self._flush_buffer = torch.empty(self._flush_bytes // 4, dtype=torch.int32, device=self._device)
         if self.stream is not None:
             with torch.cuda.stream(self.stream):
                 self._flush_buffer.fill_(self._flush_value)
@@ -118,13 +131,38 @@ class Timer:
         else:
             self._flush_buffer.fill_(self._flush_value)
 
-    def time_us(self, call: Callable[[], object]) -> float:
-        """Microseconds of one call, cache flushed first."""
+    @property
+    def evicts(self) -> bool:
+        """Whether calls timed with their operands start cold by eviction, not by the flush."""
+        return self.evictor is not None
+
+    @property
+    def cold_start_words(self) -> str:
+        """How a call timed with its operands starts cold, in words."""
+        flush = f"writing {self._flush_bytes / 2**20:.0f} MiB (twice the last-level cache)"
+        return f"evicting its operands from every cache level, or {flush} where cheaper" if self.evicts else flush
+
+    def cold_start(self, operands: Sequence[torch.Tensor] | None = None) -> None:
+        """Empty the caches for the next call: where the timer evicts and ``operands`` (every tensor
+        the call reads or writes that it does not allocate) are named, evict them and what the last
+        call returned, unless they outweigh the flush; else flush."""
+        if self.evictor is not None and operands is not None:
+            touched = storages([*operands, *self._returned])
+            if sum(touched.values()) <= self._flush_bytes:
+                self.evictor.evict_storages(touched)
+                return
         self.flush()
+
+    def time_us(self, call: Callable[[], object], operands: Sequence[torch.Tensor] | None = None) -> float:
+        """Microseconds of one call, its caches emptied first (:meth:`cold_start`)."""
+        self.cold_start(operands)
         if self.backend != "cuda":
             started = time.perf_counter_ns()
-            call()
-            return (time.perf_counter_ns() - started) / 1e3
+            returned = call()
+            elapsed_ns = time.perf_counter_ns() - started
+            if self.evictor is not None:
+                self._returned = [t for t in tree_leaves(returned) if isinstance(t, torch.Tensor)]
+            return elapsed_ns / 1e3
         assert self.stream is not None
         self._start.record(self.stream)
         with torch.cuda.stream(self.stream):

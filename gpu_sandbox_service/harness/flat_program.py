@@ -106,11 +106,16 @@ class FlatProgram:
         own wrapper aside): capture's time of the live module includes it, and calling ``forward``
         directly made the reference cheaper than the live module on small modules (``nn.ReLU`` on
         8x64 floats: 0.76 of its time on a CPU), which would understate a kernel's speedup."""
+        return self.call_on(with_state(self.module, state), args, kwargs)
+
+    def call_on(self, module: torch.fx.GraphModule, args: Sequence[object],
+                kwargs: Mapping[str, object]) -> Callable[[], tuple[object, ...]]:
+        """:meth:`bind` with the program's copy holding the card's state made by the caller
+        (:func:`with_state` of :attr:`module`), who may need to know its tensors."""
         positional, keywords = self.in_spec.children()
         if len(args) != positional.num_children or set(kwargs) != set(keywords.context):
             raise TypeError(f"the program takes {positional.num_children} positional arguments and keywords "
                             f"{sorted(keywords.context)}; the call has {len(args)} and {sorted(kwargs)}")
-        module = with_state(self.module, state)
         flat = tree_flatten_spec((list(args), dict(kwargs)), self.in_spec)
         return cast(Callable[[], tuple[object, ...]], functools.partial(torch.nn.Module.__call__, module, *flat))
 

@@ -30,6 +30,8 @@ class HarnessRequest(BaseModel):
     copy_bandwidth_gbps: float = 0.0
     copy_bandwidth_by_size: list[BandwidthAtSize] = Field(default_factory=list)
     l2_bytes: int = 0
+    # cpu: the cache-line eviction helper (kforge_torch.eviction); None: every timed call flushes the cache
+    evict_library: str | None = None
     floor_slack: float = 0.9
     seed: int = 0
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import cast
+from typing import NamedTuple, cast
 
 import torch
 
 from gpu_sandbox_service.harness.flat_program import FlatProgram, with_state
 from kforge_domain.card import OperatorCard
+from kforge_torch.eviction import held_tensors
 from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG, decode_call
 
 
@@ -108,14 +109,28 @@ class Reference:
         """A zero-argument eager call bound to ``tensors``: arguments decoded and state loaded once,
         so timing it measures the op and nothing else. A module card's program is called on its
         inputs flattened once (:class:`FlatProgram`) and returns its flat outputs."""
+        return self.bind(tensors).call
+
+    def bind(self, tensors: Sequence[torch.Tensor]) -> BoundEager:
+        """:meth:`eager_call`, with the tensors the call reads besides ``tensors``."""
         args, kwargs = decode_call(self.card.template, list(tensors))
         if self._overload is not None:
             overload = self._overload
-            return lambda: overload(*args, **kwargs)
+            return BoundEager(lambda: overload(*args, **kwargs), [])
         state = cast(list[tuple[str, torch.Tensor]] | None, kwargs.pop(STATE_KWARG, None))
         kwargs.pop(ATTRIBUTES_KWARG, None)  # the exported program has them built in
         if self._flat is not None:
-            return self._flat.bind(args, kwargs, state)
+            program = with_state(self._flat.module, state)
+            return BoundEager(self._flat.call_on(program, args, kwargs), held_tensors(program))
         assert self._module is not None
         module = with_state(self._module, state)
-        return lambda: module(*args, **kwargs)
+        return BoundEager(lambda: module(*args, **kwargs), held_tensors(module))
+
+
+class BoundEager(NamedTuple):
+    """An eager call bound to its tensors, and the tensors it reads besides them: a module card's
+    program's own copy of its parameters, buffers and constants. A cold start evicts both."""
+
+    call: Callable[[], object]
+    state: list[torch.Tensor]
+

@@ -28,6 +28,7 @@ from gpu_sandbox_service.harness.timing import escaped_work
 from gpu_sandbox_service.models import CandidateStatus
 from kforge_domain.blobs import INPUT_PREFIX, sample_key
 from kforge_domain.floor import CopyBandwidth, memory_floor_us
+from kforge_torch.eviction import EvictionUnavailable, Evictor
 from kforge_torch.timing import Summary, Timer, median_settled
 from packager.abi import AbiError, KernelLibrary, allocate_workspace
 from packager.variant import decode_call
@@ -69,6 +70,11 @@ class Buffers:
         for tensor, value in zip(self.inputs, values, strict=True):
             assign(tensor, value)
 
+    def operands(self) -> list[torch.Tensor]:
+        """Every tensor a candidate's call reads or writes."""
+        workspace = [] if self.workspace is None else [self.workspace]
+        return [*self.inputs, *self.outputs, *workspace]
+
     def poison(self, variant: int) -> None:
         """Outputs made detectable if left unwritten, and the workspace filled with garbage."""
         for j, out in enumerate(self.outputs):
@@ -88,7 +94,7 @@ class Session:
         self.reference = Reference(self.card, Path(request.module_program) if request.module_program else None)
         self.input_sets = self._input_sets()
         self.references, self.aliases = self._references()
-        self.timer = Timer(request.backend, request.l2_bytes, self.stream)
+        self.timer = Timer(request.backend, request.l2_bytes, self.stream, _evictor(request.evict_library))
         self.worst_rel_l2 = 0.0
         self.worst_max_scaled = 0.0
 
@@ -207,7 +213,9 @@ class Session:
             buffers.load(values)
         if self.stream is not None:
             torch.cuda.synchronize()
-        eager = [self.reference.eager_call(b.inputs) for b in sets]
+        print(f"timing: each call starts cold by {self.timer.cold_start_words}", flush=True)
+        bound = [self.reference.bind(b.inputs) for b in sets]
+        eager = [b.call for b in bound]
         stream = self.stream.cuda_stream if self.stream else None
         failures: list[int] = []
 
@@ -227,9 +235,10 @@ class Session:
                 if which == 0:
                     with self.on_harness_stream():
                         sets[s].poison(0)
-                    candidate_us.append(self.timer.time_us(lambda s=s: candidate(sets[s])))  # type: ignore[misc]
+                    candidate_us.append(self.timer.time_us(lambda s=s: candidate(sets[s]),  # type: ignore[misc]
+                                                           sets[s].operands()))
                 else:
-                    eager_us.append(self.timer.time_us(eager[s]))
+                    eager_us.append(self.timer.time_us(eager[s], [*sets[s].inputs, *bound[s].state]))
             if self.clearly_slower(candidate_us, eager_us):
                 print(f"timing stopped after {len(candidate_us)} of {self.request.timing_runs} calls: clearly "
                       f"slower than the card's best speedup of {self.request.best_speedup:.3g}", flush=True)
@@ -281,6 +290,18 @@ class Session:
         an input is counted once. None where eager, timed here alongside the candidate, beats it."""
         bandwidth = CopyBandwidth(self.request.copy_bandwidth_gbps, tuple(self.request.copy_bandwidth_by_size))
         return memory_floor_us(self.card.inputs, self.card.outputs, bandwidth, self.aliases, eager_us)
+
+
+def _evictor(library: str | None) -> Evictor | None:
+    """The eviction helper the sandbox staged (cpu), None where it staged none or it does not load:
+    the timer then flushes the whole cache before every call."""
+    if library is None:
+        return None
+    try:
+        return Evictor(Path(library))
+    except EvictionUnavailable as exc:
+        print(f"timing flushes the whole cache: {exc}", flush=True)
+        return None
 
 
 def run_session(request: HarnessRequest, prepared: Callable[[], None] = lambda: None) -> HarnessReport:

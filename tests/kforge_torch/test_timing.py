@@ -34,11 +34,14 @@ def test_a_median_is_settled_when_its_interval_is_tight_whatever_a_few_outliers_
 
 
 def test_the_flush_writes_twice_the_cache_and_no_less_than_a_mebibyte() -> None:
-    timer = Timer("cpu", 3 * MIN_FLUSH_BYTES)
+    timer, small = Timer("cpu", 3 * MIN_FLUSH_BYTES), Timer("cpu", 0)
+    assert timer._flush_buffer is None, "allocated at the first flush: a timer that evicts never needs it"
+    timer.flush()
+    timer.flush()
+    small.flush()
+    assert timer._flush_buffer is not None and small._flush_buffer is not None
     assert timer._flush_buffer.numel() * 4 == 6 * MIN_FLUSH_BYTES
-    assert Timer("cpu", 0)._flush_buffer.numel() * 4 == MIN_FLUSH_BYTES
-    timer.flush()
-    timer.flush()
+    assert small._flush_buffer.numel() * 4 == MIN_FLUSH_BYTES
     assert bool((timer._flush_buffer == 2).all())  # every byte written again, each time with a new value
 
 

@@ -1,0 +1,119 @@
+"""Cold caches on the CPU without writing the whole last-level cache before every timed call.
+
+The timer's cold start (:mod:`kforge_torch.timing`) writes a buffer twice the last-level cache:
+on a CPU with a 105 MiB L3 that is 19 ms a call, most of a candidate's evaluation. What the
+flush is for is that a call finds none of its operands cached; evicting exactly those lines
+(``clflushopt`` or ``clflush`` on x86, ``dc civac`` on arm64, :file:`evict.c`) gives that for what the operands
+weigh. The helper is a small C library built once per machine with the system's C compiler and
+loaded with ctypes; where it cannot be built, timing keeps the full flush.
+
+What eviction does not clear is memory a call keeps to itself (a kernel's static buffer, eager's
+temporaries): the fresh-process re-measure of a would-be best candidate uses the full flush.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).with_name("evict.c")
+CACHE_ENV = "KFORGE_EVICT_CACHE"
+BUILD_TIMEOUT_S = 60
+
+
+class EvictionUnavailable(RuntimeError):
+    """The eviction helper cannot be built or loaded here; timing flushes the whole cache."""
+
+
+def cache_dir() -> Path:
+    """``$KFORGE_EVICT_CACHE``, else ``$XDG_CACHE_HOME/kforge/evict`` (``~/.cache/kforge/evict``)."""
+    configured = os.environ.get(CACHE_ENV)
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kforge" / "evict"
+
+
+def build_library(folder: Path | None = None) -> Path:
+    """The helper built for this machine under ``folder`` (default :func:`cache_dir`), reused when
+    present; raises :class:`EvictionUnavailable` without a C compiler or when the build fails."""
+    compiler = shutil.which(os.environ.get("CC", "cc"))
+    if compiler is None:
+        raise EvictionUnavailable(f"no C compiler: {os.environ.get('CC', 'cc')!r} is not on PATH")
+    source = SOURCE.read_bytes()
+    key = hashlib.sha256(source + platform.machine().encode() + compiler.encode()).hexdigest()[:16]
+    folder = folder or cache_dir()
+    library = folder / f"kf_evict-{key}.so"
+    if library.exists():
+        return library
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, suffix=".so", delete=False) as partial:
+            pass
+        done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", partial.name, str(SOURCE)],
+                              capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EvictionUnavailable(f"building {SOURCE.name} failed: {exc}") from exc
+    if done.returncode != 0:
+        Path(partial.name).unlink(missing_ok=True)
+        raise EvictionUnavailable(f"building {SOURCE.name} failed: {done.stderr.strip()[-300:]}")
+    os.replace(partial.name, library)  # processes building at once never load a half-written file
+    return library
+
+
+class Evictor:
+    """Evicts tensors' storages from the CPU's caches (the whole storage: views share its lines)."""
+
+    def __init__(self, library: Path) -> None:
+        try:
+            self._evict = ctypes.CDLL(str(library)).kf_evict
+        except (OSError, AttributeError) as exc:
+            raise EvictionUnavailable(f"cannot load {library}: {exc}") from exc
+        self._evict.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        self._evict.restype = None
+        self.library = library
+
+    def evict(self, tensors: Iterable[torch.Tensor]) -> None:
+        self.evict_storages(storages(tensors))
+
+    def evict_storages(self, found: dict[int, int]) -> None:
+        """Evicts storages as :func:`storages` lists them."""
+        for address, size in found.items():
+            self._evict(address, size)
+
+
+def storages(tensors: Iterable[torch.Tensor]) -> dict[int, int]:
+    """The cpu storages under ``tensors``, each once: address to bytes."""
+    found: dict[int, int] = {}
+    for tensor in tensors:
+        if tensor.device.type == "cpu" and tensor.layout == torch.strided:
+            storage = tensor.untyped_storage()
+            if storage.data_ptr() and storage.nbytes():
+                found[storage.data_ptr()] = storage.nbytes()
+    return found
+
+
+def held_tensors(module: torch.nn.Module) -> list[torch.Tensor]:
+    """Every tensor ``module`` holds, which its call reads besides its arguments: parameters,
+    buffers, and plain tensor attributes (an exported program's lifted constants)."""
+    held = [*module.parameters(), *module.buffers()]
+    for sub in module.modules():
+        held += [value for value in vars(sub).values() if isinstance(value, torch.Tensor)]
+    return held
+
+
+def machine_evictor() -> Evictor | None:
+    """This machine's evictor, built on first use; None where it cannot be (timing then flushes)."""
+    try:
+        return Evictor(build_library())
+    except EvictionUnavailable:
+        return None
