@@ -4,7 +4,7 @@ The server process only orchestrates: it never loads candidate code nor touches 
 candidate runs in a process no earlier candidate ran in: forked from its slot's fork server
 (:mod:`gpu_sandbox_service.forkserver`), or started cold when the fork server is turned off
 (``KF_SANDBOX_FORK_SERVER=0``) or cannot start. A re-measure always starts cold. Where a slot is
-free, the forked process is prepared while the candidate builds (:mod:`gpu_sandbox_service.prepared`).
+free while the candidate builds, its forked process is prepared meanwhile (:mod:`gpu_sandbox_service.prepared`).
 
 A result's ``start_s`` runs from the library being ready to the process beginning its checks (a
 wait for a slot included); ``prepared_ahead_s`` is how long before the library the process had
@@ -45,7 +45,7 @@ from gpu_sandbox_service.isolation import (
 from gpu_sandbox_service.kernel_isolation import choose_kernel_profile
 from gpu_sandbox_service.models import CandidateStatus, Limits, Timing
 from gpu_sandbox_service.pool import Slot, SlotLease, WorkerPool
-from gpu_sandbox_service.prepared import PreparedChild
+from gpu_sandbox_service.prepared import Preparation, PreparedChild
 from gpu_sandbox_service.pycommand import python_module_command
 from kforge_domain.device import DeviceInfo
 from kforge_domain.evaluate_request import EvaluateRequest, EvaluationOptions
@@ -143,8 +143,8 @@ class Evaluator:
         if self.limits.static_audit and not audit.allowed:
             return replace(result, verdict=BuildFailure(CandidateStatus.REJECTED, "forbidden by the kernel contract: "
                                                         + "; ".join(audit.violations[:10])))
-        lease = self._pool.lend() if self.fork_server_enabled else None
-        preparing = asyncio.create_task(self._prepare_child(request, timing, lease)) if lease else None
+        preparation = Preparation(self._pool, lambda lease: self._prepare_child(request, timing, lease)) \
+            if self.fork_server_enabled else None
         try:
             async with self._pool.compile_slots:
                 compiled = await self._compiler.compile(request.source, audit.link_libraries,
@@ -154,11 +154,11 @@ class Evaluator:
             if compiled.library is None:
                 return replace(result, verdict=BuildFailure(CandidateStatus.COMPILE_ERROR, compiled.error),
                                log_tail=compiled.log)
-            prepared = await preparing if preparing else None
+            prepared = await preparation.child() if preparation else None
             report, log = await self._run(request, timing, compiled.library, verify_fresh=True, prepared=prepared)
         finally:
-            if preparing:
-                await _discard(preparing)
+            if preparation:
+                await preparation.discard()
         result = replace(result, verdict=report.run_figures(), log_tail=log,
                          start_s=_since(report.checks_at_s, built_at),
                          prepared_ahead_s=_since(built_at, report.prepared_at_s))
@@ -386,18 +386,6 @@ class Evaluator:
             copy_bandwidth_by_size=list(self._device.copy_bandwidth_by_size), l2_bytes=self._device.l2_bytes,
             floor_slack=self.limits.floor_slack, seed=int.from_bytes(os.urandom(4), "little"),
         )
-
-
-async def _discard(preparing: asyncio.Task[PreparedChild | None]) -> None:
-    """The prepared child killed and its slot scrubbed and given back, unless it ran its candidate
-    (then this does nothing). Its preparation is awaited, not cut short, unless this is cancelled."""
-    try:
-        await asyncio.wait([preparing])
-    finally:
-        if not preparing.done():
-            preparing.cancel()  # its own end gives the slot back
-    if not preparing.cancelled() and preparing.exception() is None and (child := preparing.result()):
-        await child.cancel()
 
 
 def _since(later: float | None, earlier: float | None) -> float:

@@ -12,9 +12,9 @@ cold), so a sticky CUDA error dies with the process that caused it and the next 
 clean.
 
 A slot can also be lent (:meth:`WorkerPool.lend`) to a candidate that is still building, whose
-process prepares meanwhile (:mod:`gpu_sandbox_service.prepared`); lent only when free and no
-built candidate waits, and reclaimed as soon as one does, so a building candidate never keeps
-a built one from running. Slots go to waiting candidates in the order they asked.
+process prepares meanwhile (:mod:`gpu_sandbox_service.prepared`): only a slot no built candidate
+waits for, and reclaimed as soon as one does, so a building candidate never keeps a built one
+from running. Built candidates get slots in the order they asked, then building ones do.
 """
 
 from __future__ import annotations
@@ -121,6 +121,7 @@ class WorkerPool:
         self.candidate_slots = candidate_slots(backend, self.size)
         self._free = deque(Slot(index, env) for index, env in enumerate(slots))
         self._waiting: deque[asyncio.Future[Slot]] = deque()
+        self._borrowing: deque[asyncio.Future[SlotLease]] = deque()
         self._lent: list[SlotLease] = []
         self.compile_slots = asyncio.Semaphore(max(1, os.cpu_count() or 1))
 
@@ -133,12 +134,24 @@ class WorkerPool:
         finally:
             self._give_back(slot)
 
-    def lend(self) -> SlotLease | None:
-        """A free slot for a candidate that is still building; None when none is free or a
-        built candidate waits for one."""
-        if not self._free or self._waiting:
-            return None
-        lease = SlotLease(self, self._free.popleft())
+    async def lend(self) -> SlotLease:
+        """A slot for a candidate that is still building: a free one, or the next one freed while
+        no built candidate waits. Cancelled when the candidate is built first."""
+        if self._free and not self._waiting and not self._borrowing:
+            return self._lease(self._free.popleft())
+        borrower: asyncio.Future[SlotLease] = asyncio.get_running_loop().create_future()
+        self._borrowing.append(borrower)
+        try:
+            return await borrower
+        except asyncio.CancelledError:
+            if borrower.done() and not borrower.cancelled():
+                borrower.result().end()
+            elif borrower in self._borrowing:
+                self._borrowing.remove(borrower)
+            raise
+
+    def _lease(self, slot: Slot) -> SlotLease:
+        lease = SlotLease(self, slot)
         self._lent.append(lease)
         return lease
 
@@ -160,10 +173,16 @@ class WorkerPool:
             raise
 
     def _give_back(self, slot: Slot) -> None:
-        """To the candidate that has waited longest, else free."""
+        """To the built candidate that has waited longest, else lent to the building one that has,
+        else free."""
         while self._waiting:
             waiter = self._waiting.popleft()
             if not waiter.done():
                 waiter.set_result(slot)
+                return
+        while self._borrowing:
+            borrower = self._borrowing.popleft()
+            if not borrower.done():
+                borrower.set_result(self._lease(slot))
                 return
         self._free.append(slot)

@@ -2,8 +2,8 @@
 
 The build (nvcc, about 1.2 s on the H200's host) and the start of the candidate's process (CUDA,
 the card's samples, fresh inputs, eager references: about 0.6 s for a 256 MiB card) need nothing
-of each other, so they overlap. Before compiling, a candidate borrows its run slot if one is free;
-the slot's zygote forks its child as a held job, which prepares and waits
+of each other, so they overlap. While a candidate compiles (:class:`Preparation`), it borrows a run
+slot; the slot's zygote forks its child as a held job, which prepares and waits
 (:mod:`gpu_sandbox_service.harness.zygote`). Once built, the library is moved into the child's
 folder and the child goes on to verify and time it, its run timeout starting then. If the build
 fails, or the evaluation ends, the child is killed and the slot scrubbed as after any candidate.
@@ -11,15 +11,15 @@ The child is forked for this candidate alone, like any other, and runs the same 
 
 How slots are held: a slot runs one candidate process at a time (its timing must have the device
 to itself, and its zygote serves one child at a time), so a prepared child holds its slot from its
-fork to its end. It borrows the slot only when the slot is free and no built candidate waits
-(:meth:`~gpu_sandbox_service.pool.WorkerPool.lend`), and gives it back as soon as a built
-candidate asks for one while it is still building: its child is killed, its preparation lost, and
-the candidate runs unprepared after its build, in its turn. So a building candidate never keeps a
-built one from running. A spare child per slot, prepared beside the running one, was the other
-way; it would put two processes on one device while one is timed, and the zygote would have to
-serve two children at once. One candidate at a time (a cpu sandbox; a cuda one not fully loaded)
-every candidate is prepared; a full cuda pipeline has a built candidate waiting whenever the slot
-frees, and runs it first.
+fork to its end. It borrows a slot only when no built candidate waits for one: a free slot, or the
+next one freed while it still builds (:meth:`~gpu_sandbox_service.pool.WorkerPool.lend`); and
+gives it back as soon as a built candidate asks for one while it is still building: its child is
+killed, its preparation lost, and the candidate runs unprepared after its build, in its turn. So a
+building candidate never keeps a built one from running, and a slot that would idle while
+candidates build prepares the next of them. A spare child per slot, prepared beside the running
+one, was the other way; it would put two processes on one device while one is timed, and the
+zygote would have to serve two children at once. A candidate built before it got a slot stops
+asking and runs unprepared, in its turn.
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ import asyncio
 import contextlib
 import os
 import shutil
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from gpu_sandbox_service.forkserver import ForkServer
 from gpu_sandbox_service.isolation import ProcessOutcome
-from gpu_sandbox_service.pool import Slot, SlotLease
+from gpu_sandbox_service.pool import Slot, SlotLease, WorkerPool
 
 
 class PreparedChild:
@@ -121,3 +122,51 @@ class PreparedChild:
     async def _scrub(self) -> None:
         if not await asyncio.to_thread(self.server.scrub):
             await self.server.stop()
+
+
+class Preparation:
+    """One candidate's process prepared while it builds: a slot borrowed from ``pool``, then
+    ``prepare(lease)`` (the child forked on it; None, the slot given back, where it cannot be)."""
+
+    def __init__(self, pool: WorkerPool, prepare: Callable[[SlotLease], Awaitable[PreparedChild | None]]) -> None:
+        self._leasing = asyncio.create_task(pool.lend())
+        self._preparing = asyncio.create_task(self._prepare(prepare))
+
+    async def _prepare(self, prepare: Callable[[SlotLease], Awaitable[PreparedChild | None]]
+                       ) -> PreparedChild | None:
+        try:
+            await asyncio.wait([self._leasing])
+        except asyncio.CancelledError:
+            self._stop_asking()
+            raise
+        if self._leasing.cancelled():
+            return None
+        return await prepare(self._leasing.result())
+
+    def _stop_asking(self) -> None:
+        """No slot for this candidate any more; one lent already goes back."""
+        if not self._leasing.cancel() and not self._leasing.cancelled() and self._leasing.exception() is None:
+            self._leasing.result().end()
+
+    async def child(self) -> PreparedChild | None:
+        """Once built: the prepared child (its preparation awaited if under way); None when it had
+        no slot yet (it stops asking) or could not be prepared."""
+        if not self._leasing.done():
+            self._leasing.cancel()
+        return await asyncio.shield(self._preparing)
+
+    async def discard(self) -> None:
+        """At the evaluation's end: the child killed and its slot scrubbed and given back, unless it
+        ran its candidate; no slot asked for any more. A preparation under way is awaited, not cut
+        short, unless this is cancelled."""
+        if not self._leasing.done():
+            self._leasing.cancel()
+        try:
+            await asyncio.wait([self._preparing])
+        finally:
+            if not self._preparing.done():
+                self._preparing.cancel()  # its own end gives the slot back
+        if not self._preparing.cancelled() and self._preparing.exception() is None:
+            child = self._preparing.result()
+            if child is not None:
+                await child.cancel()

@@ -1,24 +1,30 @@
-"""Run slots lent to candidates still building: lent only when free and nobody waits, reclaimed
-for a built candidate, handed to waiters in the order they asked."""
+"""Run slots lent to candidates still building: only where no built candidate waits, reclaimed for
+one that does, freed slots to built candidates first and in the order they asked."""
 
 from __future__ import annotations
 
 import asyncio
 
-from gpu_sandbox_service.pool import Slot, WorkerPool
+from gpu_sandbox_service.pool import WorkerPool
 
 
-def test_a_free_slot_is_lent_and_a_taken_one_is_not() -> None:
+def test_a_free_slot_is_lent_at_once_and_a_taken_one_when_it_is_freed() -> None:
     async def scenario() -> None:
         pool = WorkerPool("cpu")
-        lease = pool.lend()
-        assert lease is not None and pool.lend() is None
+        lease = await pool.lend()
+        asking = asyncio.create_task(pool.lend())
+        await asyncio.sleep(0)
+        assert not asking.done()
         assert lease.keep()  # built: an ordinary hold now, which nobody can reclaim
         lease.end()
         lease.end()  # once only
-        again = pool.lend()
-        assert again is not None and pool.lend() is None
+        again = await asking
+        assert again.slot.index == 0
+        stopped = asyncio.create_task(pool.lend())
+        await asyncio.sleep(0)
+        stopped.cancel()  # its candidate was built first
         again.end()
+        (await pool.lend()).end()  # free: nobody asks any more
 
     asyncio.run(scenario())
 
@@ -26,15 +32,26 @@ def test_a_free_slot_is_lent_and_a_taken_one_is_not() -> None:
 def test_a_built_candidate_reclaims_the_slot_of_one_still_building() -> None:
     async def scenario() -> None:
         pool = WorkerPool("cpu")
-        lease = pool.lend()
-        assert lease is not None
-        waiting = asyncio.create_task(_take(pool))
+        lease = await pool.lend()
+        running, done = asyncio.Event(), asyncio.Event()
+
+        async def built() -> None:
+            async with pool.run_slot():
+                running.set()
+                await done.wait()
+
+        waiting = asyncio.create_task(built())
         await asyncio.sleep(0)
-        assert lease.reclaimed.is_set() and not waiting.done()
-        assert pool.lend() is None  # nothing is lent while a built candidate waits
+        assert lease.reclaimed.is_set() and not running.is_set()
+        asking = asyncio.create_task(pool.lend())  # lent only once no built candidate waits
+        await asyncio.sleep(0)
         assert not lease.keep()  # reclaimed: its borrower gives it back instead
         lease.end()
-        assert (await waiting).index == 0
+        await running.wait()
+        assert not asking.done()
+        done.set()
+        await waiting
+        assert (await asking).slot.index == 0
 
     asyncio.run(scenario())
 
@@ -58,16 +75,8 @@ def test_waiters_get_slots_in_the_order_they_asked_and_a_cancelled_one_loses_its
             await asyncio.sleep(0)
             gone.cancel()
             await asyncio.sleep(0)
-            assert pool.lend() is None
         await asyncio.gather(first, second)
         assert order == ["first", "second"]
-        lease = pool.lend()
-        assert lease is not None  # free again, and nobody waits
-        lease.end()
+        (await pool.lend()).end()  # free again, and nobody waits
 
     asyncio.run(scenario())
-
-
-async def _take(pool: WorkerPool) -> Slot:
-    async with pool.run_slot() as slot:
-        return slot

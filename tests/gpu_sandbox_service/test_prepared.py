@@ -1,7 +1,7 @@
 """A candidate's process prepared while the candidate builds, with real fork servers on the cpu:
 the verdicts a cold process gives, the preparation visibly ahead of the library, nothing left
-behind when the build fails, the candidate crashes or the evaluation is cancelled, and a built
-candidate never kept waiting by one still building."""
+behind when the build fails, the candidate crashes or the evaluation is cancelled, a built
+candidate never kept waiting by one still building, and a slot freed during a build used for it."""
 
 from __future__ import annotations
 
@@ -147,5 +147,18 @@ def test_a_built_candidate_takes_the_slot_of_one_still_building(evaluator: Evalu
         assert built.status.value == slow.status.value == "PASSED", slow.error_message + slow.log_tail
         assert built.compile_s == 0.0 and built.total_s < slow.compile_s  # it did not wait for the build
         assert slow.prepared_ahead_s == 0.0  # its prepared process gave the slot up; it started after its build
+
+    in_one_loop(evaluator, scenario)
+
+
+def test_a_slot_freed_while_a_candidate_builds_prepares_its_process(evaluator: Evaluator) -> None:
+    async def scenario(card: OperatorCard) -> None:
+        await evaluator.evaluate(request(card, "cached", CORPUS["softmax_ok"]))
+        running = asyncio.create_task(evaluator.evaluate(request(card, "cached", CORPUS["softmax_ok"])))
+        await asyncio.sleep(0.1)  # it has the slot
+        slow = await evaluator.evaluate(request(card, "slow", SLOWER_BUILD + CORPUS["softmax_ok"]))
+        first = await running
+        assert first.status.value == slow.status.value == "PASSED", slow.error_message + slow.log_tail
+        assert first.total_s < slow.compile_s and slow.prepared_ahead_s > 0
 
     in_one_loop(evaluator, scenario)
