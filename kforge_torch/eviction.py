@@ -25,6 +25,8 @@ from pathlib import Path
 
 import torch
 
+from kforge_domain.paths import user_cache_dir
+
 SOURCE = Path(__file__).with_name("evict.c")
 CACHE_ENV = "KFORGE_EVICT_CACHE"
 BUILD_TIMEOUT_S = 60
@@ -36,11 +38,7 @@ class EvictionUnavailable(RuntimeError):
 
 def cache_dir() -> Path:
     """``$KFORGE_EVICT_CACHE``, else ``$XDG_CACHE_HOME/kforge/evict`` (``~/.cache/kforge/evict``)."""
-    configured = os.environ.get(CACHE_ENV)
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kforge" / "evict"
+    return user_cache_dir(CACHE_ENV, "evict")
 
 
 def build_library(folder: Path | None = None) -> Path:

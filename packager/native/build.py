@@ -24,6 +24,8 @@ from typing import TypeVar
 
 import torch
 
+from kforge_domain.paths import user_cache_dir
+
 SOURCE_DIR = Path(__file__).resolve().parent
 CACHE_ENV = "KFORGE_NATIVE_CACHE"
 ENABLE_ENV = "KFORGE_NATIVE"
@@ -37,11 +39,7 @@ class NativeBuildError(RuntimeError):
 
 def cache_dir() -> Path:
     """``$KFORGE_NATIVE_CACHE``, else ``$XDG_CACHE_HOME/kforge/native`` (``~/.cache/kforge/native``)."""
-    configured = os.environ.get(CACHE_ENV)
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kforge" / "native"
+    return user_cache_dir(CACHE_ENV, "native")
 
 
 def compiler() -> str:
