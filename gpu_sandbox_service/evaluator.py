@@ -51,6 +51,7 @@ from kforge_domain.device import DeviceInfo
 from kforge_domain.evaluate_request import EvaluateRequest, EvaluationOptions
 from kforge_domain.result import CandidateResult
 from kforge_domain.verdict import BuildFailure
+from kforge_torch.eviction import EvictionUnavailable, build_library
 from servicekit.errors import FailedPrecondition, InvalidArgument, Unavailable
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,8 @@ log = logging.getLogger(__name__)
 HARNESS = python_module_command("gpu_sandbox_service.harness")
 FORK_SERVER_SETTING = "KF_SANDBOX_FORK_SERVER"
 LIBRARY_FILE = "candidate.so"
+#: The cpu timer's cache-line eviction helper (:mod:`kforge_torch.eviction`), staged beside the candidate.
+EVICT_FILE = "evict.so"
 
 
 def fork_server_default() -> bool:
@@ -80,6 +83,7 @@ class Evaluator:
         self.scratch.mkdir(parents=True, exist_ok=True)
         self._device: DeviceInfo | None = None
         self._device_count = 0  # GPUs this sandbox sees (the pool's business; the wire carries candidate_slots)
+        self._evict_library: Path | None = None
         self._compiler: Compiler | None = None
         self._pool: WorkerPool | None = None
         self._profile: Profile | None = None  # None: the strongest isolation (cpu); cuda picks its own
@@ -117,6 +121,8 @@ class Evaluator:
                 self._profile = await choose_kernel_profile(
                     "cuda", self._compiler, self.scratch,
                     lambda argv, run_dir, profile: self._spawn(argv, run_dir, self.limits.run_timeout_s, profile))
+            if self.backend == "cpu":
+                self._evict_library = await asyncio.to_thread(_evict_library, self.work_dir / "evict")
             self._device_count = probed.device_count
             self._device = replace(device, sandbox_id=self.sandbox_id, candidate_slots=self._pool.candidate_slots)
 
@@ -365,6 +371,8 @@ class Evaluator:
             _copy_private(self.blobs.path(sample.inputs_blob), folder / f"sample{i}.safetensors")
         if request.card.module_program_blob:
             _copy_private(self.blobs.path(request.card.module_program_blob), folder / "module.pt2")
+        if self._evict_library is not None:
+            shutil.copyfile(self._evict_library, folder / EVICT_FILE)
 
     def _write_request(self, request: EvaluateRequest, timing: Timing, run_dir: Path, folder: Path,
                        verify_fresh: bool) -> None:
@@ -385,7 +393,20 @@ class Evaluator:
             copy_bandwidth_gbps=self._device.copy_bandwidth_gbps,
             copy_bandwidth_by_size=list(self._device.copy_bandwidth_by_size), l2_bytes=self._device.l2_bytes,
             floor_slack=self.limits.floor_slack, seed=int.from_bytes(os.urandom(4), "little"),
+            # A re-measure (no fresh verification) flushes the whole cache before every call:
+            # eviction would leave memory the kernel keeps to itself cached.
+            evict_library=str(run_dir / EVICT_FILE) if self._evict_library and verify_fresh else None,
         )
+
+
+def _evict_library(folder: Path) -> Path | None:
+    """The cpu timer's eviction helper, built once; None (every timed call flushes the whole
+    cache, tens of ms on a large one) where it cannot be built."""
+    try:
+        return build_library(folder)
+    except EvictionUnavailable as exc:
+        log.warning("cpu timing flushes the whole cache before every call: %s", exc)
+        return None
 
 
 def _since(later: float | None, earlier: float | None) -> float:
