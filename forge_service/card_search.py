@@ -122,6 +122,20 @@ class CardSearch:
             in_flight.add(asyncio.create_task(self._finish(row)))
         for parent in unexpanded:
             in_flight.add(asyncio.create_task(self._expand(parent)))
+        try:
+            await self._search(in_flight)
+        except BaseException:
+            for task in in_flight:  # a failure ends the card: nothing of it keeps running
+                task.cancel()
+            await asyncio.gather(*in_flight, return_exceptions=True)
+            raise
+        if in_flight:
+            await asyncio.gather(*in_flight)
+        self._remember_best()
+
+    async def _search(self, in_flight: set[asyncio.Task[None]]) -> None:
+        """Propose and evaluate until the card should stop; ``in_flight`` holds the tasks still
+        running (the first failure of one is raised)."""
         while True:
             done_count = self.store.evaluation_count(self.card.id)
             if self._should_stop(done_count + len(in_flight)):
@@ -136,12 +150,10 @@ class CardSearch:
             if not in_flight:
                 self.stop_reason = self.stop_reason or "no node left to expand"
                 break
-            finished, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+            finished, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
+            in_flight -= finished
             for task in finished:
                 task.result()
-        if in_flight:
-            await asyncio.gather(*in_flight)
-        self._remember_best()
 
     # -- the kernel cache ----------------------------------------------------------------------
     def _cache_hit(self) -> CachedKernel | None:

@@ -249,7 +249,13 @@ class RunManager:
                     await self._emit(run_id, kind, message, **kw)
 
                 searcher = CardSearch(card, store, agent, pool, device, blobs, settings, emit, self.kernel_cache)
-                await searcher.run()
+                try:
+                    await searcher.run()
+                except grpc.aio.AioRpcError as exc:
+                    reason = card_refusal(exc)
+                    if reason is None:
+                        raise
+                    searcher.stop_reason = reason  # this card ends here; the run goes on with the others
                 store.set_card_status(card.id, "done", searcher.stop_reason)
                 await self._emit(run_id, "card_done", f"{card.op}: {searcher.stop_reason}", card_id=card.id)
 
@@ -411,6 +417,15 @@ def _card_blobs(card: OperatorCard) -> dict[str, str]:
     if card.module_program_blob:
         names[card.module_program_blob] = blob_file_name(card.module_program_blob, PROGRAM_SUFFIX)
     return names
+
+
+def card_refusal(exc: grpc.aio.AioRpcError) -> str | None:
+    """Why a sandbox refused to evaluate a card (``INVALID_ARGUMENT``: it cannot replay the card, e.g.
+    a module program holding an op only the user's process defines), or None for a failure of the
+    service itself, which ends the run."""
+    if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
+        return None
+    return f"the sandbox cannot evaluate this card: {exc.details()}"
 
 
 async def _first_device(pool: SandboxPool, backend: str) -> DeviceInfo:

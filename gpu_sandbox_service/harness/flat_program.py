@@ -42,7 +42,7 @@ def _dispatcher_call(op: torch._ops.OpOverload) -> _DispatcherCall | None:
     """The direct call of ``op`` (one per op, so the generated code names each op once), or None
     where ``OpOverload.__call__`` may route it elsewhere (an op with a Python dispatch path, as
     custom ops have) or ``torch.compile`` could not be shown the op in its place."""
-    if op._pyobj_dispatcher is not None:
+    if getattr(op, "_pyobj_dispatcher", None) is not None:  # torch before 2.12 has none: __call__ is ``_op``
         return None
     try:  # torch.compile cannot trace into the C++ entry (bench/card_compile.py compiles this call)
         torch.compiler.substitute_in_graph(op._op, skip_signature_check=True)(_calling(op))

@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
 from forge_service.card_search import CardSearch, SearchSettings
 from forge_service.clients import Proposal
 from forge_service.config import RunConfig
+from forge_service.runs import card_refusal
 from forge_service.store import CandidateRow, CardRow, RunStore
 from forge_service.tree_log import card_seed
 from kernel_forge.agent.v1 import messages_pb2 as agent_pb2
@@ -242,3 +244,57 @@ def test_the_search_compared_requests_with_and_without_a_parent_lineage_and_feed
     assert {r.status for w in wires for r in w.failed_siblings} >= {types_pb2.COMPILE_ERROR, types_pb2.REJECTED}
     assert any(r.HasField("latency_us") for w in wires for r in w.failed_siblings)  # a rejected run's time
     assert any(len(w.tried_knobs_json) > 1 for w in wires)
+
+
+def _refused(details: str) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(grpc.StatusCode.INVALID_ARGUMENT, grpc.aio.Metadata(), grpc.aio.Metadata(),
+                                details=details)
+
+
+class RefusingSandboxes:
+    """Refuses the card on its second evaluation; the others take a while."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def evaluate(self, request: EvaluateRequest, blobs: Any, on_lost: Any) -> CandidateResult:
+        self.calls += 1
+        if self.calls == 2:
+            raise _refused("card c cannot be replayed: unknown operator 'mylib::fused'")
+        await asyncio.sleep(30)
+        raise AssertionError("an evaluation outlived its card's failure")
+
+
+def test_a_card_the_sandbox_refuses_ends_with_nothing_of_it_left_running(tmp_path: Path) -> None:
+    card = make_card(eager_us=EAGER_US)
+    store = RunStore(tmp_path)
+    store.create_run("r", RunConfig(model_spec="m.py", seed=SEED).model_dump_json(), "m")
+    store.put_cards([CardRow(card.id, card.to_json(), 0, True, "searching", "", BUDGET, None)])
+
+    async def quiet(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    settings = SearchSettings(budget=BUDGET, parallel=3, backend="cpu", proposer="offline", api_base="", seed=SEED,
+                              run_id="r", patience=BUDGET, max_idle_proposals=BUDGET)
+    search = CardSearch(card, store, Agent(0.0), RefusingSandboxes(), device_from_proto(DEVICE), {},  # type: ignore[arg-type]
+                        settings, quiet)
+
+    async def run() -> set[asyncio.Task[Any]]:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await asyncio.wait_for(search.run(), timeout=20)
+        assert card_refusal(refused.value) == ("the sandbox cannot evaluate this card: card c cannot be replayed: "
+                                               "unknown operator 'mylib::fused'")
+        return asyncio.all_tasks() - {asyncio.current_task()}  # type: ignore[operator]
+
+    try:
+        assert asyncio.run(run()) == set()
+    finally:
+        store.close()
+
+
+def test_only_a_refused_card_is_the_cards_own_failure() -> None:
+    assert card_refusal(_refused("card c declares no outputs")) == (
+        "the sandbox cannot evaluate this card: card c declares no outputs")
+    unavailable = grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(),
+                                       details="connection refused")
+    assert card_refusal(unavailable) is None  # the service's failure ends the run
