@@ -3,8 +3,12 @@
 The server process only orchestrates: it never loads candidate code nor touches CUDA. Each
 candidate runs in a process no earlier candidate ran in: forked from its slot's fork server
 (:mod:`gpu_sandbox_service.forkserver`), or started cold when the fork server is turned off
-(``KF_SANDBOX_FORK_SERVER=0``) or cannot start. A re-measure always starts cold. Where a slot is
-free while the candidate builds, its forked process is prepared meanwhile (:mod:`gpu_sandbox_service.prepared`).
+(``KF_SANDBOX_FORK_SERVER=0``) or cannot start. A re-measure always starts cold. With
+``KF_SANDBOX_PREPARE=1``, where a slot is free while the candidate builds, its forked process is
+prepared meanwhile (:mod:`gpu_sandbox_service.prepared`). That is off by default: on an H200 it
+took a 256 MiB card from 2.14 to 1.71 s a candidate, but a 12.8 us kernel's wall-clock series then
+showed the host holding 37-72 us a call, and 8 of 12 such evaluations were rejected as work
+outside the given stream (none without it, ``bench/results/gpu_runs_2026-12-03_h200_run50_52.md``).
 
 A result's ``start_s`` runs from the library being ready to the process beginning its checks (a
 wait for a slot included); ``prepared_ahead_s`` is how long before the library the process had
@@ -58,6 +62,7 @@ log = logging.getLogger(__name__)
 
 HARNESS = python_module_command("gpu_sandbox_service.harness")
 FORK_SERVER_SETTING = "KF_SANDBOX_FORK_SERVER"
+PREPARE_SETTING = "KF_SANDBOX_PREPARE"
 LIBRARY_FILE = "candidate.so"
 #: The cpu timer's cache-line eviction helper (:mod:`kforge_torch.eviction`), staged beside the candidate.
 EVICT_FILE = "evict.so"
@@ -68,11 +73,16 @@ def fork_server_default() -> bool:
     return os.environ.get(FORK_SERVER_SETTING, "1").strip() != "0"
 
 
+def prepare_default() -> bool:
+    """Off unless ``KF_SANDBOX_PREPARE`` is ``1`` (see the module's docstring for why)."""
+    return os.environ.get(PREPARE_SETTING, "0").strip() == "1"
+
+
 class Evaluator:
     """Evaluates candidates for one backend; ``work_dir`` holds the compile cache and run dirs."""
 
     def __init__(self, work_dir: Path, backend: str, blob_store: BlobStore, limits: Limits | None = None,
-                 workers: int | None = None, fork_server: bool | None = None) -> None:
+                 workers: int | None = None, fork_server: bool | None = None, prepare: bool | None = None) -> None:
         self.work_dir = Path(work_dir)
         self.backend = resolve_backend(backend)
         self.blobs = blob_store
@@ -89,6 +99,7 @@ class Evaluator:
         self._profile: Profile | None = None  # None: the strongest isolation (cpu); cuda picks its own
         self._ready = asyncio.Lock()
         self.fork_server_enabled = fork_server_default() if fork_server is None else fork_server
+        self.prepare_enabled = prepare_default() if prepare is None else prepare
         self._fork_servers: dict[int, ForkServer] = {}
 
     async def device_info(self) -> DeviceInfo:
@@ -150,7 +161,7 @@ class Evaluator:
             return replace(result, verdict=BuildFailure(CandidateStatus.REJECTED, "forbidden by the kernel contract: "
                                                         + "; ".join(audit.violations[:10])))
         preparation = Preparation(self._pool, lambda lease: self._prepare_child(request, timing, lease)) \
-            if self.fork_server_enabled else None
+            if self.fork_server_enabled and self.prepare_enabled else None
         try:
             async with self._pool.compile_slots:
                 compiled = await self._compiler.compile(request.source, audit.link_libraries,

@@ -31,7 +31,7 @@ SLOWER_BUILD = "#include <regex>\nbool kf_slower(const char *s) { return std::re
 @pytest.fixture
 def evaluator(tmp_path: Path) -> Evaluator:
     limits = TEST_LIMITS.model_copy(update={"static_audit": False, "run_timeout_s": 8})
-    return Evaluator(tmp_path, "cpu", BlobStore(tmp_path / "blobs"), limits, fork_server=True)
+    return Evaluator(tmp_path, "cpu", BlobStore(tmp_path / "blobs"), limits, fork_server=True, prepare=True)
 
 
 def request(card: OperatorCard, name: str, source: str) -> EvaluateRequest:
@@ -162,3 +162,15 @@ def test_a_slot_freed_while_a_candidate_builds_prepares_its_process(evaluator: E
         assert first.total_s < slow.compile_s and slow.prepared_ahead_s > 0
 
     in_one_loop(evaluator, scenario)
+
+
+def test_by_default_no_process_is_prepared_ahead(tmp_path: Path) -> None:
+    plain = Evaluator(tmp_path, "cpu", BlobStore(tmp_path / "blobs"), TEST_LIMITS, fork_server=True)
+    assert not plain.prepare_enabled
+
+    async def scenario(card: OperatorCard) -> None:
+        result = await plain.evaluate(request(card, "plain", CORPUS["softmax_ok"]))
+        assert result.status.value == "PASSED", result.error_message + result.log_tail
+        assert result.prepared_ahead_s == 0.0
+
+    in_one_loop(plain, scenario)
