@@ -404,9 +404,7 @@ class Evaluator:
             copy_bandwidth_gbps=self._device.copy_bandwidth_gbps,
             copy_bandwidth_by_size=list(self._device.copy_bandwidth_by_size), l2_bytes=self._device.l2_bytes,
             floor_slack=self.limits.floor_slack, seed=int.from_bytes(os.urandom(4), "little"),
-            # A re-measure (no fresh verification) flushes the whole cache before every call:
-            # eviction would leave memory the kernel keeps to itself cached.
-            evict_library=str(run_dir / EVICT_FILE) if self._evict_library and verify_fresh else None,
+            evict_library=str(run_dir / EVICT_FILE) if self._evict_library else None,
         )
 
 

@@ -7,8 +7,13 @@ flush is for is that a call finds none of its operands cached; evicting exactly 
 weigh. The helper is a small C library built once per machine with the system's C compiler and
 loaded with ctypes; where it cannot be built, timing keeps the full flush.
 
-What eviction does not clear is memory a call keeps to itself (a kernel's static buffer, eager's
-temporaries): the fresh-process re-measure of a would-be best candidate uses the full flush.
+Eviction is also the cleaner cold start: the flush leaves the cache full of dirty lines that the
+timed call must write back before it can use them, which on the development CPU made the same
+eager call 1.1-3.2x slower than after eviction (``bench/results/cold_start_2026-12-03_cpu.json``).
+The sandbox and capture both evict on the cpu, for every measurement, so a card's figures share one
+method. What eviction does not clear is memory a call keeps to itself (eager's temporaries, a
+kernel's static buffer); the harness's fresh inputs, rotated buffers and output checks stand
+against a kernel that would live on what it kept.
 """
 
 from __future__ import annotations
@@ -81,11 +86,7 @@ class Evictor:
         self.library = library
 
     def evict(self, tensors: Iterable[torch.Tensor]) -> None:
-        self.evict_storages(storages(tensors))
-
-    def evict_storages(self, found: dict[int, int]) -> None:
-        """Evicts storages as :func:`storages` lists them."""
-        for address, size in found.items():
+        for address, size in storages(tensors).items():
             self._evict(address, size)
 
 
