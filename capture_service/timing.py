@@ -2,8 +2,8 @@
 
 Each call is timed by :class:`kforge_torch.timing.Timer`, as the sandbox's harness times eager
 and candidates: the last-level cache flushed before every call (by the same cache size the
-sandbox's device probe reports; on the cpu, the call's operands evicted instead, as the
-sandbox's first measurement of a candidate does), device work only (on cuda, events on a stream of the timer's
+sandbox's device probe reports; on the cpu, the call's operands evicted instead, as every
+measurement in the sandbox does), device work only (on cuda, events on a stream of the timer's
 own, the host's launch hidden behind the flush), warm-up first, then the median and the
 interquartile range of the calls (:class:`kforge_torch.timing.Summary`). A card's eager time at
 capture and in the sandbox can then differ by what the machine did, never by how it was timed.

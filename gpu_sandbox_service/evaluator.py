@@ -232,14 +232,14 @@ class Evaluator:
             lease.end()
             raise
         child = PreparedChild(lease, server, run_dir, run_dir / LIBRARY_FILE, self.scratch / f"{run_dir.name}.so")
-        started = await child.start(timing.run_timeout_s or self.limits.run_timeout_s, self.limits.output_cap_bytes,
+        started = await child.start(self._run_timeout(timing), self.limits.output_cap_bytes,
                                     self.limits.log_tail_bytes)
         return child if started else None
 
     async def _run(self, request: EvaluateRequest, timing: Timing, library: Path, verify_fresh: bool,
                    cold: bool = False, prepared: PreparedChild | None = None) -> tuple[HarnessReport, str]:
         """One candidate process (``prepared``, forked, or ``cold``); its report (synthesised if it died)."""
-        timeout = timing.run_timeout_s or self.limits.run_timeout_s
+        timeout = self._run_timeout(timing)
         slot = await prepared.claim() if prepared else None
         if prepared is not None and slot is not None:
             try:
@@ -271,7 +271,7 @@ class Evaluator:
     async def _run_in(self, slot: Slot, staging: Path, request: EvaluateRequest, timing: Timing, library: Path,
                       verify_fresh: bool, cold: bool) -> tuple[ProcessOutcome, Path]:
         """``staging`` run in ``slot``; the outcome and the folder it ran in."""
-        timeout = timing.run_timeout_s or self.limits.run_timeout_s
+        timeout = self._run_timeout(timing)
         server = None if cold else await self._fork_server(slot)
         if server is not None:
             run_dir = server.root / staging.name
@@ -288,6 +288,10 @@ class Evaluator:
             await asyncio.to_thread(self._stage_files, request, library, staging)
         self._write_request(request, timing, staging, staging, verify_fresh)
         return await self._spawn_in(slot, HARNESS, staging, timeout, self._profile, result_pipe=True), staging
+
+    def _run_timeout(self, timing: Timing) -> float:
+        """How long a candidate's process may run: the request's limit, else the sandbox's."""
+        return timing.run_timeout_s or self.limits.run_timeout_s
 
     def _verdict(self, request: EvaluateRequest, outcome: ProcessOutcome, run_dir: Path, timeout: float
                  ) -> tuple[HarnessReport, str]:

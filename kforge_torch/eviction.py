@@ -23,13 +23,12 @@ import hashlib
 import os
 import platform
 import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
 import torch
 
+from kforge_domain.built_once import BuildFailed, build_once
 from kforge_domain.paths import user_cache_dir
 
 SOURCE = Path(__file__).with_name("evict.c")
@@ -54,23 +53,12 @@ def build_library(folder: Path | None = None) -> Path:
         raise EvictionUnavailable(f"no C compiler: {os.environ.get('CC', 'cc')!r} is not on PATH")
     source = SOURCE.read_bytes()
     key = hashlib.sha256(source + platform.machine().encode() + compiler.encode()).hexdigest()[:16]
-    folder = folder or cache_dir()
-    library = folder / f"kf_evict-{key}.so"
-    if library.exists():
-        return library
+    library = (folder or cache_dir()) / f"kf_evict-{key}.so"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, suffix=".so", delete=False) as partial:
-            pass
-        done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", partial.name, str(SOURCE)],
-                              capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EvictionUnavailable(f"building {SOURCE.name} failed: {exc}") from exc
-    if done.returncode != 0:
-        Path(partial.name).unlink(missing_ok=True)
-        raise EvictionUnavailable(f"building {SOURCE.name} failed: {done.stderr.strip()[-300:]}")
-    os.replace(partial.name, library)  # processes building at once never load a half-written file
-    return library
+        return build_once(library, lambda output: [compiler, "-O2", "-shared", "-fPIC", "-o", str(output),
+                                                   str(SOURCE)], BUILD_TIMEOUT_S)
+    except (BuildFailed, OSError) as exc:
+        raise EvictionUnavailable(f"building {SOURCE.name} failed: {str(exc)[-300:]}") from exc
 
 
 class Evictor:

@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import threading
 import warnings
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from typing import TypeVar
 
 import torch
 
+from kforge_domain.built_once import BuildFailed, build_once
 from kforge_domain.paths import user_cache_dir
 
 SOURCE_DIR = Path(__file__).resolve().parent
@@ -118,20 +118,11 @@ def build(name: str, *, python_extension: bool = False) -> Path:
         key.update(part)
         key.update(b"\0")
     target = cache_dir() / key.hexdigest()[:24] / f"{name}.so"
-    if target.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as work:
-        partial = Path(work) / target.name
-        try:
-            done = subprocess.run(_command(cxx, source, partial, cuda_include, python_include), capture_output=True,
-                                  text=True, timeout=BUILD_TIMEOUT_S)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise NativeBuildError(f"building {source.name} failed: {exc}") from exc
-        if done.returncode != 0:
-            raise NativeBuildError(f"building {source.name} failed:\n{done.stderr[-4000:]}")
-        os.replace(partial, target)
-    return target
+    try:
+        return build_once(target, lambda output: _command(cxx, source, output, cuda_include, python_include),
+                          BUILD_TIMEOUT_S)
+    except BuildFailed as exc:
+        raise NativeBuildError(f"building {source.name} failed:\n{str(exc)[-4000:]}") from exc
 
 
 _LOAD_LOCK = threading.Lock()
