@@ -68,8 +68,9 @@ def _runs_inside(card: OperatorCard, module: OperatorCard) -> bool:
     return any(_within(path, module) for path in card.module_paths)
 
 
-def _runs_only_inside(card: OperatorCard, module: OperatorCard) -> bool:
-    """Whether every call of ``card`` ran inside ``module``: a module kernel then replaces them all."""
+def runs_only_inside(card: OperatorCard, module: OperatorCard) -> bool:
+    """Whether every call of ``card`` ran inside ``module``: a module kernel then replaces them all
+    (the coverage benches count such a card as served by a covered module card)."""
     return bool(card.module_paths) and all(_within(path, module) for path in card.module_paths)
 
 
@@ -119,7 +120,7 @@ def plan_cards(cards: Sequence[OperatorCard], config: RunConfig, copy_bandwidth:
     for rank, card in enumerate(ranked):
         reason = reasons[card.id]
         if not reason and card.kind == "aten":
-            host = next((m for m in modules if _runs_only_inside(card, m)), None)
+            host = next((m for m in modules if runs_only_inside(card, m)), None)
             if host is not None:
                 reason = RUNS_ONLY_INSIDE_MODULE_CARD.format(op=host.op, card_id=host.id)
         selected = not reason and picked < config.max_cards

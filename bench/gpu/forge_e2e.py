@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.append(str(Path(__file__).resolve().parent))
-from _coverage import card_table, offline_covers  # noqa: E402
+from _coverage import card_table, offline_refusal  # noqa: E402
 
 # name -> (model spec, environment)
 MODELS: dict[str, tuple[str, dict[str, str]]] = {
@@ -117,7 +117,7 @@ def coverage(run_dir: Path) -> dict:
     try:
         from kforge_domain.card import CardSet
 
-        return card_table(CardSet.load(run_dir / "capture"), offline_covers())
+        return card_table(CardSet.load(run_dir / "capture"), offline_refusal())
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
 

@@ -42,7 +42,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if not sys.path or sys.path[0] != str(REPO_ROOT):
     sys.path.insert(0, str(REPO_ROOT))
 sys.path.append(str(Path(__file__).resolve().parent))
-from _coverage import card_table, offline_covers  # noqa: E402
+from _coverage import card_table, offline_refusal  # noqa: E402
 
 #: (spec, variant) pairs in the paper's order; "" is a spec without variants.
 CONFIGURATIONS: tuple[tuple[str, str], ...] = (
@@ -210,7 +210,7 @@ def run(out_dir: Path) -> dict[str, Any]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    covers = offline_covers()
+    covers = offline_refusal()
     report: dict[str, Any] = {
         "device": torch.cuda.get_device_name(),
         "versions": _versions(),
