@@ -45,6 +45,10 @@ VENDOR_OPS = frozenset({
     "_efficient_attention_forward", "_cudnn_attention_forward", "_fused_sdp_choice",
     "_native_multi_head_attention", "_transformer_encoder_layer_fwd", "_triton_multi_head_attention",
     "_triton_scaled_dot_attention",
+    # linear solvers: LAPACK on the cpu, cuBLAS trsm or cuSOLVER on cuda, library calls as a matmul is
+    # (Qwen 3.5's gated delta rule solves a triangular system per chunk)
+    "linalg_solve_triangular", "triangular_solve", "linalg_solve", "linalg_solve_ex", "_linalg_solve_ex",
+    "cholesky_solve", "_cholesky_solve_helper", "linalg_lu_solve", "lu_solve",
 })
 
 # Ops that create tensors from sizes or from another tensor's metadata, never from its values.

@@ -28,7 +28,9 @@ PlanBuilder = Callable[[OperatorCard, str, dict[str, Any]], KernelPlan]
 ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(ops_elementwise.UNARY, ops_elementwise.unary_plan),
     **dict.fromkeys(ops_elementwise.BINARY, ops_elementwise.binary_plan),
-    **dict.fromkeys(("clone", "contiguous", "_to_copy", "to"), ops_elementwise.copy_plan),
+    # type_as decomposes (CompositeImplicitAutograd) to ``to``: the runtime overrides it at that key,
+    # which a call reaches whenever autograd need not record it (packager.aten_dispatch.AtenOverride).
+    **dict.fromkeys(("clone", "contiguous", "_to_copy", "to", "type_as"), ops_elementwise.copy_plan),
     **dict.fromkeys(("batch_norm", "native_batch_norm", "_native_batch_norm_legit_no_training",
                      "_batch_norm_no_update"), ops_elementwise.batch_norm_plan),
     "sum": partial(ops_rowwise.reduction_plan, kind="sum"),

@@ -118,7 +118,9 @@ def unary_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Elementwi
 
 
 def copy_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ElementwisePlan:
-    """A copy into the card's output layout or dtype (a cast between float dtypes, a contiguous copy)."""
+    """A copy into the card's output layout or dtype (a cast between float dtypes, a contiguous copy).
+
+    ``type_as(self, other)`` is ``self.to(other.dtype)``: ``other`` is an input the kernel never reads."""
     _check_single_output(card)
     overload = split_op_name(card.op)[1]
     if base == "to" and overload != "dtype":

@@ -71,6 +71,8 @@ ATEN_CASES = [
     Case("clamp", "elementwise_unary", lambda: (aten.clamp.default, [r(50), -0.5, 0.7])),
     Case("pow_scalar", "elementwise_unary", lambda: (aten.pow.Tensor_Scalar, [r(50), 2])),
     Case("cast_f32_to_bf16", "elementwise_copy", lambda: (aten.to.dtype, [r(4, 40), bf16])),
+    Case("type_as_bf16_to_f32", "elementwise_copy",
+         lambda: (aten.type_as.default, [r(2, 16, 48, dtype=bf16), r(1, dtype=torch.float32)])),
     Case("contiguous_from_transposed", "elementwise_copy", lambda: (aten.contiguous.default, [r(6, 10).t()])),
     Case("to_copy_half", "elementwise_copy", lambda: (aten._to_copy.default, [r(4, 8, dtype=f16)]),
          kwargs={"dtype": torch.float32}),

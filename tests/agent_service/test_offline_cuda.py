@@ -57,6 +57,7 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         ("mul_channels_last", aten.mul.Tensor, [r(2, 64, 8, 8).contiguous(memory_format=cl), r(1, 64, 1, 1)], {},
          [{}]),
         ("cast_to_bf16", aten._to_copy.default, [r(64, 256)], {"dtype": bf16}, [{}]),
+        ("type_as_bf16_to_f32", aten.type_as.default, [r(1, 64, 1536, dtype=bf16), r(1)], {}, [{}]),
         ("copy_transposed", aten.clone.default, [r(64, 32).t()], {"memory_format": torch.contiguous_format},
          [{}, {"mode": "direct"}]),
         ("add_channels_last_to_contiguous_bf16", aten.add.Tensor,

@@ -77,3 +77,10 @@ def test_attention_and_low_precision_matmuls_are_vendor_ops() -> None:
                aten._scaled_mm.default, aten._int_mm.default, aten._convolution_mode.default,
                aten.cudnn_convolution_relu.default, aten.addr.default):
         assert op_traits(op).vendor, op
+
+
+def test_linear_solvers_are_vendor_ops() -> None:
+    """A triangular solve is a LAPACK / cuBLAS trsm call, left to the library as a matmul is."""
+    for op in (aten.linalg_solve_triangular.default, aten.triangular_solve.default, aten.linalg_solve.default,
+               aten.cholesky_solve.default):
+        assert op_traits(op).vendor, op

@@ -312,6 +312,11 @@ COPY_SPECS = [
     _rowwise("to_dtype", "elementwise_copy", aten.to.dtype, ("x",), (X,), TO_SPELLINGS, (ELEMENTWISE_SHAPES,)),
     _rowwise("_to_copy", "elementwise_copy", aten._to_copy.default, ("x",), (X,), TO_SPELLINGS, (ELEMENTWISE_SHAPES,),
              capture_mode="grad"),
+    # type_as decomposes to ``to``: overridden at CompositeImplicitAutograd, reached wherever autograd is off
+    _rowwise("type_as", "elementwise_copy", aten.type_as.default, ("x", "y"),
+             (replace(X, dtype=bf16), TensorRecipe((1,), f32, seed=1)),
+             ("x.type_as(y)", "torch.Tensor.type_as(x, y)", "x.to(y.dtype)", "x.to(y)", "y.type_as(x)",
+              "x.type(y.type())", "x.type_as(x)"), (ELEMENTWISE_SHAPES, ((1,), (4, 33), (0,), ()))),
     _rowwise("contiguous_of_transposed", "elementwise_copy", aten.contiguous.default, ("x",),
              (replace(X, layout="transposed"),),
              ("x.contiguous()", "x.contiguous(memory_format=torch.channels_last)", "x.reshape(-1)",
