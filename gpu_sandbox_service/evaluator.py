@@ -3,12 +3,13 @@
 The server process only orchestrates: it never loads candidate code nor touches CUDA. Each
 candidate runs in a process no earlier candidate ran in: forked from its slot's fork server
 (:mod:`gpu_sandbox_service.forkserver`), or started cold when the fork server is turned off
-(``KF_SANDBOX_FORK_SERVER=0``) or cannot start. A re-measure always starts cold. With
-``KF_SANDBOX_PREPARE=1``, where a slot is free while the candidate builds, its forked process is
-prepared meanwhile (:mod:`gpu_sandbox_service.prepared`). That is off by default: on an H200 it
-took a 256 MiB card from 2.14 to 1.71 s a candidate, but a 12.8 us kernel's wall-clock series then
-showed the host holding 37-72 us a call, and 8 of 12 such evaluations were rejected as work
-outside the given stream (none without it, ``bench/results/gpu_runs_2026-12-03_h200_run50_52.md``).
+(``KF_SANDBOX_FORK_SERVER=0``) or cannot start. A re-measure always starts cold. On a cuda
+sandbox, where a slot is free while the candidate builds, its forked process is prepared meanwhile
+(:mod:`gpu_sandbox_service.prepared`); ``KF_SANDBOX_PREPARE=0`` turns that off, ``=1`` turns it on
+for a cpu sandbox too. On an H200 it takes a 256 MiB card from 2.13-2.17 to 1.70-1.82 s a candidate
+(``bench/results/gpu_runs_2026-12-04_h200_run53_56.md``). A cpu sandbox leaves it off unless asked:
+there the prepared process competes with the compiler for the same few cores, and the gain has
+not been measured on an idle machine.
 
 A result's ``start_s`` runs from the library being ready to the process beginning its checks (a
 wait for a slot included); ``prepared_ahead_s`` is how long before the library the process had
@@ -73,9 +74,11 @@ def fork_server_default() -> bool:
     return os.environ.get(FORK_SERVER_SETTING, "1").strip() != "0"
 
 
-def prepare_default() -> bool:
-    """Off unless ``KF_SANDBOX_PREPARE`` is ``1`` (see the module's docstring for why)."""
-    return os.environ.get(PREPARE_SETTING, "0").strip() == "1"
+def prepare_default(backend: str) -> bool:
+    """``KF_SANDBOX_PREPARE`` where set (``1`` on, ``0`` off); else on for cuda only (see the
+    module's docstring for why)."""
+    setting = os.environ.get(PREPARE_SETTING, "").strip()
+    return setting == "1" if setting else backend == "cuda"
 
 
 class Evaluator:
@@ -99,7 +102,7 @@ class Evaluator:
         self._profile: Profile | None = None  # None: the strongest isolation (cpu); cuda picks its own
         self._ready = asyncio.Lock()
         self.fork_server_enabled = fork_server_default() if fork_server is None else fork_server
-        self.prepare_enabled = prepare_default() if prepare is None else prepare
+        self.prepare_enabled = prepare_default(self.backend) if prepare is None else prepare
         self._fork_servers: dict[int, ForkServer] = {}
 
     async def device_info(self) -> DeviceInfo:
