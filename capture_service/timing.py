@@ -14,10 +14,17 @@ empties).
 Capture times every card of a model, so each gets a budget (:class:`TimingPolicy`): a few
 warm-up calls, then timed calls until ``budget_s`` of wall clock (flushes included) has passed,
 no fewer than ``min_reps`` and no more than ``max_reps``.
+
+A busy machine makes such a figure wrong rather than noisy: on the cpu another process that takes
+the core for a few milliseconds can slow every one of a card's few calls alike, so a small spread
+does not vouch for it. :meth:`EagerTimer.watch` also counts the involuntary context switches the
+process suffered while timed (the kernel preempting it for another runnable task), which says
+directly whether it had the core to itself (:attr:`Watched.disturbed`).
 """
 
 from __future__ import annotations
 
+import resource
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -44,6 +51,31 @@ class TimingPolicy:
 
 
 DEFAULT_TIMING = TimingPolicy()
+
+#: Involuntary context switches during one card's timing that mark it disturbed. An idle machine
+#: preempts a 50 ms timing not at all or once; with every core busy it is about a dozen times.
+DISTURBED_PREEMPTIONS = 3
+#: An interquartile range above this share of the median also marks a timing doubtful.
+DOUBTFUL_SPREAD = 0.25
+
+
+@dataclass(frozen=True)
+class Watched:
+    """A card's timing and how often another task took the cpu from the process meanwhile
+    (always 0 on cuda, where the device's events time the work and the host only feeds it)."""
+
+    summary: Summary
+    preemptions: int
+
+    @property
+    def disturbed(self) -> bool:
+        """Whether the figure may hold another process's time: preempted, or widely spread."""
+        spread = self.summary.spread_us > DOUBTFUL_SPREAD * self.summary.median_us
+        return self.preemptions >= DISTURBED_PREEMPTIONS or spread
+
+
+def _involuntary_switches() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
 
 
 class EagerTimer:
@@ -72,3 +104,10 @@ class EagerTimer:
         ):
             samples_us.append(self._timer.time_us(call, operands))
         return Summary.of(samples_us)
+
+    def watch(self, call: Callable[[], object], operands: Sequence[torch.Tensor] | None = None) -> Watched:
+        """:meth:`time`, with the preemptions the process suffered meanwhile on the cpu."""
+        before = _involuntary_switches()
+        summary = self.time(call, operands)
+        preemptions = _involuntary_switches() - before if self.device.type == "cpu" else 0
+        return Watched(summary, preemptions)

@@ -1,12 +1,16 @@
 """Capture's eager timing: the shared method (cache flushed before each call), within the card's budget."""
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
 import torch
 
-from capture_service.timing import EagerTimer, TimingPolicy
+from capture_service.timing import DISTURBED_PREEMPTIONS, EagerTimer, TimingPolicy, Watched
 from kforge_torch.caches import last_level_cache_bytes
+from kforge_torch.timing import Summary
 
 CPU = torch.device("cpu")
 
@@ -46,3 +50,26 @@ def test_a_gpu_call_is_timed_with_its_spread() -> None:
     timer = EagerTimer(torch.device("cuda"), TimingPolicy(warmup=1, min_reps=5, max_reps=10, budget_s=0.01))
     small, large = timer.time(lambda: x[:8].sum()), timer.time(lambda: x @ x)
     assert 5 <= large.runs <= 10 and 0 < small.median_us < large.median_us and large.spread_us >= 0
+
+
+def test_a_timing_is_disturbed_when_preempted_or_widely_spread() -> None:
+    steady = Summary(median_us=10.0, spread_us=1.0, runs=5)
+    assert not Watched(steady, preemptions=DISTURBED_PREEMPTIONS - 1).disturbed
+    assert Watched(steady, preemptions=DISTURBED_PREEMPTIONS).disturbed
+    assert Watched(Summary(median_us=10.0, spread_us=5.0, runs=5), preemptions=0).disturbed
+
+
+def test_another_process_on_the_same_core_marks_the_timing_disturbed() -> None:
+    core = min(os.sched_getaffinity(0))
+    allowed = os.sched_getaffinity(0)
+    hog = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{core}}})\nwhile True: pass"])
+    try:
+        os.sched_setaffinity(0, {core})
+        time.sleep(0.3)  # the hog is running on the core
+        timer = EagerTimer(CPU, TimingPolicy(warmup=0, min_reps=5, max_reps=50, budget_s=0.1))
+        watched = timer.watch(lambda: sum(range(20_000)))
+    finally:
+        os.sched_setaffinity(0, allowed)
+        hog.kill()
+        hog.wait()
+    assert watched.preemptions >= DISTURBED_PREEMPTIONS and watched.disturbed
