@@ -10,7 +10,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from agent_service.offline import ops_elementwise, ops_rowwise
+from agent_service.offline import ops_elementwise, ops_gather, ops_rowwise
 from agent_service.offline.call import UnsupportedCard, bind_aten_call, split_op_name
 from agent_service.offline.fused import fused_plan
 from agent_service.offline.modules import CoveredByAtenCard, module_plan
@@ -50,6 +50,14 @@ ATEN_OPS: dict[str, PlanBuilder] = {
                      "_adaptive_avg_pool3d"), ops_rowwise.adaptive_avg_pool_plan),
     "max_pool2d": ops_rowwise.max_pool_plan,
     "avg_pool2d": ops_rowwise.avg_pool_plan,
+    **dict.fromkeys(("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "_upsample_nearest_exact1d",
+                     "_upsample_nearest_exact2d", "_upsample_nearest_exact3d"), ops_gather.upsample_nearest_plan),
+    "cat": ops_gather.cat_plan,
+    "index": ops_gather.index_plan,
+    # pad decomposes (CompositeImplicitAutograd) to constant_pad_nd: overridden at that key, as type_as is
+    **dict.fromkeys(("pad", "constant_pad_nd"), ops_gather.pad_plan),
+    "masked_fill": ops_gather.masked_fill_plan,
+    "where": ops_gather.where_plan,
 }
 
 

@@ -16,7 +16,14 @@ from agent_service.offline.cxx import CUDA_PRELUDE
 from capture_service.program_graph import program_graph
 from kforge_domain.card import OperatorCard, TensorSpec
 from packager.abi import KernelLibrary
-from packager.variant import decode_call, module_attributes, module_variant_key, tensor_signature, variant_key
+from packager.variant import (
+    decode_call,
+    encode_call,
+    module_attributes,
+    module_variant_key,
+    tensor_signature,
+    variant_key,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 INCLUDE = REPO / "gpu_sandbox_service" / "include"
@@ -40,7 +47,7 @@ def aten_card(
     kwargs = kwargs or {}
     name = f"aten::{op._schema.name.removeprefix('aten::')}.{op._overloadname}"
     key = variant_key(name, args, kwargs)
-    tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]
+    tensors = encode_call(args, kwargs)[1]  # in argument order, those in lists (cat's) included
     with torch.inference_mode():
         outs = _outputs(op(*args, **kwargs))
     data = key.to_json()

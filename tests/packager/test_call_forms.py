@@ -407,6 +407,51 @@ ROW_SPECS = [
              (((4, 11, 11), (0, 4, 11, 11), (2, 4, 2, 2), (2, 4, 12, 9)),)),
 ]
 
+# Data movement (the gather engine): raw copies, so any dtype of the card's is exact.
+UPSAMPLE_X = TensorRecipe((2, 3, 4, 5))
+UPSAMPLE_SPELLINGS = ("F.interpolate(x, scale_factor=2.0, mode='nearest')", "F.interpolate(x, scale_factor=2)",
+                      "F.interpolate(x, size=(8, 10))", "nn.Upsample(scale_factor=2.0)(x)",
+                      "F.upsample_nearest(x, scale_factor=2)", "F.interpolate(x, scale_factor=(2.0, 3.0))",
+                      "F.interpolate(x, scale_factor=2.0, mode='nearest-exact')",
+                      "torch._C._nn.upsample_nearest2d(x, None, [2.0, 2.0])",
+                      "torch._C._nn.upsample_nearest2d(x, [8, 10], out=out)")
+CAT_SPELLINGS = ("torch.cat([a, b], -1)", "torch.cat((a, b), dim=-1)", "torch.cat([a, b], 1)",
+                 "torch.concat([a, b], -1)", "torch.concatenate([a, b], axis=-1)", "torch.cat([a, b])",
+                 "torch.cat([b, a], -1)", "torch.cat([a, b], -1, out=out)", "torch.hstack([a, b])",
+                 "torch.cat([a], -1)", "torch.cat([a, a, b], -1)")
+# ``i % 6``: indices in range for the card's 6 rows (a drawn ``x[i]`` may be out of range: eager raises)
+INDEX_SPELLINGS = ("x[i % 6]", "x[i]", "torch.ops.aten.index.Tensor(x, [i % 6])", "x[i % 6, :]", "x[:, i % 6]",
+                   "x[(i % 6).unsqueeze(1)]", "x[i % 6, i % 6]", "x.index_select(0, i % 6)", "x[i % 6 > 2]")
+PAD_SPELLINGS = ("F.pad(x, (1, 2))", "F.pad(x, (1, 2), value=0.5)", "F.pad(x, [1, 2], 'constant', 0.0)",
+                 "F.pad(x, (1, 2, 0, 3))", "F.pad(x, (-1, 2))", "torch.constant_pad_nd(x, (1, 2))",
+                 "F.pad(x, (1, 2), mode='reflect')", "F.pad(x, (1, 2), mode='replicate')",
+                 "nn.ConstantPad1d((1, 2), 0.0)(x)", "F.pad(x, (1, 2), value=True)")
+MASKED_FILL_SPELLINGS = ("x.masked_fill(m, float('-inf'))", "torch.masked_fill(x, m, -1e4)", "x.masked_fill(m, 0)",
+                         "x.masked_fill(m, True)", "x.masked_fill(m, torch.tensor(2.0))",
+                         "x.masked_fill(~m, float('-inf'))", "x.masked_fill(m.float(), 1.0)",
+                         "torch.where(m, float('-inf'), x)")
+WHERE_SPELLINGS = ("torch.where(c, a, b)", "a.where(c, b)", "torch.where(c, a, 0.0)", "torch.where(c, b, a)",
+                   "torch.where(c, a, b, out=out)", "torch.where(c)")
+BOOL_X = TensorRecipe((4, 33), torch.bool, seed=1)
+GATHER_SPECS = [
+    _rowwise("upsample_nearest2d", "gather_upsample_nearest", aten.upsample_nearest2d.vec, ("x",), (UPSAMPLE_X,),
+             UPSAMPLE_SPELLINGS,
+             (((0, 3, 4, 5), (1, 3, 4, 5), (2, 3, 1, 1), (2, 3, 5, 4), (3, 4, 5), (2, 3, 4, 5, 2)),)),
+    _rowwise("cat_last", "gather_cat", aten.cat.default, ("a", "b"), (X, TensorRecipe((4, 7), seed=1)),
+             CAT_SPELLINGS, (ELEMENTWISE_SHAPES, ((4, 7), (0,), (4, 0), (2, 4, 7), ()))),
+    _rowwise("index_rows", "gather_index", aten.index.Tensor, ("x", "i"),
+             (TensorRecipe((6, 33)), TensorRecipe((5,), torch.int64, seed=1)), INDEX_SPELLINGS,
+             (((6, 33), (0, 33), (6,), (2, 6, 33), ()), ((2, 3), (), (0,), (5, 1)))),
+    _rowwise("pad_last", "gather_pad", aten.pad.default, ("x",), (TensorRecipe((2, 4, 33)),), PAD_SPELLINGS,
+             (((4, 33), (0, 4, 33), (2, 4, 1), (2, 4, 3, 11)),)),
+    _rowwise("constant_pad_nd", "gather_pad", aten.constant_pad_nd.default, ("x",), (TensorRecipe((2, 4, 33)),),
+             ("torch.constant_pad_nd(x, (1, 2, 0, 3), 0.5)", *PAD_SPELLINGS), (((4, 33), (0, 4, 33), (2, 4, 1)),)),
+    _rowwise("masked_fill", "gather_select", aten.masked_fill.Scalar, ("x", "m"), (X, BOOL_X), MASKED_FILL_SPELLINGS,
+             (ELEMENTWISE_SHAPES, BROADCAST_SHAPES)),
+    _rowwise("where", "gather_select", aten.where.self, ("c", "a", "b"), (BOOL_X, X, TensorRecipe((33,), seed=2)),
+             WHERE_SPELLINGS, (BROADCAST_SHAPES, ELEMENTWISE_SHAPES, BROADCAST_SHAPES)),
+]
+
 MODULE_SPECS = [
     _module("torch_rms_norm", "module_rms_norm", "nn.RMSNorm(64, eps=1e-6)", (X64,), NORM_SHAPES,
             ("setattr(m, 'eps', 1e-3)", "setattr(m, 'eps', None)")),
@@ -420,7 +465,7 @@ MODULE_SPECS = [
             ("setattr(m.norm, 'eps', 1e-3)", "setattr(m.norm, 'num_groups', 2)")),
 ]
 
-SPECS = UNARY_SPECS + BINARY_SPECS + COPY_SPECS + ROW_SPECS + MODULE_SPECS
+SPECS = UNARY_SPECS + BINARY_SPECS + COPY_SPECS + ROW_SPECS + GATHER_SPECS + MODULE_SPECS
 
 
 # --- cards and casts --------------------------------------------------------------------------
@@ -769,12 +814,13 @@ def test_each_cards_own_call_runs_its_kernel_and_matches_eager(packaged: dict[st
 def test_every_aten_family_is_served_by_the_native_front(packaged: dict[str, PackagedCard]) -> None:
     """Each aten card's op gets the C++ front over its Python override: the call forms above ran through it.
     Cards with a Python number in a tensor slot keep the Python override alone: the dispatcher boxes
-    the number as a wrapped-number tensor that the card's key does not list."""
+    the number as a wrapped-number tensor that the card's key does not list. So does index: its
+    indices are a list of optional tensors, which the front does not compare (a list of tensors, cat's, it does)."""
     without = []
     for name, item in packaged.items():
         with item.cast.applied_to():
             without += [name for o in item.cast._aten if o.front is None]
-    assert sorted(without) == ["add_python_float", "mul_python_float"]
+    assert sorted(without) == ["add_python_float", "index_rows", "mul_python_float"]
 
 
 def test_gradients_through_each_cards_own_call_match_eager(packaged: dict[str, PackagedCard]) -> None:
@@ -848,6 +894,7 @@ def test_every_family_and_op_the_offline_proposer_covers_has_a_card_here() -> No
         "elementwise_unary", "elementwise_binary", "elementwise_copy", "batch_norm_inference", "reduction", "softmax",
         "layer_norm", "rms_norm", "group_norm", "adaptive_avg_pool", "global_avg_pool", "max_pool",
         "module_rms_norm", "module_activation", "module_gated_activation", "module_norm_activation",
+        "gather_upsample_nearest", "gather_cat", "gather_index", "gather_pad", "gather_select",
     }
     assert {s.op._schema.name.removeprefix("aten::") for s in UNARY_SPECS if s.op} == set(ops_elementwise.UNARY)
     assert {s.op._schema.name.removeprefix("aten::") for s in BINARY_SPECS if s.op} == set(ops_elementwise.BINARY)

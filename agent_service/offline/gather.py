@@ -1,0 +1,229 @@
+"""The gather engine: each output element copied from one place of one input, or a fill constant.
+
+Pure data movement (nearest upsampling, concatenation, indexing by a tensor, constant padding,
+masked fill, select by a boolean condition) is one kernel shape: for output coordinates ``o0``,
+``o1``, ... the first :class:`Branch` whose condition holds gives the element. Elements move as
+raw bits of their width (no float conversion), so every dtype of the ABI is exact and a fill
+constant is the bit pattern eager's own fill gives.
+
+The output is walked in storage order (it must be dense), so writes are sequential on cpu and
+coalesced on cuda, and every input element read is read once per output element that holds it:
+the floor is the bytes of the output plus those of the inputs read. On cuda, ``rows`` mode gives
+each block whole rows of the innermost storage dim (the outer coordinates decomposed once per
+row); ``flat`` mode gives each thread single elements, for short rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from agent_service.offline import cxx
+from agent_service.offline.call import UnsupportedCard
+from agent_service.offline.knobs import Knobs, KnobSpace
+from agent_service.offline.layout import is_dense
+from agent_service.offline.plan import cpu_thread_choices, cuda_grid_limit
+from kforge_domain.card import TensorSpec
+from kforge_domain.device import DeviceInfo
+from kforge_domain.dtypes import ABI_DTYPE_CODES
+
+#: The C type an element is moved (or, for indices and masks, read) as.
+C_TYPES = {"float32": "uint32_t", "float16": "uint16_t", "bfloat16": "uint16_t", "float64": "uint64_t",
+           "int64": "int64_t", "int32": "int32_t", "int8": "int8_t", "uint8": "uint8_t", "bool": "uint8_t"}
+ROWS_MODE_MIN_LENGTH = 64  # rows shorter than this leave most of a block idle in rows mode (tried first from 256)
+
+
+def c_type(dtype: str) -> str:
+    """The C type of one element of ``dtype``; :class:`UnsupportedCard` for a dtype the ABI lacks."""
+    if dtype not in C_TYPES or dtype not in ABI_DTYPE_CODES:
+        raise UnsupportedCard(f"dtype {dtype} is not one the kernel ABI passes")
+    return C_TYPES[dtype]
+
+
+def fill_bits(value: object, dtype: str) -> str:
+    """A C literal of ``value`` as eager stores it in a ``dtype`` tensor (its bits, for floats)."""
+    import torch
+
+    if not isinstance(value, (bool, int, float)):
+        raise UnsupportedCard(f"fill value {value!r} is not a real number")
+    try:
+        element = torch.full((), value, dtype=getattr(torch, dtype))
+    except (RuntimeError, TypeError) as exc:
+        raise UnsupportedCard(f"fill value {value!r} does not convert to {dtype}: {exc}") from None
+    bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[element.element_size()]
+    raw = int(element.view(bits).item()) & ((1 << (8 * element.element_size())) - 1)
+    return f"({c_type(dtype)}){raw:#x}ULL"
+
+
+def offset(coords: list[str], strides: list[int]) -> str:
+    """``c0 * s0 + c1 * s1 + ...`` over the non-zero strides (``0`` if none)."""
+    terms = [f"({c}) * {s}LL" if s != 1 else f"({c})" for c, s in zip(coords, strides, strict=True) if s]
+    return " + ".join(terms) or "0"
+
+
+@dataclass(frozen=True)
+class Branch:
+    """The element when ``condition`` (C, over ``o<d>``) holds; ``""`` for the last, unconditional one."""
+
+    condition: str
+    value: str
+
+
+@dataclass(frozen=True)
+class Table:
+    """Constant int64 values a gather looks coordinates up in (a nearest-upsampling source map)."""
+
+    name: str
+    values: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class GatherPlan:
+    """``out[o] = first branch whose condition holds``; inputs are ``in<i>`` of :func:`c_type` of their dtype.
+
+    ``preamble`` runs per element before the branches; it may call ``KF_BAD()`` for an element
+    eager refuses (an index out of range): the cpu kernel then returns a non-zero status (eager
+    serves the call and raises), the cuda kernel traps as eager's device assert does.
+    """
+
+    family: str
+    summary: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    branches: tuple[Branch, ...]
+    preamble: str = ""
+    tables: tuple[Table, ...] = ()
+
+    def __post_init__(self) -> None:
+        out = self.outputs[0]
+        if len(self.outputs) != 1:
+            raise UnsupportedCard(f"the gather template writes one output, the card has {len(self.outputs)}")
+        if not is_dense(out) or min(out.stride, default=0) < 0:
+            raise UnsupportedCard(f"output layout stride={out.stride} overlaps or has gaps")
+        for spec in (*self.inputs, out):
+            c_type(spec.dtype)
+        if not self.branches or self.branches[-1].condition:
+            raise ValueError("a gather needs an unconditional last branch")
+
+    @property
+    def _walk(self) -> list[int]:
+        """Output dims of size > 1 from outermost to innermost in storage."""
+        out = self.outputs[0]
+        return sorted((d for d in range(len(out.shape)) if out.shape[d] != 1), key=lambda d: -out.stride[d])
+
+    @property
+    def _row_length(self) -> int:
+        walk = self._walk
+        return self.outputs[0].shape[walk[-1]] if walk else 1
+
+    def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
+        if backend == "cuda":
+            length = self._row_length
+            modes = (("rows", "flat") if length >= 256 else
+                     ("flat", "rows") if length >= ROWS_MODE_MIN_LENGTH else ("flat",))
+            return KnobSpace({"mode": modes,
+                              "threads_per_block": (256, 128, 512), "waves": (4, 1, 0)})
+        return KnobSpace({"threads": cpu_thread_choices(device), "schedule": ("static", "dynamic")})
+
+    def _coords(self, dims: list[int], linear: str, indent: str, outer: bool = True) -> str:
+        """``const int64_t o<d> = ...`` for ``dims`` (outermost first) of output linear index ``linear``;
+        the ``outer`` call also defines the size-1 dims' coordinates (0)."""
+        shape = self.outputs[0].shape
+        lines = [f"{indent}const int64_t o{d} = 0; (void)o{d};" for d in range(len(shape))
+                 if outer and d not in self._walk]
+        divisor = 1
+        for d in reversed(dims):
+            quotient = f"{linear} / {divisor}LL" if divisor != 1 else linear
+            value = quotient if d == dims[0] else f"({quotient}) % {shape[d]}LL"
+            lines.append(f"{indent}const int64_t o{d} = {value};")
+            divisor *= shape[d]
+        return "\n".join(lines)
+
+    def _element(self, indent: str) -> str:
+        lines = [f"{indent}{line}" for line in self.preamble.splitlines()]
+        lines.append(f"{indent}T v;")
+        for i, branch in enumerate(self.branches):
+            if branch.condition:
+                lines.append(f"{indent}{'if' if i == 0 else 'else if'} ({branch.condition}) v = {branch.value};")
+            else:
+                lines.append(f"{indent}{'else ' if i else ''}v = {branch.value};")
+        return "\n".join(lines)
+
+    def _params(self, backend: str) -> tuple[str, str]:
+        restrict = "__restrict__" if backend == "cuda" else "__restrict"
+        params = [f"const {c_type(s.dtype)} *{restrict} in{i}" for i, s in enumerate(self.inputs)]
+        args = [f"(const {c_type(s.dtype)} *)inputs[{i}].data" for i, s in enumerate(self.inputs)]
+        return ", ".join([*params, f"T *{restrict} out"]), ", ".join([*args, "(T *)outputs[0].data"])
+
+    def _tables(self, backend: str) -> str:
+        qualifier = "__device__ " if backend == "cuda" else ""
+        return "".join(f"static {qualifier}const int64_t {t.name}[{len(t.values)}] = "
+                       f"{{{', '.join(str(v) for v in t.values)}}};\n" for t in self.tables)
+
+    def render(self, backend: str, knobs: Knobs, device: DeviceInfo) -> str:
+        knobs = self.knob_space(backend, device).normalise(knobs)
+        head = (f"typedef {c_type(self.outputs[0].dtype)} T;\n/* {self.summary} */\n{self._tables(backend)}")
+        params, args = self._params(backend)
+        total = math.prod(self.outputs[0].shape)
+        walk, length = self._walk, self._row_length
+        if backend == "cuda":
+            return f"{cxx.CUDA_PRELUDE}\n{head}{self._cuda(knobs, device, params, args, total, walk, length)}"
+        threads = f" num_threads({knobs['threads']})" if knobs["threads"] else ""
+        launch = cxx.cpu_kf_launch(self.inputs, self.outputs,
+                                   f"  if (kf_gather({args})) return {cxx.STATUS_LAUNCH_FAILED};\n")
+        return f"""{cxx.CPU_PRELUDE}
+{head}
+static int kf_gather({params}) {{
+  int kf_bad = 0;
+#define KF_BAD() __atomic_store_n(&kf_bad, 1, __ATOMIC_RELAXED)
+#pragma omp parallel for{threads} schedule({knobs["schedule"]})
+  for (int64_t row = 0; row < {total // length}LL; ++row) {{
+{self._coords(walk[:-1], "row", "    ")}
+    for (int64_t c = 0; c < {length}LL; ++c) {{
+{self._coords(walk[-1:], "c", "      ", outer=False)}
+{self._element("      ")}
+      out[row * {length}LL + c] = v;
+    }}
+  }}
+  return kf_bad;
+}}
+
+{launch}"""
+
+    def _cuda(self, knobs: Knobs, device: DeviceInfo, params: str, args: str, total: int, walk: list[int],
+              length: int) -> str:
+        block = int(knobs["threads_per_block"])
+        define = "#define KF_BAD() __trap()\n"
+        if knobs["mode"] == "rows":
+            rows = total // length
+            grid = max(1, min(rows, cuda_grid_limit(device, block) * int(knobs["waves"]) or rows))
+            kernel = f"""{define}__global__ void __launch_bounds__({block}) kf_gather({params}) {{
+  for (int64_t row = blockIdx.x; row < {rows}LL; row += gridDim.x) {{
+{self._coords(walk[:-1], "row", "    ")}
+    for (int64_t c = threadIdx.x; c < {length}LL; c += {block}) {{
+{self._coords(walk[-1:], "c", "      ", outer=False)}
+{self._element("      ")}
+      out[row * {length}LL + c] = v;
+    }}
+  }}
+}}
+"""
+        else:
+            blocks = cxx.ceil_div(total, block)
+            grid = max(1, min(blocks, cuda_grid_limit(device, block) * int(knobs["waves"]) or blocks))
+            kernel = f"""{define}__global__ void __launch_bounds__({block}) kf_gather({params}) {{
+  for (int64_t i = (int64_t)blockIdx.x * {block} + threadIdx.x; i < {total}LL; i += (int64_t)gridDim.x * {block}) {{
+{self._coords(walk, "i", "    ")}
+{self._element("    ")}
+    out[i] = v;
+  }}
+}}
+"""
+        return f"""{kernel}
+extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
+                         void *stream) {{
+{cxx.guard(self.inputs, self.outputs)}
+  kf_gather<<<{grid}, {block}, 0, (cudaStream_t)stream>>>({args});
+{cxx.cuda_launch_epilogue()}
+}}
+"""

@@ -1,0 +1,221 @@
+"""Aten cards the gather engine covers: nearest upsampling, cat, index by one tensor, constant pad,
+masked_fill and where.
+
+Each builder turns the bound call into a :class:`GatherPlan`, whose branches name where each
+output element comes from; a call outside what it handles raises :class:`UnsupportedCard`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_service.offline.call import TensorArg, UnsupportedCard, split_op_name
+from agent_service.offline.gather import Branch, GatherPlan, Table, fill_bits, offset
+from agent_service.offline.layout import broadcast_strides
+from kforge_domain.card import OperatorCard
+
+MAX_TABLE = 8192  # source-map entries a nearest upsampling embeds where no formula gives them
+
+
+def _tensor(call: dict[str, Any], name: str) -> TensorArg:
+    value = call.get(name)
+    if not isinstance(value, TensorArg):
+        raise UnsupportedCard(f"argument {name!r} is not a tensor")
+    return value
+
+
+def _plan(card: OperatorCard, family: str, branches: list[Branch], preamble: str = "",
+          tables: tuple[Table, ...] = ()) -> GatherPlan:
+    out = card.outputs[0]
+    return GatherPlan(family=family, summary=f"{card.op} to {out.shape} {out.dtype} stride {out.stride}",
+                      inputs=tuple(card.inputs), outputs=tuple(card.outputs), branches=tuple(branches),
+                      preamble=preamble, tables=tables)
+
+
+def _same_dtype(card: OperatorCard, tensors: list[TensorArg], what: str) -> None:
+    out = card.outputs[0].dtype
+    if any(t.spec.dtype != out for t in tensors):
+        raise UnsupportedCard(f"{what} of {[t.spec.dtype for t in tensors]} into {out} converts; "
+                              "only a copy is templated")
+
+
+def _coords(ndim: int) -> list[str]:
+    return [f"o{d}" for d in range(ndim)]
+
+
+# ---- nearest upsampling ------------------------------------------------------------------------
+
+
+def _source_map(card: OperatorCard, x: TensorArg, dim: int) -> list[int]:
+    """The input index each output index of spatial ``dim`` reads, as eager computes it.
+
+    The card's own op is called on a probe holding each position's index along ``dim`` (the
+    spatial dims only, one plane), with the card's non-tensor arguments: sizes, scales and the
+    nearest or nearest-exact rounding are then eager's, whatever the overload.
+    """
+    import torch
+
+    from packager.aten_dispatch import resolve_overload
+    from packager.variant import decode_call
+
+    spatial = len(x.spec.shape) - int(card.op.split("::")[-1].split(".")[0][-2])
+    shape = [1] * spatial + x.spec.shape[spatial:]
+    along = [1] * len(shape)
+    along[dim] = shape[dim]
+    probe = torch.arange(shape[dim], dtype=torch.float64).view(along).expand(shape).contiguous()
+    args, kwargs = decode_call(card.template, [probe] * len(card.inputs))
+    with torch.inference_mode():
+        mapped = resolve_overload(card.op)(*args, **kwargs)
+    if mapped.shape[dim] != card.outputs[0].shape[dim]:
+        raise UnsupportedCard(f"{card.op}: the probe's output size {mapped.shape[dim]} is not the card's")
+    index: list[int | slice] = [0] * len(shape)
+    index[dim] = slice(None)
+    return [int(v) for v in mapped[tuple(index)].tolist()]
+
+
+def upsample_nearest_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """upsample_nearest{1,2,3}d and the nearest-exact variants: each spatial dim through its source map."""
+    x = _tensor(call, "input" if "input" in call else "self")
+    out = card.outputs[0]
+    ndim = len(x.spec.shape)
+    spatial = int(base[-2])
+    if len(out.shape) != ndim or out.shape[:ndim - spatial] != x.spec.shape[:ndim - spatial]:
+        raise UnsupportedCard(f"{card.op}: output {out.shape} does not keep the input's {x.spec.shape} leading dims")
+    coords, tables = _coords(ndim), []
+    for d in range(ndim - spatial, ndim):
+        size_in, size_out = x.spec.shape[d], out.shape[d]
+        mapping = _source_map(card, x, d)
+        if mapping == [o * size_in // size_out for o in range(size_out)]:
+            coords[d] = f"o{d} * {size_in}LL / {size_out}LL" if size_in != size_out else f"o{d}"
+        elif size_out <= MAX_TABLE:
+            tables.append(Table(f"kf_src{d}", tuple(mapping)))
+            coords[d] = f"kf_src{d}[o{d}]"
+        else:
+            raise UnsupportedCard(f"{card.op}: a source map of {size_out} entries without a formula")
+    branch = Branch("", f"in{x.index}[{offset(coords, x.spec.stride)}]")
+    return _plan(card, "gather_upsample_nearest", [branch], tables=tuple(tables))
+
+
+# ---- cat ---------------------------------------------------------------------------------------
+
+
+def cat_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """cat of same-dtype tensors along any dim: each output range along it from one input."""
+    tensors = call.get("tensors")
+    if not isinstance(tensors, list) or not all(isinstance(t, TensorArg) for t in tensors):
+        raise UnsupportedCard("cat's tensors are not a list of tensors")
+    out = card.outputs[0]
+    ndim = len(out.shape)
+    dim = int(call.get("dim", 0)) % max(ndim, 1)
+    # eager skips 1-d empty tensors (legacy); an empty part of any shape adds nothing
+    parts = [t for t in tensors if t.spec.numel]
+    _same_dtype(card, parts, "cat")
+    branches, start = [], 0
+    for t in parts:
+        shape = t.spec.shape
+        if len(shape) != ndim or any(shape[d] != out.shape[d] for d in range(ndim) if d != dim):
+            raise UnsupportedCard(f"cat part {shape} does not line up with the output {out.shape} along dim {dim}")
+        coords = _coords(ndim)
+        coords[dim] = f"o{dim} - {start}LL" if start else f"o{dim}"
+        start += shape[dim]
+        branches.append(Branch(f"o{dim} < {start}LL", f"in{t.index}[{offset(coords, t.spec.stride)}]"))
+    if start != out.shape[dim]:
+        raise UnsupportedCard(f"cat parts add up to {start} along dim {dim}, the output has {out.shape[dim]}")
+    branches[-1] = Branch("", branches[-1].value)
+    return _plan(card, "gather_cat", branches)
+
+
+# ---- index by one tensor -----------------------------------------------------------------------
+
+
+def index_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """``x[..., idx, ...]``: one int64 or int32 index tensor (Nones before it), negative indices wrapped."""
+    x = _tensor(call, "self")
+    indices = call.get("indices")
+    if not isinstance(indices, list):
+        raise UnsupportedCard("index's indices are not a list")
+    while indices and indices[-1] is None:
+        indices = indices[:-1]
+    given = [i for i in indices if i is not None]
+    if len(given) != 1 or not isinstance(given[0], TensorArg):
+        raise UnsupportedCard(f"index by {len(given)} index tensors broadcast together; one is templated")
+    idx, dim = given[0], len(indices) - 1
+    if idx.spec.dtype not in ("int64", "int32"):
+        raise UnsupportedCard(f"index by a {idx.spec.dtype} tensor (a mask selects a data-dependent count)")
+    _same_dtype(card, [x], "index")
+    shape, m, out = x.spec.shape, len(idx.spec.shape), card.outputs[0]
+    if out.shape != [*shape[:dim], *idx.spec.shape, *shape[dim + 1:]]:
+        raise UnsupportedCard(f"index output {out.shape} is not {shape} indexed along dim {dim} by {idx.spec.shape}")
+    size = shape[dim]
+    at = offset(_coords(len(out.shape))[dim:dim + m], idx.spec.stride)
+    preamble = (f"int64_t j = (int64_t)in{idx.index}[{at}];\n"
+                f"if (j < 0) j += {size}LL;\n"
+                f"if (j < 0 || j >= {size}LL) {{ KF_BAD(); j = 0; }}")
+    coords = [*_coords(dim), "j", *(f"o{d + m - 1}" for d in range(dim + 1, len(shape)))]
+    return _plan(card, "gather_index", [Branch("", f"in{x.index}[{offset(coords, x.spec.stride)}]")], preamble)
+
+
+# ---- constant pad ------------------------------------------------------------------------------
+
+
+def pad_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """constant_pad_nd and pad(mode='constant'): the input where it lies, the value elsewhere (negative pads crop)."""
+    x = _tensor(call, "self")
+    if call.get("mode", "constant") != "constant":
+        raise UnsupportedCard(f"pad mode {call.get('mode')!r}; only constant padding is templated")
+    pad = call.get("pad")
+    shape, out = x.spec.shape, card.outputs[0]
+    if not isinstance(pad, list) or len(pad) % 2 or len(pad) // 2 > len(shape):
+        raise UnsupportedCard(f"pad {pad!r} is not pairs over the input's {len(shape)} dims")
+    value = call.get("value")
+    low, high = [0] * len(shape), [0] * len(shape)
+    for k in range(len(pad) // 2):
+        low[len(shape) - 1 - k], high[len(shape) - 1 - k] = int(pad[2 * k]), int(pad[2 * k + 1])
+    if out.shape != [n + lo + hi for n, lo, hi in zip(shape, low, high, strict=True)]:
+        raise UnsupportedCard(f"pad {pad} of {shape} does not give the card's output {out.shape}")
+    coords = [f"o{d} - {lo}LL" if lo else f"o{d}" for d, lo in enumerate(low)]
+    inside = [f"(uint64_t)({c}) < {n}ULL" for c, n, lo, hi in zip(coords, shape, low, high, strict=True)
+              if lo > 0 or hi > 0]
+    read = f"in{x.index}[{offset(coords, x.spec.stride)}]"
+    _same_dtype(card, [x], "pad")
+    fill = fill_bits(0 if value is None else value, out.dtype)
+    branches = [Branch(" && ".join(inside), read), Branch("", fill)] if inside else [Branch("", read)]
+    return _plan(card, "gather_pad", branches)
+
+
+# ---- masked_fill and where ---------------------------------------------------------------------
+
+
+def _condition(card: OperatorCard, name: str, call: dict[str, Any]) -> str:
+    """``in<i>[...] != 0`` for a bool tensor broadcast to the output."""
+    cond = _tensor(call, name)
+    if cond.spec.dtype != "bool":
+        raise UnsupportedCard(f"{name} is {cond.spec.dtype}; eager takes a bool tensor")
+    out = card.outputs[0]
+    return f"in{cond.index}[{offset(_coords(len(out.shape)), broadcast_strides(cond.spec, out.shape))}]"
+
+
+def _read(card: OperatorCard, t: TensorArg) -> str:
+    out = card.outputs[0]
+    return f"in{t.index}[{offset(_coords(len(out.shape)), broadcast_strides(t.spec, out.shape))}]"
+
+
+def masked_fill_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """masked_fill.Scalar: the value where the (broadcast) mask holds, the input elsewhere."""
+    x = _tensor(call, "self")
+    _same_dtype(card, [x], "masked_fill")
+    value = call.get("value")
+    if isinstance(value, TensorArg):
+        raise UnsupportedCard("masked_fill by a tensor value is not templated")
+    fill = fill_bits(value, card.outputs[0].dtype)
+    return _plan(card, "gather_select", [Branch(_condition(card, "mask", call), fill), Branch("", _read(card, x))])
+
+
+def where_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """where.self: ``self`` where the condition holds, ``other`` elsewhere, all three broadcast; same dtypes."""
+    if split_op_name(card.op)[1] != "self":
+        raise UnsupportedCard(f"{card.op}: a Python number operand promotes; only where.self is templated")
+    a, b = _tensor(call, "self"), _tensor(call, "other")
+    _same_dtype(card, [a, b], "where")
+    return _plan(card, "gather_select",
+                 [Branch(_condition(card, "condition", call), _read(card, a)), Branch("", _read(card, b))])

@@ -1,0 +1,52 @@
+"""The gather families plan what they copy exactly and refuse, with a reason, what they would convert."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from agent_service.offline.call import UnsupportedCard
+from agent_service.offline.catalog import plan_for_card
+from agent_service.offline.gather import fill_bits
+from tests.agent_service.agent_cards import aten_card
+
+aten = torch.ops.aten
+bf16 = torch.bfloat16
+
+
+def _refusal(op: Any, args: list[Any], kwargs: dict[str, Any] | None = None) -> str:
+    card, _ = aten_card(op, args, kwargs)
+    with pytest.raises(UnsupportedCard) as refused:
+        plan_for_card(card, "cpu")
+    return str(refused.value)
+
+
+def test_calls_that_convert_or_select_a_data_dependent_count_are_refused() -> None:
+    assert "converts" in _refusal(aten.cat.default, [[torch.randn(2, 3), torch.randn(2, 3).to(bf16)], 1])
+    assert "2 index tensors" in _refusal(aten.index.Tensor, [torch.randn(4, 5), [torch.tensor([1]), torch.tensor([2])]])
+    assert "mask" in _refusal(aten.index.Tensor, [torch.randn(4, 5), [torch.randn(4) > 0]])
+    assert "constant padding" in _refusal(aten.pad.default, [torch.randn(1, 2, 6), [1, 1], "reflect"])
+    assert "tensor value" in _refusal(aten.masked_fill.Tensor,
+                                      [torch.randn(3, 4), torch.randn(3, 4) > 0, torch.tensor(1.0)])
+    assert "where.self" in _refusal(aten.where.ScalarOther, [torch.randn(3) > 0, torch.randn(3), 1.0])
+    assert "bool" in _refusal(aten.where.self, [torch.ones(3, dtype=torch.uint8), torch.randn(3), torch.randn(3)])
+
+
+def test_fill_constants_are_the_bits_eager_stores() -> None:
+    assert fill_bits(float("-inf"), "bfloat16") == "(uint16_t)0xff80ULL"
+    assert fill_bits(0.5, "float32") == "(uint32_t)0x3f000000ULL"
+    assert fill_bits(-1, "int64") == "(int64_t)0xffffffffffffffffULL"
+    assert fill_bits(True, "bool") == "(uint8_t)0x1ULL"
+    with pytest.raises(UnsupportedCard):
+        fill_bits(1j, "float32")
+
+
+def test_nearest_maps_without_a_formula_are_embedded_as_tables() -> None:
+    exact, _ = aten_card(aten._upsample_nearest_exact2d.vec, [torch.randn(1, 2, 6, 6), None, [1.5, 0.7]])
+    plan = plan_for_card(exact, "cpu")
+    assert [t.name for t in plan.tables] == ["kf_src2", "kf_src3"]
+    assert plan.tables[0].values == (0, 1, 1, 2, 3, 3, 4, 5, 5)  # floor((o + 0.5) / 1.5)
+    doubled, _ = aten_card(aten.upsample_nearest2d.vec, [torch.randn(1, 2, 6, 6), None, [2.0, 2.0]])
+    assert not plan_for_card(doubled, "cpu").tables
