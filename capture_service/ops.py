@@ -188,6 +188,24 @@ def _updated_running_stats(packet: str, bound: Mapping[str, object]) -> tuple[st
     return RUNNING_STATS if flag is None or bool(bound.get(flag)) else ()
 
 
+#: Overload packets that skip an empty part: eager's cat drops a legacy 1-D ``[0]`` tensor, and any
+#: other empty part adds no elements, so a cat with a non-empty output copies only its other parts.
+EMPTY_PART_SKIPPING_OPS = frozenset({"cat"})
+
+
+def operates_on_empty(traits: OpTraits, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]) -> bool:
+    """Whether the call has no work for a kernel: an empty output, or an empty input the op reads.
+
+    An empty part of a cat that still has a non-empty output is skipped, not read: such a call is
+    an ordinary copy of its other parts (the empty part's shape and dtype stay in its variant key).
+    """
+    if any(t.numel() == 0 for t in outputs):
+        return True
+    if traits.packet in EMPTY_PART_SKIPPING_OPS:
+        return False
+    return any(t.numel() == 0 for t in inputs)
+
+
 def is_identity_adaptive_pool(traits: OpTraits, bound: Mapping[str, object]) -> bool:
     """An adaptive pool whose output size equals its input's spatial size (a copy)."""
     if traits.packet not in ADAPTIVE_POOL_OPS:

@@ -23,6 +23,7 @@ from capture_service.ops import (
     is_identity_adaptive_pool,
     is_random_call,
     op_traits,
+    operates_on_empty,
     written_tensors,
 )
 from capture_service.records import CallSample, SamplePolicy, VariantRecord, cpu_copy
@@ -142,7 +143,7 @@ class OperatorRecorder(TorchDispatchMode):
             record.mark_not_optimisable(FACTORY)
         if _aliases(outputs, tensors):
             record.mark_not_optimisable(VIEW)
-        if any(t.numel() == 0 for t in (*tensors, *outputs)):
+        if operates_on_empty(traits, tensors, outputs):
             record.degenerate = EMPTY
             record.mark_not_optimisable(EMPTY)
         elif is_identity_adaptive_pool(traits, bound):

@@ -146,3 +146,22 @@ def test_native_multi_head_attention_is_a_vendor_op() -> None:
     x = torch.randn(2, 5, 16)
     (record,) = _record(lambda: attention(x, x, x, need_weights=False))["aten::_native_multi_head_attention.default"]
     assert record.vendor_op and record.optimisable
+
+
+def test_a_cat_that_skips_an_empty_part_is_a_card_and_other_empty_calls_are_not() -> None:
+    x = torch.randn(3, 6)
+
+    def run() -> None:
+        torch.cat([torch.empty(0), x])  # the legacy 1-D [0] part eager skips
+        torch.cat([x, torch.empty(3, 0)], 1)  # an empty part along the cat dim adds nothing
+        torch.cat([torch.empty(0), torch.empty(0, 6)])  # nothing to write
+        torch.empty(0, 4).add(1)
+
+    cats = _record(run)["aten::cat.default"]
+    legacy, along, nothing = cats
+    assert legacy.optimisable and not legacy.degenerate
+    assert [t.shape for t in legacy.key.tensors] == [(0,), (3, 6)]  # the empty part stays in the variant
+    assert along.optimisable and not along.degenerate
+    assert not nothing.optimisable and nothing.degenerate == EMPTY
+    (add,) = _record(run)["aten::add.Tensor"]
+    assert not add.optimisable and add.degenerate == EMPTY

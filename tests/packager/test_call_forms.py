@@ -419,6 +419,9 @@ CAT_SPELLINGS = ("torch.cat([a, b], -1)", "torch.cat((a, b), dim=-1)", "torch.ca
                  "torch.concat([a, b], -1)", "torch.concatenate([a, b], axis=-1)", "torch.cat([a, b])",
                  "torch.cat([b, a], -1)", "torch.cat([a, b], -1, out=out)", "torch.hstack([a, b])",
                  "torch.cat([a], -1)", "torch.cat([a, a, b], -1)")
+CAT_AFTER_EMPTY_SPELLINGS = ("torch.cat([e, x])", "torch.cat([e, x], 0)", "torch.cat((e, x), dim=-1)",
+                             "torch.cat([x, e])", "torch.cat([e, e, x])", "torch.cat([e, x], out=out)",
+                             "torch.cat([e.to(torch.bfloat16), x])")
 # ``i % 6``: indices in range for the card's 6 rows (a drawn ``x[i]`` may be out of range: eager raises)
 INDEX_SPELLINGS = ("x[i % 6]", "x[i]", "torch.ops.aten.index.Tensor(x, [i % 6])", "x[i % 6, :]", "x[:, i % 6]",
                    "x[(i % 6).unsqueeze(1)]", "x[i % 6, i % 6]", "x.index_select(0, i % 6)", "x[i % 6 > 2]")
@@ -439,6 +442,9 @@ GATHER_SPECS = [
              (((0, 3, 4, 5), (1, 3, 4, 5), (2, 3, 1, 1), (2, 3, 5, 4), (3, 4, 5), (2, 3, 4, 5, 2)),)),
     _rowwise("cat_last", "gather_cat", aten.cat.default, ("a", "b"), (X, TensorRecipe((4, 7), seed=1)),
              CAT_SPELLINGS, (ELEMENTWISE_SHAPES, ((4, 7), (0,), (4, 0), (2, 4, 7), ()))),
+    # capture keeps a cat whose empty part eager skips (a legacy 1-D [0]): the part's exact layout is in the key
+    _rowwise("cat_after_legacy_empty", "gather_cat", aten.cat.default, ("e", "x"), (TensorRecipe((0,)), X),
+             CAT_AFTER_EMPTY_SPELLINGS, (((0, 33), (4, 0), (3,), ()), ELEMENTWISE_SHAPES)),
     _rowwise("index_rows", "gather_index", aten.index.Tensor, ("x", "i"),
              (TensorRecipe((6, 33)), TensorRecipe((5,), torch.int64, seed=1)), INDEX_SPELLINGS,
              (((6, 33), (0, 33), (6,), (2, 6, 33), ()), ((2, 3), (), (0,), (5, 1)))),
