@@ -58,6 +58,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(("pad", "constant_pad_nd"), ops_gather.pad_plan),
     "masked_fill": ops_gather.masked_fill_plan,
     "where": ops_gather.where_plan,
+    "repeat_interleave": ops_gather.repeat_interleave_plan,
 }
 
 

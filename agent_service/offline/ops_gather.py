@@ -1,5 +1,5 @@
 """Aten cards the gather engine covers: nearest upsampling, cat, index by one tensor, constant pad,
-masked_fill and where.
+masked_fill, where and repeat_interleave by an int.
 
 Each builder turns the bound call into a :class:`GatherPlan`, whose branches name where each
 output element comes from; a call outside what it handles raises :class:`UnsupportedCard`.
@@ -7,6 +7,7 @@ output element comes from; a call outside what it handles raises :class:`Unsuppo
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from agent_service.offline.call import TensorArg, UnsupportedCard, split_op_name
@@ -219,3 +220,37 @@ def where_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPla
     _same_dtype(card, [a, b], "where")
     return _plan(card, "gather_select",
                  [Branch(_condition(card, "condition", call), _read(card, a)), Branch("", _read(card, b))])
+
+
+# ---- repeat_interleave by an int ---------------------------------------------------------------
+
+
+def repeat_interleave_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """repeat_interleave.self_int: output index ``o`` along ``dim`` reads input index ``o / repeats``;
+    without ``dim`` the input is read flattened in row-major order, as eager flattens it."""
+    overload = split_op_name(card.op)[1]
+    if overload != "self_int":
+        raise UnsupportedCard(f"{card.op}: repeats given as a tensor make the output's size and each element's "
+                              "source depend on its values; only int repeats (self_int) are templated")
+    x = _tensor(call, "self")
+    _same_dtype(card, [x], "repeat_interleave")
+    repeats, dim = int(call["repeats"]), call.get("dim")
+    shape, out = x.spec.shape, card.outputs[0]
+    if dim is None:
+        want = [math.prod(shape) * repeats]
+        flat = f"(o0 / {repeats}LL)"
+        # row-major coordinates of the flat index, innermost first
+        coords: list[str] = []
+        inner = 1
+        for n in reversed(shape):
+            coords.insert(0, f"({flat} / {inner}LL) % {n}LL" if inner != 1 else f"{flat} % {n}LL")
+            inner *= n
+    else:
+        dim = int(dim) % max(len(shape), 1)
+        want = [n * repeats if d == dim else n for d, n in enumerate(shape)]
+        coords = _coords(len(shape))
+        coords[dim] = f"o{dim} / {repeats}LL"
+    if out.shape != want:
+        raise UnsupportedCard(f"repeat_interleave of {shape} by {repeats} along {dim} gives {want}, "
+                              f"the card's output is {out.shape}")
+    return _plan(card, "gather_repeat", [Branch("", f"in{x.index}[{offset(coords, x.spec.stride)}]")])

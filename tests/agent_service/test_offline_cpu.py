@@ -161,6 +161,10 @@ ATEN_CASES = [
          lambda: (aten.masked_fill.Scalar, [r(2, 4, 6, dtype=bf16), torch.randn(4, 1) > 0, -1e4])),
     Case("where_broadcast", "gather_select",
          lambda: (aten.where.self, [torch.randn(3, 1, 8) > 0, r(3, 5, 8), r(8)])),
+    Case("repeat_interleave_heads_bf16", "gather_repeat",
+         lambda: (aten.repeat_interleave.self_int, [r(2, 2, 5, 8, dtype=bf16).transpose(1, 2), 3, 2])),
+    Case("repeat_interleave_flat_of_transposed", "gather_repeat",
+         lambda: (aten.repeat_interleave.self_int, [r(4, 3).t(), 2]), kwargs={"output_size": 24}),
     Case("mean_spatial_keepdim", "reduction", lambda: (aten.mean.dim, [r(2, 8, 7, 7), [-1, -2], True])),
     # Dense permuted inputs, walked in storage order (layout.dense_row_layout).
     Case("global_avg_pool_channels_last_bf16", "global_avg_pool",

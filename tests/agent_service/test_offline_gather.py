@@ -26,12 +26,15 @@ def _refusal(op: Any, args: list[Any], kwargs: dict[str, Any] | None = None) -> 
 def test_calls_that_convert_or_select_a_data_dependent_count_are_refused() -> None:
     assert "converts" in _refusal(aten.cat.default, [[torch.randn(2, 3), torch.randn(2, 3).to(bf16)], 1])
     assert "2 index tensors" in _refusal(aten.index.Tensor, [torch.randn(4, 5), [torch.tensor([1]), torch.tensor([2])]])
-    assert "mask" in _refusal(aten.index.Tensor, [torch.randn(4, 5), [torch.randn(4) > 0]])
+    assert "mask" in _refusal(aten.index.Tensor, [torch.randn(4, 5), [torch.tensor([True, False, True, True])]])
     assert "constant padding" in _refusal(aten.pad.default, [torch.randn(1, 2, 6), [1, 1], "reflect"])
     assert "tensor value" in _refusal(aten.masked_fill.Tensor,
                                       [torch.randn(3, 4), torch.randn(3, 4) > 0, torch.tensor(1.0)])
     assert "where.self" in _refusal(aten.where.ScalarOther, [torch.randn(3) > 0, torch.randn(3), 1.0])
     assert "bool" in _refusal(aten.where.self, [torch.ones(3, dtype=torch.uint8), torch.randn(3), torch.randn(3)])
+    assert "repeats given as a tensor" in _refusal(aten.repeat_interleave.self_Tensor,
+                                                  [torch.randn(3, 4), torch.tensor([1, 0, 2]), 0])
+    assert "repeats given as a tensor" in _refusal(aten.repeat_interleave.Tensor, [torch.tensor([1, 0, 2])])
 
 
 def test_fill_constants_are_the_bits_eager_stores() -> None:

@@ -435,6 +435,11 @@ MASKED_FILL_SPELLINGS = ("x.masked_fill(m, float('-inf'))", "torch.masked_fill(x
                          "torch.where(m, float('-inf'), x)")
 WHERE_SPELLINGS = ("torch.where(c, a, b)", "a.where(c, b)", "torch.where(c, a, 0.0)", "torch.where(c, b, a)",
                    "torch.where(c, a, b, out=out)", "torch.where(c)")
+REPEAT_SPELLINGS = ("x.repeat_interleave(2, dim=1)", "torch.repeat_interleave(x, 2, 1)", "x.repeat_interleave(2, -1)",
+                    "x.repeat_interleave(2, dim=1, output_size=66)", "x.repeat_interleave(2, dim=1, output_size=65)",
+                    "x.repeat_interleave(3, dim=1)", "x.repeat_interleave(2, dim=0)", "x.repeat_interleave(2)",
+                    "x.repeat_interleave(torch.tensor(2), dim=1)", "x.repeat_interleave(torch.tensor([2, 1, 0, 1]), 0)",
+                    "x.unsqueeze(2).expand(-1, -1, 2).reshape(x.shape[0], -1)")
 BOOL_X = TensorRecipe((4, 33), torch.bool, seed=1)
 GATHER_SPECS = [
     _rowwise("upsample_nearest2d", "gather_upsample_nearest", aten.upsample_nearest2d.vec, ("x",), (UPSAMPLE_X,),
@@ -452,6 +457,12 @@ GATHER_SPECS = [
              (((4, 33), (0, 4, 33), (2, 4, 1), (2, 4, 3, 11)),)),
     _rowwise("constant_pad_nd", "gather_pad", aten.constant_pad_nd.default, ("x",), (TensorRecipe((2, 4, 33)),),
              ("torch.constant_pad_nd(x, (1, 2, 0, 3), 0.5)", *PAD_SPELLINGS), (((4, 33), (0, 4, 33), (2, 4, 1)),)),
+    _rowwise("repeat_interleave_dim", "gather_repeat", aten.repeat_interleave.self_int, ("x",), (X,),
+             REPEAT_SPELLINGS, (ELEMENTWISE_SHAPES,)),
+    _rowwise("repeat_interleave_flat", "gather_repeat", aten.repeat_interleave.self_int, ("x",),
+             (replace(X, layout="transposed"),), ("x.repeat_interleave(3)", "torch.repeat_interleave(x, 3)",
+                                                  "x.repeat_interleave(3, output_size=396)", *REPEAT_SPELLINGS),
+             (ELEMENTWISE_SHAPES,)),
     _rowwise("masked_fill", "gather_select", aten.masked_fill.Scalar, ("x", "m"), (X, BOOL_X), MASKED_FILL_SPELLINGS,
              (ELEMENTWISE_SHAPES, BROADCAST_SHAPES)),
     _rowwise("where", "gather_select", aten.where.self, ("c", "a", "b"), (BOOL_X, X, TensorRecipe((33,), seed=2)),
@@ -900,7 +911,7 @@ def test_every_family_and_op_the_offline_proposer_covers_has_a_card_here() -> No
         "elementwise_unary", "elementwise_binary", "elementwise_copy", "batch_norm_inference", "reduction", "softmax",
         "layer_norm", "rms_norm", "group_norm", "adaptive_avg_pool", "global_avg_pool", "max_pool",
         "module_rms_norm", "module_activation", "module_gated_activation", "module_norm_activation",
-        "gather_upsample_nearest", "gather_cat", "gather_index", "gather_pad", "gather_select",
+        "gather_upsample_nearest", "gather_cat", "gather_index", "gather_pad", "gather_select", "gather_repeat",
     }
     assert {s.op._schema.name.removeprefix("aten::") for s in UNARY_SPECS if s.op} == set(ops_elementwise.UNARY)
     assert {s.op._schema.name.removeprefix("aten::") for s in BINARY_SPECS if s.op} == set(ops_elementwise.BINARY)
