@@ -36,7 +36,7 @@ def card_from_call(op: str, args: Sequence[object], kwargs: Mapping[str, object]
     copies = [_clone_exact(t) for t in tensors]
     copy_args, copy_kwargs = decode_call(template, copies)
     outputs = flatten_tensors(overload(*copy_args, **copy_kwargs))
-    mutated = _mutated_inputs(overload, copy_args, copy_kwargs, copies)
+    mutated = mutated_inputs(overload, copy_args, copy_kwargs, copies)
     card_samples = []
     for i in range(samples):
         current = tensors if i == 0 else [torch.randn_like(t) if t.is_floating_point() else t for t in tensors]
@@ -63,7 +63,7 @@ def _clone_exact(tensor: torch.Tensor) -> torch.Tensor:
     return copy
 
 
-def _mutated_inputs(overload: torch._ops.OpOverload, args: Sequence[object], kwargs: Mapping[str, object],
+def mutated_inputs(overload: torch._ops.OpOverload, args: Sequence[object], kwargs: Mapping[str, object],
                     tensors: Sequence[torch.Tensor]) -> list[int]:
     """Indices into ``tensors`` of the arguments the schema marks written (``self`` of ``add_``)."""
     schema = overload._schema.arguments

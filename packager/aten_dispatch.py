@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import torch
 
 from packager.guard import REAL_TENSOR_TYPES
+from packager.inplace import SHARED_MEMORY, shares_memory
 from packager.kernel import KernelSet, LoadedKernel, inside_kernel
 from packager.native.eager import EagerFront, learn_all, native_eager_guard
 from packager.wrapped_numbers import TensorSlots
@@ -116,6 +117,11 @@ class AtenOverride:
             front.release()
 
     def _native_front(self) -> EagerFront | None:
+        if any(k.mutated_inputs for k in self._kernels.kernels):
+            # The native front allocates every output itself and returns new tensors: an in-place
+            # op must return the tensor it was given, and must not run where that tensor shares
+            # memory with another input. The Python override does both.
+            return None
         guard = native_eager_guard() if self._kernels.kernels else None
         front = guard.front(self.overload, self.backend_key, self.dispatch_key, self._result) if guard else None
         if front is not None and not learn_all(front, self._kernels.kernels):
@@ -134,6 +140,9 @@ class AtenOverride:
     def __call__(self, keyset: torch._C.DispatchKeySet, *args: object, **kwargs: object) -> object:
         if not (inside_kernel() or (self.composite and self._decomposes(args, kwargs))):
             found = self._kernels.match(args, kwargs)
+            if found is not None and found[0].mutated_inputs and shares_memory(found[1], found[0].mutated_inputs):
+                found[0].stats.fallback(SHARED_MEMORY)
+                found = None
             if found is not None:
                 kernel, tensors = found
                 outputs = kernel.try_launch(tensors)

@@ -61,6 +61,11 @@ class LoadedKernel:
         return self.record.eager.verdict != PRUNED
 
     @property
+    def mutated_inputs(self) -> tuple[int, ...]:
+        """The inputs the kernel writes in place (an in-place op's; see :mod:`packager.inplace`)."""
+        return tuple(self.launcher.descriptors.aliased.values())
+
+    @property
     def serves_compiled(self) -> bool:
         """Used in compiled graphs of some mode (see :meth:`serves_graphs`)."""
         return any(self.serves_graphs(mode) for mode in GRAPH_MODES)
@@ -68,7 +73,11 @@ class LoadedKernel:
     def serves_graphs(self, mode: str | None) -> bool:
         """Used in compiled graphs of ``mode`` (``compiled`` or ``cuda_graphs``) only where the model,
         compiled that way and measured end to end, ran better with it. Where the mode is not known
-        (``None``), only a kernel kept in one compiled mode and pruned in none."""
+        (``None``), only a kernel kept in one compiled mode and pruned in none. Never an in-place
+        op's: a graph op returns fresh tensors, and AOTAutograd turns in-place ops into functional
+        ones before a decomposition could choose it."""
+        if self.mutated_inputs:
+            return False
         if mode is not None:
             return self.record.mode_verdict(mode).verdict == KEPT
         verdicts = [self.record.mode_verdict(m).verdict for m in GRAPH_MODES]

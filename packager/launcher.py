@@ -38,10 +38,13 @@ class CallDescriptors:
     """
 
     def __init__(self, inputs: Sequence[Mapping[str, Any]], outputs: Sequence[Mapping[str, Any]],
-                 workspace_bytes: int = 0) -> None:
+                 workspace_bytes: int = 0, aliased: Mapping[int, int] | None = None) -> None:
+        """``aliased`` maps an output to the input an in-place op mutates and returns
+        (:func:`packager.inplace.aliased_outputs`): that output is the live input tensor itself."""
         if workspace_bytes < 0:
             raise ValueError(f"workspace_bytes must be >= 0, got {workspace_bytes}")
         self._specs = (list(inputs), list(outputs))
+        self.aliased = dict(aliased or {})
         input_layouts = [spec_layout(s) for s in inputs]
         self._outputs = [spec_layout(s) for s in outputs]
         self.n_inputs = len(input_layouts)
@@ -58,15 +61,21 @@ class CallDescriptors:
             next((i for i, lay in enumerate(input_layouts) if lay == out and _is_contiguous(out)), None)
             for out in self._outputs
         ]
+        self._is_input = [self.aliased.get(j) for j in range(self.n_outputs)]
 
     def with_workspace(self, workspace_bytes: int) -> CallDescriptors:
         """These descriptors for a kernel whose workspace is ``workspace_bytes`` (self if unchanged)."""
         if workspace_bytes == self.workspace_bytes:
             return self
-        return CallDescriptors(*self._specs, workspace_bytes=workspace_bytes)
+        return CallDescriptors(*self._specs, workspace_bytes=workspace_bytes, aliased=self.aliased)
 
     def allocate_outputs(self, device: torch.device, inputs: Sequence[torch.Tensor] = ()) -> list[torch.Tensor]:
-        """The op's outputs (the workspace is not one of them)."""
+        """The op's outputs (the workspace is not one of them); an output an in-place op returns is
+        its input tensor, already holding the values the kernel reads."""
+        if self.aliased and inputs:
+            return [inputs[same] if same is not None
+                    else torch.empty_strided(shape, stride, dtype=dtype, device=device)
+                    for same, (shape, stride, dtype) in zip(self._is_input, self._outputs, strict=True)]
         return [
             torch.empty_like(inputs[like]) if like is not None and inputs
             else torch.empty_strided(shape, stride, dtype=dtype, device=device)

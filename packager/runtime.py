@@ -37,9 +37,10 @@ import torch
 
 from packager.abi import AbiError, KernelLibrary
 from packager.archive import read_archive
-from packager.aten_dispatch import AtenOverride, UnsupportedOp
+from packager.aten_dispatch import AtenOverride, UnsupportedOp, resolve_overload
 from packager.compiled import AtenGraphKernels, CastBackend, graph_mode, inductor_config
 from packager.errors import CastApplyError, CastCorruptError
+from packager.inplace import aliased_outputs
 from packager.kernel import LoadedKernel, card_mutates
 from packager.launcher import CallDescriptors, KernelLauncher
 from packager.manifest import MANIFEST_FILE, CastManifest, FallbackRecord, KernelRecord
@@ -244,15 +245,18 @@ class Cast:
 
 def _load_kernel(record: KernelRecord, files: dict[str, bytes], workdir: Path) -> LoadedKernel:
     """Write the artifact to the private directory and load it; raises ValueError with the reason."""
-    if card_mutates(record.card):
-        raise ValueError("kernels for ops that mutate their inputs are not run by this runtime")
+    aliased: dict[int, int] = {}
     if record.kind == "aten":
         AtenOverride(record.op, record.backend, [])  # resolves the overload and its return types
+        aliased = aliased_outputs(record.card, resolve_overload(record.op))
+    elif card_mutates(record.card):
+        raise ValueError("kernels for modules that mutate their inputs are not run by this runtime")
     artifact = workdir / f"{record.card_id}-{record.arch}.so"
     artifact.write_bytes(files[record.artifact_path])
     artifact.chmod(0o500)
     library = KernelLibrary(artifact)
-    launcher = KernelLauncher(library, CallDescriptors(record.card["inputs"], record.card["outputs"]))
+    launcher = KernelLauncher(library, CallDescriptors(record.card["inputs"], record.card["outputs"],
+                                                       aliased=aliased))
     return LoadedKernel(record, launcher)
 
 

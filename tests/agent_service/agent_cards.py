@@ -14,6 +14,7 @@ import torch
 
 from agent_service.offline.cxx import CUDA_PRELUDE
 from capture_service.program_graph import program_graph
+from gpu_sandbox_service.cardkit import mutated_inputs
 from kforge_domain.card import OperatorCard, TensorSpec
 from packager.abi import KernelLibrary
 from packager.variant import (
@@ -48,11 +49,12 @@ def aten_card(
     name = f"aten::{op._schema.name.removeprefix('aten::')}.{op._overloadname}"
     key = variant_key(name, args, kwargs)
     tensors = encode_call(args, kwargs)[1]  # in argument order, those in lists (cat's) included
+    mutated = mutated_inputs(op, args, kwargs, tensors)
     with torch.inference_mode():
         outs = _outputs(op(*args, **kwargs))
     data = key.to_json()
     card = OperatorCard(id=key.id, kind="aten", op=name, device=tensors[0].device.type, key=data,
-                        inputs=[spec(t) for t in tensors], outputs=[spec(o) for o in outs])
+                        inputs=[spec(t) for t in tensors], outputs=[spec(o) for o in outs], mutated_inputs=mutated)
     return card, outs
 
 

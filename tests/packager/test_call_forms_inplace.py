@@ -1,0 +1,200 @@
+"""Call forms of in-place ops under an eager .cast, with the machinery of tests/packager/test_call_forms.py.
+
+An in-place op's kernel reads and writes the mutated tensor, which the call returns itself: the
+result must be the very tensor given (``is``), hold eager's values, and the kernel must run only
+where that tensor is laid out as the card says and shares memory with no other argument.
+``a.__iadd__(b)`` is ``a += b``. The kernels are written here for the cards' contiguous
+float32 (4, 33) target; the other operand is read broadcast from the right.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from packager import load_cast
+from packager.format import build_cast
+from tests.agent_service.agent_cards import compile_cpu
+from tests.packager.conftest import MODEL, entry
+from tests.packager.test_call_forms import (
+    BROADCAST_SHAPES,
+    EXAMPLES_PER_CARD,
+    Call,
+    OpSpec,
+    Outcome,
+    PackagedCard,
+    Slot,
+    TensorRecipe,
+    X,
+    assert_same,
+    assert_same_outcome,
+    aten,
+    calls,
+    capture_card,
+    mismatches,
+    run,
+)
+
+KERNEL = """
+#include "kf_abi.h"
+static int64_t broadcast_offset(const kf_tensor *t, const kf_tensor *like, int64_t i) {
+  int64_t offset = 0;
+  for (int d = like->ndim - 1, e = t->ndim - 1; d >= 0; --d, --e) {
+    const int64_t coordinate = i % like->shape[d];
+    i /= like->shape[d];
+    if (e >= 0 && t->shape[e] > 1) offset += coordinate * t->stride[e];
+  }
+  return offset;
+}
+extern "C" int kf_launch(const kf_tensor *in, int32_t n_in, kf_tensor *out, int32_t n_out, void *stream) {
+  float *x = (float *)out[0].data;
+  const float *y = n_in > 1 ? (const float *)in[1].data : 0;
+  int64_t n = 1;
+  for (int d = 0; d < out[0].ndim; ++d) n *= out[0].shape[d];
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i], w = y ? y[broadcast_offset(&in[1], &out[0], i)] : 0.f;
+    x[i] = EXPRESSION;
+  }
+  return 0;
+}
+"""
+SHAPES = ((33,), (2, 4, 33), (0, 33))
+RELU_SPELLINGS = ("x.relu_()", "torch.relu_(x)", "F.relu(x, inplace=True)", "nn.ReLU(inplace=True)(x)", "F.relu_(x)",
+                  "x.relu()")
+ADD_SPELLINGS = ("a.__iadd__(b)", "a.add_(b)", "a.add_(b, alpha=2)", "torch.Tensor.add_(a, b)",
+                 "a.add_(b, alpha=0.5)", "a.sub_(b)", "a + b")
+
+
+def _inplace(name: str, op: object, names: tuple[str, ...], args: tuple[object, ...], spellings: tuple[str, ...],
+             expression: str) -> tuple[OpSpec, str]:
+    slots = (Slot(SHAPES), Slot(BROADCAST_SHAPES, numbers=True))[:len(names)]
+    return (OpSpec(name, "inplace", op, names, args, spellings, slots),  # type: ignore[arg-type]
+            KERNEL.replace("EXPRESSION", expression))
+
+
+SPECS_AND_KERNELS = [
+    _inplace("relu_", aten.relu_.default, ("x",), (X,), RELU_SPELLINGS, "v < 0.f ? 0.f : v"),
+    _inplace("add_", aten.add_.Tensor, ("a", "b"), (X, replace(X, seed=1)), ADD_SPELLINGS, "v + w"),
+    _inplace("add_alpha", aten.add_.Tensor, ("a", "b"), (X, replace(X, seed=1)),
+             ("a.add_(b, alpha=2)", *ADD_SPELLINGS), "v + 2.f * w"),
+    _inplace("add_python_float", aten.add_.Tensor, ("a", "b"), (X, 1.5), ("a.__iadd__(b)", *ADD_SPELLINGS[1:]),
+             "v + 1.5f"),
+    _inplace("add_row", aten.add_.Tensor, ("a", "b"), (X, TensorRecipe((33,), seed=1)), ADD_SPELLINGS, "v + w"),
+]
+SPECS = {spec.name: spec for spec, _ in SPECS_AND_KERNELS}
+HITS = [("relu_", "x.relu_()"), ("relu_", "torch.relu_(x)"), ("relu_", "F.relu(x, inplace=True)"),
+        ("relu_", "nn.ReLU(inplace=True)(x)"), ("add_", "a.add_(b)"), ("add_", "a.__iadd__(b)"),
+        ("add_alpha", "a.add_(b, alpha=2)"), ("add_python_float", "a.__iadd__(b)"),
+        ("add_python_float", "a.add_(b)"), ("add_row", "a.add_(b)"), ("add_row", "a.__iadd__(b)")]
+
+
+@pytest.fixture(scope="module")
+def packaged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, PackagedCard]]:
+    """One .cast per card, its one kernel the one written above."""
+    workdir = tmp_path_factory.mktemp("call_forms_inplace")
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        libraries = list(pool.map(lambda sk: compile_cpu(sk[1], workdir), SPECS_AND_KERNELS))
+    result: dict[str, PackagedCard] = {}
+    for (spec, source), library in zip(SPECS_AND_KERNELS, libraries, strict=True):
+        card = capture_card(spec)
+        assert card.mutated_inputs == [0], card
+        path = workdir / f"{spec.name}.cast"
+        build_cast(path, MODEL, [entry(card, source, library.read_bytes())], [])
+        cast = load_cast(path)
+        assert not cast.skipped, cast.skipped
+        result[spec.name] = PackagedCard(card, cast)
+    yield result
+    for item in result.values():
+        item.cast.close()
+
+
+@pytest.mark.parametrize(("name", "spelling"), HITS)
+def test_an_in_place_call_runs_its_kernel_and_returns_the_tensor_it_was_given(
+        packaged: dict[str, PackagedCard], name: str, spelling: str) -> None:
+    spec = SPECS[name]
+    for inference in (False, True):  # a plain tensor, and an inference tensor inside inference mode
+        args = tuple(replace(a, inference=inference) if isinstance(a, TensorRecipe) else a for a in spec.args)
+        call = Call(spec, spelling, args, "inference", expects_hit=True)
+        want, got = run(call, None), run(call, packaged[name].cast)
+        assert_same_outcome(call, want, got)
+        assert want.result is want.inputs[0] and got.result is got.inputs[0]
+
+
+def test_the_native_front_leaves_in_place_ops_to_the_python_override(packaged: dict[str, PackagedCard]) -> None:
+    """The front returns new tensors; an in-place op returns its own (see AtenOverride._native_front)."""
+    for item in packaged.values():
+        with item.cast.applied_to():
+            assert all(o.front is None for o in item.cast._aten)
+
+
+def _miss(packaged: dict[str, PackagedCard], name: str, spelling: str, args: tuple[object, ...],
+          grad_mode: str = "inference") -> tuple[Outcome, Outcome]:
+    """Both runs of a call that must not run the card's kernel; they must agree."""
+    call = Call(SPECS[name], spelling, args, grad_mode)
+    want, got = run(call, None), run(call, packaged[name].cast)
+    assert_same_outcome(call, want, got)
+    assert got.hits == 0, f"{call!r} ran the kernel"
+    return want, got
+
+
+@pytest.mark.parametrize("layout", ["sliced", "transposed", "offset", "unaligned"])
+def test_an_in_place_call_on_another_layout_misses(packaged: dict[str, PackagedCard], layout: str) -> None:
+    """A view or a non-contiguous tensor of the card's shape: eager writes it, through the view."""
+    shape = (33, 4) if layout == "transposed" else X.shape
+    target = TensorRecipe(shape, layout=layout)
+    _, got = _miss(packaged, "relu_", "x.relu_()", (target,))
+    assert got.error is None and got.result is got.inputs[0]
+    _miss(packaged, "add_", "a.add_(b)", (target, replace(X, seed=1)))
+
+
+def test_an_in_place_call_whose_target_shares_memory_with_the_other_operand_falls_back(
+        packaged: dict[str, PackagedCard]) -> None:
+    """``a.add_(a)`` matches the card's layouts, but the kernel would read what it writes."""
+    _, got = _miss(packaged, "add_", "a.add_(a)", (X, X))
+    assert got.error is None
+    assert packaged["add_"].cast.stats()[packaged["add_"].card.id]["fallbacks"] == {"shared_memory": 1}
+
+
+@pytest.mark.parametrize("grad_mode", ["grad", "no_grad"])
+def test_an_in_place_call_eager_refuses_raises_as_eager_does(packaged: dict[str, PackagedCard],
+                                                              grad_mode: str) -> None:
+    """Under grad mode a leaf requiring grad, outside inference mode an inference tensor: autograd
+    refuses the call with eager's own message. The first before any kernel runs; the second after
+    the op has written the tensor (eager's kernel too), when the version counter is bumped."""
+    target = replace(X, grad=True) if grad_mode == "grad" else replace(X, inference=True)
+    for name, spelling, args in (("relu_", "x.relu_()", (target,)), ("add_", "a.add_(b)", (target, X))):
+        call = Call(SPECS[name], spelling, args, grad_mode)
+        want, got = run(call, None), run(call, packaged[name].cast)
+        assert want.error is not None and got.error is not None and str(got.error) == str(want.error)
+        assert got.hits == (0 if grad_mode == "grad" else 1)
+        assert_same(got.inputs, want.inputs, exact=got.hits == 0, where="inputs after the call")
+
+
+def test_nan_and_inf_in_place_as_eager(packaged: dict[str, PackagedCard]) -> None:
+    calls_ = [Call(spec, spec.spellings[0], tuple(replace(a, special=True) if j == i else a
+                                                  for j, a in enumerate(spec.args)), "inference", expects_hit=True)
+              for spec in SPECS.values() for i, arg in enumerate(spec.args) if isinstance(arg, TensorRecipe)]
+    failures = mismatches(packaged, calls_)
+    assert not failures, failures
+
+
+def test_every_call_form_of_an_in_place_op_returns_what_eager_returns(packaged: dict[str, PackagedCard]) -> None:
+    """Hypothesis draws a card and a call of its op: other spellings, shapes, dtypes, layouts
+    (views, non-contiguous, expanded), Python numbers, inference tensors, tensors requiring grad."""
+
+    @settings(max_examples=EXAMPLES_PER_CARD * len(SPECS), deadline=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @given(data=st.data())
+    def calls_match_eager(data: st.DataObject) -> None:
+        spec = data.draw(st.sampled_from(list(SPECS.values())), label="card")
+        item = packaged[spec.name]
+        call = data.draw(calls(spec, item.card), label="call")
+        assert_same_outcome(call, run(call, None), run(call, item.cast))
+
+    calls_match_eager()
