@@ -16,6 +16,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from capture_service.inplace import served_in_place
 from capture_service.layout import clone_exact, tensor_spec
 from capture_service.ops import (
     OpTraits,
@@ -89,8 +90,11 @@ class OperatorRecorder(TorchDispatchMode):
         key, unsupported = _key_of(traits.name, args, kwargs)
         record = self.records.get(key)
         first_inputs: list[torch.Tensor] | None = None
+        extra_inputs: list[torch.Tensor] | None = None  # copied before the call: it may write them
         if record is None:
             first_inputs = [clone_exact(t) for t in _call_tensors(args, kwargs, unsupported)]
+        elif self.policy.wants_extra(record):
+            extra_inputs = [cpu_copy(t) for t in _call_tensors(args, kwargs, unsupported)]
         out = func(*args, **kwargs)
         outputs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
         if record is None:
@@ -98,9 +102,8 @@ class OperatorRecorder(TorchDispatchMode):
             record = self._new_record(func, traits, key, unsupported, bound, written, args, kwargs, outputs)
             self.policy.add(record, CallSample(first_inputs, [clone_exact(t) for t in outputs]))
             self.records[key] = record
-        elif self.policy.wants_extra(record):
-            tensors = _call_tensors(args, kwargs, unsupported)
-            self.policy.add(record, CallSample([cpu_copy(t) for t in tensors], [cpu_copy(t) for t in outputs]))
+        elif extra_inputs is not None:
+            self.policy.add(record, CallSample(extra_inputs, [cpu_copy(t) for t in outputs]))
         record.call_count += 1
         if self.observer is not None:
             record.add_path(self.observer.current_path())
@@ -131,9 +134,10 @@ class OperatorRecorder(TorchDispatchMode):
         )
         written_ids = {id(t) for t in written}
         record.mutated_inputs = [i for i, t in enumerate(tensors) if id(t) in written_ids]
+        in_place = bool(written) and served_in_place(func, traits, written, tensors)
         if unsupported:
             record.mark_not_optimisable(unsupported)
-        if written:
+        if written and not in_place:
             record.mark_not_optimisable(MUTATES)
         if not outputs:
             record.mark_not_optimisable(RETURNS_NO_TENSOR)
@@ -141,8 +145,8 @@ class OperatorRecorder(TorchDispatchMode):
             record.mark_not_optimisable(RANDOM)
         if traits.factory or not tensors:
             record.mark_not_optimisable(FACTORY)
-        if _aliases(outputs, tensors):
-            record.mark_not_optimisable(VIEW)
+        if _aliases(outputs, [t for t in tensors if id(t) not in written_ids] if in_place else tensors):
+            record.mark_not_optimisable(VIEW)  # an in-place op returns the tensor it writes: no view
         if operates_on_empty(traits, tensors, outputs):
             record.degenerate = EMPTY
             record.mark_not_optimisable(EMPTY)

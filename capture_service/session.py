@@ -18,7 +18,7 @@ from torch.utils._pytree import tree_map
 
 from capture_service.blobs import BlobStore
 from capture_service.errors import DeviceUnavailable, ForwardError, SampleBudgetExceeded
-from capture_service.layout import to_spec
+from capture_service.layout import clone_exact, to_spec
 from capture_service.modules import ModuleRecorder, ModuleVariant, export_program
 from capture_service.options import CaptureOptions
 from capture_service.progress import CaptureProgress, ProgressFn, ignore_progress
@@ -157,6 +157,8 @@ def _watch(timer: EagerTimer, record: VariantRecord, options: CaptureOptions) ->
     try:
         with options.grad_context():
             inputs = record.samples[0].inputs
+            if record.mutated_inputs:  # an in-place op writes its inputs: the sample's must stay as captured
+                inputs = [clone_exact(t) for t in inputs]
             return timer.watch(record.eager_call(inputs), [*inputs, *record.eager_state])
     except Exception as exc:
         record.mark_not_optimisable(f"re-running the captured call failed: {describe_exception(exc)}")

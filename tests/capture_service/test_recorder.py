@@ -77,7 +77,7 @@ def test_not_optimisable_ops_carry_their_reason() -> None:
     assert records["aten::randn.default"][0].reason == RANDOM
     assert records["aten::dropout.default"][0].reason == RANDOM
     add_ = records["aten::add_.Tensor"][0]
-    assert add_.reason == MUTATES and add_.mutated_inputs == [0]
+    assert add_.optimisable and add_.mutated_inputs == [0]  # in place, elementwise: see the tests below
     add_out = records["aten::add.out"][0]
     assert add_out.reason == MUTATES and add_out.mutated_inputs == [1]
     exp = records["aten::exp.default"][0]
@@ -165,3 +165,53 @@ def test_a_cat_that_skips_an_empty_part_is_a_card_and_other_empty_calls_are_not(
     assert not nothing.optimisable and nothing.degenerate == EMPTY
     (add,) = _record(run)["aten::add.Tensor"]
     assert not add.optimisable and add.degenerate == EMPTY
+
+
+def test_in_place_elementwise_ops_are_optimisable_cards_sampled_before_the_call() -> None:
+    x, y, mask = torch.randn(4, 8), torch.randn(8), torch.randn(4, 8) > 0
+
+    def run() -> None:
+        for _ in range(3):
+            a = x.clone()
+            a.relu_()
+            a.add_(y, alpha=2)
+            a.mul_(0.5)
+            a.masked_fill_(mask, -1.0)
+            a.sigmoid_()
+
+    records = _record(run)
+    for op in ("aten::relu_.default", "aten::add_.Tensor", "aten::mul_.Tensor", "aten::masked_fill_.Scalar",
+               "aten::sigmoid_.default"):
+        (record,) = records[op]
+        assert record.optimisable and record.mutated_inputs == [0], (op, record.reason)
+        assert record.call_count == 3 and len(record.samples) == 3
+    (relu,) = records["aten::relu_.default"]
+    for sample in relu.samples:  # every sample holds the values before the call wrote them
+        assert torch.equal(sample.inputs[0], x) and torch.equal(sample.outputs[0], x.clamp_min(0))
+    (add_,) = records["aten::add_.Tensor"]
+    assert all(torch.equal(s.outputs[0], s.inputs[0] + 2 * y) for s in add_.samples)
+
+
+def test_mutations_a_kernel_could_not_serve_stay_unoptimisable() -> None:
+    x = torch.randn(4, 8)
+
+    def run() -> None:
+        a = x.clone()
+        a.add_(a)  # the written tensor is also the other operand
+        b = x.clone()
+        b[0].mul_(b[1])  # another view of the same storage
+        torch.empty(4, 8).copy_(x)  # copy_ is not elementwise arithmetic
+        x.clone().t().contiguous().exp_()  # served: a plain tensor
+        torch.add(x, 1, out=torch.empty(4, 8))  # out=: writes an argument it does not read
+
+    records = _record(run)
+    (add_,) = records["aten::add_.Tensor"]
+    assert not add_.optimisable and add_.reason == MUTATES
+    (mul_,) = records["aten::mul_.Tensor"]
+    assert not mul_.optimisable and mul_.reason == MUTATES
+    (copy_,) = records["aten::copy_.default"]
+    assert not copy_.optimisable and copy_.reason == MUTATES
+    (add_out,) = records["aten::add.out"]
+    assert not add_out.optimisable and add_out.reason == MUTATES
+    (exp_,) = records["aten::exp_.default"]
+    assert exp_.optimisable

@@ -220,3 +220,44 @@ def test_a_disturbed_timing_is_taken_again_and_the_faster_figure_kept() -> None:
     assert calls == 2 * first_pass_calls
     assert record.eager_us is not None and record.eager_us < 1000  # the second, undisturbed figure
     assert "timed 1 of 1 variants again" in said[-1] and "load average" in said[-1]
+
+
+def test_in_place_elementwise_cards_keep_their_samples_as_captured(write_spec, tmp_path) -> None:
+    """relu_ and add_ become optimisable cards; timing re-runs them on copies, so the written
+    samples hold each call's inputs before it wrote them and eager's outputs after."""
+    spec = write_spec("""
+        import torch
+        from torch import nn
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 8)
+                self.act = nn.ReLU(inplace=True)
+
+            def forward(self, x):
+                y = self.proj(x)
+                y += x
+                return self.act(y)
+
+        def get_model():
+            torch.manual_seed(0)
+            return Block().eval()
+
+        def get_inputs():
+            return torch.randn(4, 8, generator=torch.Generator().manual_seed(0))
+    """, "inplace.py")
+    cards = capture_loaded(str(spec), load_model_spec(str(spec)), CaptureOptions(), tmp_path, timing=FAST).cards
+    by_op = {c.op.rsplit(".", 1)[-1] if c.kind == "module" else c.op: c for c in cards}
+    store = BlobStore(tmp_path)
+    relu, add = by_op["aten::relu_.default"], by_op["aten::add_.Tensor"]
+    for card in (relu, add):
+        assert card.optimisable and card.mutated_inputs == [0] and card.eager_us and card.samples
+        assert card.outputs == card.inputs[:1]
+    (before,) = store.read_tensors(relu.samples[0].inputs_blob)
+    (after,) = store.read_tensors(relu.samples[0].outputs_blob)
+    assert (before < 0).any() and torch.equal(after, before.clamp_min(0))
+    y, x = store.read_tensors(add.samples[0].inputs_blob)
+    (total,) = store.read_tensors(add.samples[0].outputs_blob)
+    assert torch.equal(total, y + x) and torch.equal(y + x, before)
+    assert by_op["ReLU"].reason == MUTATES  # a module writing its input stays with its aten card

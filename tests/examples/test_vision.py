@@ -20,7 +20,7 @@ def test_resnet50(capture) -> None:
     assert variants(cards, "aten::adaptive_avg_pool2d.default") == {((1, 2048, 2, 2),): 1}
     assert variants(cards, "aten::linear.default") == {((1, 2048), (1000, 2048), (1000,)): 1}
     inplace = [c for c in cards.cards if c.op in ("aten::relu_.default", "aten::add_.Tensor")]
-    assert all(not c.optimisable and c.reason == MUTATES and c.mutated_inputs == [0] for c in inplace)
+    assert inplace and all(c.optimisable and c.mutated_inputs == [0] for c in inplace)
     modules = module_cards(cards)
     assert set(modules) == {"Conv2d", "BatchNorm2d", "ReLU", "MaxPool2d", "AdaptiveAvgPool2d", "Linear"}
     assert calls(modules["Conv2d"]) == 53 and calls(modules["BatchNorm2d"]) == 53 and calls(modules["ReLU"]) == 49
