@@ -10,7 +10,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from agent_service.offline import ops_elementwise, ops_gather, ops_rowwise
+from agent_service.offline import ops_compare, ops_elementwise, ops_gather, ops_rowwise
 from agent_service.offline.call import UnsupportedCard, bind_aten_call, split_op_name
 from agent_service.offline.fused import fused_plan
 from agent_service.offline.modules import CoveredByAtenCard, module_plan
@@ -59,6 +59,8 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     "masked_fill": ops_gather.masked_fill_plan,
     "where": ops_gather.where_plan,
     "repeat_interleave": ops_gather.repeat_interleave_plan,
+    **dict.fromkeys(ops_compare.COMPARISONS, ops_compare.compare_plan),
+    **dict.fromkeys(("logical_not", *ops_compare.LOGICAL, *ops_compare.BOOL_BITWISE), ops_compare.logical_plan),
 }
 
 

@@ -93,6 +93,7 @@ class GatherPlan:
     branches: tuple[Branch, ...]
     preamble: str = ""
     tables: tuple[Table, ...] = ()
+    helpers: str = ""  # C/C++ defined before the kernel, for both backends (``__CUDACC__`` tells them apart)
 
     def __post_init__(self) -> None:
         out = self.outputs[0]
@@ -162,7 +163,8 @@ class GatherPlan:
 
     def render(self, backend: str, knobs: Knobs, device: DeviceInfo) -> str:
         knobs = self.knob_space(backend, device).normalise(knobs)
-        head = (f"typedef {c_type(self.outputs[0].dtype)} T;\n/* {self.summary} */\n{self._tables(backend)}")
+        head = (f"typedef {c_type(self.outputs[0].dtype)} T;\n/* {self.summary} */\n{self._tables(backend)}"
+                f"{self.helpers}")
         params, args = self._params(backend)
         total = math.prod(self.outputs[0].shape)
         walk, length = self._walk, self._row_length

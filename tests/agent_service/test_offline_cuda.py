@@ -77,6 +77,13 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         ("repeat_interleave_kv_heads_bf16", aten.repeat_interleave.self_int,
          [r(1, 4, 512, 128, dtype=bf16), 6, 1], {}, [{}, {"mode": "flat"}]),
         ("repeat_interleave_flat", aten.repeat_interleave.self_int, [r(300, 7), 4], {}, [{}]),
+        # Comparisons and logical ops: values from raw bits, float16 rounding, float64, ints; bool output.
+        ("lt_f16_by_f32_row", aten.lt.Tensor, [r(64, 256, dtype=f16), r(1, 256)], {},
+         [{}, {"mode": "flat"}]),
+        ("eq_int64_by_float", aten.eq.Scalar, [torch.randint(0, 9, (64, 256)), 3.0], {}, [{}]),
+        ("ge_f64_bf16_0dim", aten.ge.Tensor, [r(32, 300).double(), torch.tensor(0.3, dtype=bf16)], {}, [{}]),
+        ("logical_and_bool_bf16", aten.logical_and.default, [r(8, 512) > 0, r(8, 512, dtype=bf16)], {}, [{}]),
+        ("logical_not_f16", aten.logical_not.default, [r(4096, dtype=f16)], {}, [{"mode": "flat"}]),
         ("copy_transposed", aten.clone.default, [r(64, 32).t()], {"memory_format": torch.contiguous_format},
          [{}, {"mode": "direct"}]),
         ("add_channels_last_to_contiguous_bf16", aten.add.Tensor,

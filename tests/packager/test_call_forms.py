@@ -469,6 +469,46 @@ GATHER_SPECS = [
              WHERE_SPELLINGS, (BROADCAST_SHAPES, ELEMENTWISE_SHAPES, BROADCAST_SHAPES)),
 ]
 
+# Comparisons and logical ops (bool outputs): in eager's common dtype of the operands, so exact.
+COMPARE_SPELLINGS = ("a < b", "torch.lt(a, b)", "a.lt(b)", "torch.less(a, b)", "b > a", "a <= b", "a == b", "a != b",
+                     "a >= b", "torch.gt(a, b)", "torch.lt(a, b, out=out)", "torch.eq(a, b, out=out)",
+                     "torch.ne(a, 0.5)", "a < 2", "torch.lt(a.float(), b)")
+LOGICAL_SPELLINGS = ("torch.logical_and(a, b)", "a.logical_and(b)", "torch.logical_or(a, b)", "a.logical_or(b)",
+                     "torch.logical_xor(a, b)", "torch.logical_and(a, b, out=out)", "a & b", "a | b", "a ^ b",
+                     "torch.logical_and(a, True)", "a.bool() & b.bool()", "torch.bitwise_and(a, b)")
+INT_X = TensorRecipe((4, 33), torch.int64)
+
+
+def _compare(name: str, op: torch._ops.OpOverload, a: TensorRecipe, b: object, card_spelling: str) -> OpSpec:
+    spellings = (card_spelling, *(s for s in COMPARE_SPELLINGS if s != card_spelling))
+    return OpSpec(name, "compare", op, ("a", "b"), (a, b), spellings,
+                  (Slot(ELEMENTWISE_SHAPES), Slot(BROADCAST_SHAPES, numbers=True)))
+
+
+def _logical(name: str, op: torch._ops.OpOverload, a: TensorRecipe, b: TensorRecipe, card_spelling: str) -> OpSpec:
+    spellings = (card_spelling, *(s for s in LOGICAL_SPELLINGS if s != card_spelling))
+    return OpSpec(name, "logical", op, ("a", "b"), (a, b), spellings,
+                  (Slot(ELEMENTWISE_SHAPES), Slot(BROADCAST_SHAPES, numbers=True)))
+
+
+COMPARE_SPECS = [
+    _compare("lt_row", aten.lt.Tensor, X, TensorRecipe((33,), seed=1), "a < b"),
+    _compare("eq_int_by_float", aten.eq.Scalar, INT_X, 2.0, "a == b"),
+    _compare("ge_bf16_by_f32_0dim", aten.ge.Tensor, replace(X, dtype=bf16), TensorRecipe((), seed=1), "a >= b"),
+    _compare("ne_f16_by_tenth", aten.ne.Scalar, replace(X, dtype=f16), 0.1, "a != b"),
+    _compare("gt_int32_by_int64", aten.gt.Tensor, replace(INT_X, dtype=torch.int32), TensorRecipe((33,), torch.int64),
+             "torch.gt(a, b)"),
+    _compare("le_f64_by_f32_0dim", aten.le.Tensor, replace(X, dtype=f64), TensorRecipe((), seed=1), "a <= b"),
+    _logical("logical_and_bool_f32", aten.logical_and.default, BOOL_X, TensorRecipe((33,), seed=2),
+             "torch.logical_and(a, b)"),
+    _logical("logical_or_f16_bool", aten.logical_or.default, replace(X, dtype=f16), replace(BOOL_X, shape=(4, 1)),
+             "torch.logical_or(a, b)"),
+    _logical("and_bool", aten.__and__.Tensor, BOOL_X, TensorRecipe((33,), torch.bool, seed=3), "a & b"),
+    _rowwise("logical_not", "logical", aten.logical_not.default, ("x",), (X,),
+             ("torch.logical_not(x)", "x.logical_not()", "~(x > 0)", "torch.logical_not(x, out=out)",
+              "torch.logical_not(x.bool())", "x == 0"), (ELEMENTWISE_SHAPES,)),
+]
+
 MODULE_SPECS = [
     _module("torch_rms_norm", "module_rms_norm", "nn.RMSNorm(64, eps=1e-6)", (X64,), NORM_SHAPES,
             ("setattr(m, 'eps', 1e-3)", "setattr(m, 'eps', None)")),
@@ -482,7 +522,7 @@ MODULE_SPECS = [
             ("setattr(m.norm, 'eps', 1e-3)", "setattr(m.norm, 'num_groups', 2)")),
 ]
 
-SPECS = UNARY_SPECS + BINARY_SPECS + COPY_SPECS + ROW_SPECS + GATHER_SPECS + MODULE_SPECS
+SPECS = UNARY_SPECS + BINARY_SPECS + COPY_SPECS + ROW_SPECS + GATHER_SPECS + COMPARE_SPECS + MODULE_SPECS
 
 
 # --- cards and casts --------------------------------------------------------------------------
@@ -912,6 +952,7 @@ def test_every_family_and_op_the_offline_proposer_covers_has_a_card_here() -> No
         "layer_norm", "rms_norm", "group_norm", "adaptive_avg_pool", "global_avg_pool", "max_pool",
         "module_rms_norm", "module_activation", "module_gated_activation", "module_norm_activation",
         "gather_upsample_nearest", "gather_cat", "gather_index", "gather_pad", "gather_select", "gather_repeat",
+        "compare", "logical",
     }
     assert {s.op._schema.name.removeprefix("aten::") for s in UNARY_SPECS if s.op} == set(ops_elementwise.UNARY)
     assert {s.op._schema.name.removeprefix("aten::") for s in BINARY_SPECS if s.op} == set(ops_elementwise.BINARY)
