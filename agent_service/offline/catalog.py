@@ -10,7 +10,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from agent_service.offline import ops_compare, ops_elementwise, ops_gather, ops_rowwise
+from agent_service.offline import ops_compare, ops_elementwise, ops_gather, ops_inplace, ops_rowwise
 from agent_service.offline.call import UnsupportedCard, bind_aten_call, split_op_name
 from agent_service.offline.fused import fused_plan
 from agent_service.offline.modules import CoveredByAtenCard, module_plan
@@ -28,6 +28,8 @@ PlanBuilder = Callable[[OperatorCard, str, dict[str, Any]], KernelPlan]
 ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(ops_elementwise.UNARY, ops_elementwise.unary_plan),
     **dict.fromkeys(ops_elementwise.BINARY, ops_elementwise.binary_plan),
+    **dict.fromkeys(ops_inplace.INPLACE_UNARY, ops_inplace.inplace_unary_plan),
+    **dict.fromkeys(ops_inplace.INPLACE_BINARY, ops_inplace.inplace_binary_plan),
     # type_as decomposes (CompositeImplicitAutograd) to ``to``: the runtime overrides it at that key,
     # which a call reaches whenever autograd need not record it (packager.aten_dispatch.AtenOverride).
     **dict.fromkeys(("clone", "contiguous", "_to_copy", "to", "type_as"), ops_elementwise.copy_plan),
@@ -69,8 +71,8 @@ def _check_card(card: OperatorCard, backend: str) -> None:
         raise UnsupportedCard(f"card is not optimisable: {card.reason or 'marked so by capture'}")
     if card.degenerate:
         raise UnsupportedCard(f"degenerate variant: {card.degenerate}")
-    if card.mutated_inputs:
-        raise UnsupportedCard("the op mutates its inputs; templates write fresh outputs only")
+    if card.mutated_inputs and not _in_place_op(card):
+        raise UnsupportedCard("the op mutates its inputs; only in-place elementwise templates write an input")
     for spec in [*card.inputs, *card.outputs]:
         if len(spec.shape) > MAX_DIMS:
             raise UnsupportedCard(f"a tensor has {len(spec.shape)} dims; the kernel contract allows {MAX_DIMS}")
@@ -80,6 +82,12 @@ def _check_card(card: OperatorCard, backend: str) -> None:
         device = str(tensor.get("device", backend))
         if device != backend:
             raise UnsupportedCard(f"an input lives on {device}, the kernel runs on {backend}")
+
+
+def _in_place_op(card: OperatorCard) -> bool:
+    """An aten op whose template writes the input it mutates (:mod:`agent_service.offline.ops_inplace`)."""
+    base = split_op_name(card.op)[0]
+    return card.kind == "aten" and (base in ops_inplace.INPLACE_UNARY or base in ops_inplace.INPLACE_BINARY)
 
 
 def _module_or_fused_plan(card: OperatorCard) -> KernelPlan:

@@ -83,6 +83,9 @@ class ElementwisePlan:
     expression: str
     uses_math: bool = False
     channel_stats: ChannelStats | None = None
+    # An in-place op's plan: operand 0 is the tensor the op mutates, which the kernel contract
+    # passes as the output, pre-filled; it is read through the output's pointer (no restrict).
+    in_place: bool = False
 
     def _layout(self) -> tuple[list[int], list[int], list[list[int]]]:
         out = self.outputs[0]
@@ -191,6 +194,10 @@ def _signature(plan: ElementwisePlan, backend: str) -> tuple[str, str]:
     params, args = [], []
     for i, op in enumerate(plan.operands):
         t = cxx.element_type(plan.inputs[op.tensor].dtype, backend)
+        if i == 0 and plan.in_place:
+            params.append(f"const {t} *in0")
+            args.append(f"(const {t} *)outputs[0].data")
+            continue
         restrict = "__restrict__" if backend == "cuda" else "__restrict"
         params.append(f"const {t} *{restrict} in{i}")
         args.append(f"(const {t} *)inputs[{op.tensor}].data + {op.offset}")
@@ -299,7 +306,9 @@ def _render_cuda(plan: ElementwisePlan, knobs: Knobs, device: DeviceInfo) -> str
             values.append(f"        const float x{i} = kf_to_f32(l{i}[u].v[k]);")
         elif s[-1] == 0:
             held.append(f"  float b{i}[{unroll}];")
-            loads.append(f"      b{i}[u] = kf_to_f32(__ldg(in{i} + o{i}));")
+            # the read-only cache path is for data the kernel never writes
+            load = f"in{i}[o{i}]" if i == 0 and plan.in_place else f"__ldg(in{i} + o{i})"
+            loads.append(f"      b{i}[u] = kf_to_f32({load});")
             values.append(f"        const float x{i} = b{i}[u];")
         else:
             held.append(f"  {t} s{i}[{unroll}];")

@@ -3,8 +3,7 @@
 An in-place op's kernel reads and writes the mutated tensor, which the call returns itself: the
 result must be the very tensor given (``is``), hold eager's values, and the kernel must run only
 where that tensor is laid out as the card says and shares memory with no other argument.
-``a.__iadd__(b)`` is ``a += b``. The kernels are written here for the cards' contiguous
-float32 (4, 33) target; the other operand is read broadcast from the right.
+``a.__iadd__(b)`` is what ``a += b`` calls. Each card's kernel is the offline proposer's.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -32,6 +32,7 @@ from tests.packager.test_call_forms import (
     Slot,
     TensorRecipe,
     X,
+    _offline_source,
     assert_same,
     assert_same_outcome,
     aten,
@@ -41,29 +42,6 @@ from tests.packager.test_call_forms import (
     run,
 )
 
-KERNEL = """
-#include "kf_abi.h"
-static int64_t broadcast_offset(const kf_tensor *t, const kf_tensor *like, int64_t i) {
-  int64_t offset = 0;
-  for (int d = like->ndim - 1, e = t->ndim - 1; d >= 0; --d, --e) {
-    const int64_t coordinate = i % like->shape[d];
-    i /= like->shape[d];
-    if (e >= 0 && t->shape[e] > 1) offset += coordinate * t->stride[e];
-  }
-  return offset;
-}
-extern "C" int kf_launch(const kf_tensor *in, int32_t n_in, kf_tensor *out, int32_t n_out, void *stream) {
-  float *x = (float *)out[0].data;
-  const float *y = n_in > 1 ? (const float *)in[1].data : 0;
-  int64_t n = 1;
-  for (int d = 0; d < out[0].ndim; ++d) n *= out[0].shape[d];
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i], w = y ? y[broadcast_offset(&in[1], &out[0], i)] : 0.f;
-    x[i] = EXPRESSION;
-  }
-  return 0;
-}
-"""
 SHAPES = ((33,), (2, 4, 33), (0, 33))
 RELU_SPELLINGS = ("x.relu_()", "torch.relu_(x)", "F.relu(x, inplace=True)", "nn.ReLU(inplace=True)(x)", "F.relu_(x)",
                   "x.relu()")
@@ -71,44 +49,46 @@ ADD_SPELLINGS = ("a.__iadd__(b)", "a.add_(b)", "a.add_(b, alpha=2)", "torch.Tens
                  "a.add_(b, alpha=0.5)", "a.sub_(b)", "a + b")
 
 
-def _inplace(name: str, op: object, names: tuple[str, ...], args: tuple[object, ...], spellings: tuple[str, ...],
-             expression: str) -> tuple[OpSpec, str]:
+def _inplace(name: str, op: object, names: tuple[str, ...], args: tuple[object, ...],
+             spellings: tuple[str, ...]) -> OpSpec:
     slots = (Slot(SHAPES), Slot(BROADCAST_SHAPES, numbers=True))[:len(names)]
-    return (OpSpec(name, "inplace", op, names, args, spellings, slots),  # type: ignore[arg-type]
-            KERNEL.replace("EXPRESSION", expression))
+    return OpSpec(name, "elementwise_inplace", op, names, args, spellings, slots)  # type: ignore[arg-type]
 
 
-SPECS_AND_KERNELS = [
-    _inplace("relu_", aten.relu_.default, ("x",), (X,), RELU_SPELLINGS, "v < 0.f ? 0.f : v"),
-    _inplace("add_", aten.add_.Tensor, ("a", "b"), (X, replace(X, seed=1)), ADD_SPELLINGS, "v + w"),
+SPECS = {spec.name: spec for spec in [
+    _inplace("relu_", aten.relu_.default, ("x",), (X,), RELU_SPELLINGS),
+    _inplace("add_", aten.add_.Tensor, ("a", "b"), (X, replace(X, seed=1)), ADD_SPELLINGS),
     _inplace("add_alpha", aten.add_.Tensor, ("a", "b"), (X, replace(X, seed=1)),
-             ("a.add_(b, alpha=2)", *ADD_SPELLINGS), "v + 2.f * w"),
-    _inplace("add_python_float", aten.add_.Tensor, ("a", "b"), (X, 1.5), ("a.__iadd__(b)", *ADD_SPELLINGS[1:]),
-             "v + 1.5f"),
-    _inplace("add_row", aten.add_.Tensor, ("a", "b"), (X, TensorRecipe((33,), seed=1)), ADD_SPELLINGS, "v + w"),
-]
-SPECS = {spec.name: spec for spec, _ in SPECS_AND_KERNELS}
+             ("a.add_(b, alpha=2)", *ADD_SPELLINGS)),
+    _inplace("add_python_float", aten.add_.Tensor, ("a", "b"), (X, 1.5), ("a.__iadd__(b)", *ADD_SPELLINGS[1:])),
+    _inplace("add_row", aten.add_.Tensor, ("a", "b"), (X, TensorRecipe((33,), seed=1)), ADD_SPELLINGS),
+    _inplace("mul_bf16_python_float", aten.mul_.Tensor, ("a", "b"), (replace(X, dtype=torch.bfloat16), 0.5),
+             ("a.mul_(b)", "a.__imul__(b)", "torch.Tensor.mul_(a, b)", "a.div_(b)", "a * b")),
+]}
 HITS = [("relu_", "x.relu_()"), ("relu_", "torch.relu_(x)"), ("relu_", "F.relu(x, inplace=True)"),
         ("relu_", "nn.ReLU(inplace=True)(x)"), ("add_", "a.add_(b)"), ("add_", "a.__iadd__(b)"),
         ("add_alpha", "a.add_(b, alpha=2)"), ("add_python_float", "a.__iadd__(b)"),
-        ("add_python_float", "a.add_(b)"), ("add_row", "a.add_(b)"), ("add_row", "a.__iadd__(b)")]
+        ("add_python_float", "a.add_(b)"), ("add_row", "a.add_(b)"), ("add_row", "a.__iadd__(b)"),
+        ("mul_bf16_python_float", "a.mul_(b)"), ("mul_bf16_python_float", "a.__imul__(b)")]
 
 
 @pytest.fixture(scope="module")
 def packaged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, PackagedCard]]:
-    """One .cast per card, its one kernel the one written above."""
+    """One .cast per card, its one kernel the offline proposal for it, built with g++."""
     workdir = tmp_path_factory.mktemp("call_forms_inplace")
+    cards = {name: capture_card(spec) for name, spec in SPECS.items()}
+    assert all(card.mutated_inputs == [0] for card in cards.values())
+    sources = {name: _offline_source(SPECS[name], card) for name, card in cards.items()}
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        libraries = list(pool.map(lambda sk: compile_cpu(sk[1], workdir), SPECS_AND_KERNELS))
+        libraries = dict(zip(sources, pool.map(lambda source: compile_cpu(source, workdir), sources.values()),
+                             strict=True))
     result: dict[str, PackagedCard] = {}
-    for (spec, source), library in zip(SPECS_AND_KERNELS, libraries, strict=True):
-        card = capture_card(spec)
-        assert card.mutated_inputs == [0], card
-        path = workdir / f"{spec.name}.cast"
-        build_cast(path, MODEL, [entry(card, source, library.read_bytes())], [])
+    for name, card in cards.items():
+        path = workdir / f"{name}.cast"
+        build_cast(path, MODEL, [entry(card, sources[name], libraries[name].read_bytes())], [])
         cast = load_cast(path)
         assert not cast.skipped, cast.skipped
-        result[spec.name] = PackagedCard(card, cast)
+        result[name] = PackagedCard(card, cast)
     yield result
     for item in result.values():
         item.cast.close()

@@ -1,0 +1,117 @@
+"""The in-place elementwise templates (``relu_``, ``add_``, ...): compiled with g++ and run against
+eager with the mutated input as the output, pre-filled, as the kernel contract passes it; and
+their cuda variants compiled with nvcc (compile only). Beside test_offline_cpu.py and
+test_offline_cuda.py, whose helpers they use, since their cases write fresh outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from agent_service.offline.catalog import plan_for_card
+from agent_service.offline.proposer import propose_offline
+from kforge_domain.card import OperatorCard
+from kforge_domain.propose_request import ParentCandidate, ProposeRequest
+from tests.agent_service.agent_cards import (
+    NVCC,
+    aten_card,
+    compile_cpu,
+    cuda_bundle,
+    fresh_like,
+    nvcc_object,
+    reference,
+    run_kernel,
+)
+from tests.agent_service.test_offline_cpu import CPU, Case, _check, _cl, r
+from tests.agent_service.test_offline_cuda import H200, _on_cuda
+
+aten = torch.ops.aten
+bf16, f16 = torch.bfloat16, torch.float16
+FAMILY = "elementwise_inplace"
+
+CASES = [
+    Case("relu_", FAMILY, lambda: (aten.relu_.default, [r(4, 33)])),
+    Case("relu_transposed", FAMILY, lambda: (aten.relu_.default, [r(16, 8).t()])),
+    Case("sigmoid_f16", FAMILY, lambda: (aten.sigmoid_.default, [r(5, 40, dtype=f16)])),
+    Case("hardtanh_", FAMILY, lambda: (aten.hardtanh_.default, [r(50), -0.5, 0.5])),
+    Case("add_same", FAMILY, lambda: (aten.add_.Tensor, [r(8, 32), r(8, 32)])),
+    Case("add_row_broadcast_bf16_alpha", FAMILY, lambda: (aten.add_.Tensor, [r(4, 64, dtype=bf16), r(64, dtype=bf16)]),
+         kwargs={"alpha": 2}),
+    Case("add_scalar_channels_last", FAMILY, lambda: (aten.add_.Tensor, [_cl(r(2, 8, 5, 5)), 1.5])),
+    Case("mul_scalar", FAMILY, lambda: (aten.mul_.Scalar, [r(8, 32), 0.5])),
+    Case("sub_column", FAMILY, lambda: (aten.sub_.Tensor, [r(8, 32), r(8, 1)])),
+    Case("div_f32_by_bf16", FAMILY, lambda: (aten.div_.Tensor, [r(8, 32), r(32, dtype=bf16)]), positive=(1,)),
+]
+
+
+def _card(case: Case) -> tuple[Any, OperatorCard]:
+    op, args = case.make()
+    card, _ = aten_card(op, args, case.kwargs)
+    assert card.mutated_inputs == [0]
+    return op, card
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_in_place_template_updates_the_prefilled_output_as_eager_does(case: Case, tmp_path: Path) -> None:
+    """The root proposal and two knob revisions: each compiles, and run on the input itself as its
+    output gives eager's values there while the other inputs stay as they were."""
+    op, card = _card(case)
+    parent, tried = None, []
+    for step in range(3):
+        proposal = propose_offline(ProposeRequest(card=card, device=CPU, backend="cpu", parent=parent,
+                                                   tried_knobs=tried, seed=step))
+        assert proposal.has_proposal, proposal.no_proposal_reason
+        assert proposal.knobs["family"] == FAMILY and proposal.knobs not in tried
+        library = compile_cpu(proposal.source, tmp_path)
+        for sample in range(2):
+            inputs = fresh_like(card, torch.Generator().manual_seed(sample), case.positive)
+            before = [t.clone() for t in inputs]
+            expected = reference(card, op, [inputs[0].clone(), *inputs[1:]])
+            assert not torch.equal(expected[0], before[0]), "eager changed nothing: a kernel writing nothing passes"
+            assert run_kernel(library, inputs, [inputs[0]]) == 0
+            _check([inputs[0]], expected, card.inputs[0].dtype)
+            assert all(torch.equal(a, b) for a, b in zip(inputs[1:], before[1:], strict=True)), "wrote another input"
+        tried.append(proposal.knobs)
+        parent = ParentCandidate(candidate_id=f"c{step}", source=proposal.source, knobs=proposal.knobs)
+
+
+def test_a_card_mutating_another_input_or_a_module_card_that_mutates_gets_no_proposal() -> None:
+    _, card = _card(CASES[4])
+    for wrong in ([1], [0, 1]):
+        proposal = propose_offline(ProposeRequest(card=card.model_copy(update={"mutated_inputs": wrong}),
+                                                  device=CPU, backend="cpu"))
+        assert not proposal.has_proposal and "mutates" in proposal.no_proposal_reason
+    card, _ = aten_card(aten.copy_.default, [r(4, 8), r(4, 8)])
+    assert card.mutated_inputs == [0]
+    proposal = propose_offline(ProposeRequest(card=card, device=CPU, backend="cpu"))
+    assert not proposal.has_proposal and "mutates" in proposal.no_proposal_reason
+
+
+def _cuda_sources() -> dict[str, str]:
+    """Each case's cuda plan at every knob set that changes the kernel's shape (mode, vector)."""
+    sources = {}
+    for case in CASES:
+        plan = plan_for_card(_on_cuda(_card(case)[1]), "cuda")
+        space = plan.knob_space("cuda", H200)
+        for mode in space.choices["mode"]:
+            for vector in space.choices["vector"]:
+                knobs = {**space.default(), "mode": mode, "vector": vector}
+                sources[f"{case.name}_{mode}_{vector}"] = plan.render("cuda", knobs, H200)
+    return sources
+
+
+def test_cuda_in_place_kernels_read_the_target_through_the_output_pointer() -> None:
+    """Operand 0 aliases the output: no restrict on it, no read-only cache load of it."""
+    for name, source in _cuda_sources().items():
+        assert "const float *in0," in source.replace("__nv_bfloat16", "float").replace("__half", "float"), name
+        assert "(const " in source and "*)outputs[0].data, " in source, name
+        assert "__ldg(in0" not in source, name
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_every_cuda_in_place_variant_compiles_for_sm90(tmp_path: Path) -> None:
+    rc, err = nvcc_object(cuda_bundle(_cuda_sources()), tmp_path / "inplace.cu")
+    assert rc == 0 and "warning" not in err, err[-4000:]
