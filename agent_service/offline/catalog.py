@@ -30,6 +30,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(ops_elementwise.BINARY, ops_elementwise.binary_plan),
     **dict.fromkeys(ops_inplace.INPLACE_UNARY, ops_inplace.inplace_unary_plan),
     **dict.fromkeys(ops_inplace.INPLACE_BINARY, ops_inplace.inplace_binary_plan),
+    "masked_fill_": ops_inplace.inplace_masked_fill_plan,
     # type_as decomposes (CompositeImplicitAutograd) to ``to``: the runtime overrides it at that key,
     # which a call reaches whenever autograd need not record it (packager.aten_dispatch.AtenOverride).
     **dict.fromkeys(("clone", "contiguous", "_to_copy", "to", "type_as"), ops_elementwise.copy_plan),
@@ -87,7 +88,7 @@ def _check_card(card: OperatorCard, backend: str) -> None:
 def _in_place_op(card: OperatorCard) -> bool:
     """An aten op whose template writes the input it mutates (:mod:`agent_service.offline.ops_inplace`)."""
     base = split_op_name(card.op)[0]
-    return card.kind == "aten" and (base in ops_inplace.INPLACE_UNARY or base in ops_inplace.INPLACE_BINARY)
+    return card.kind == "aten" and base in (*ops_inplace.INPLACE_UNARY, *ops_inplace.INPLACE_BINARY, "masked_fill_")
 
 
 def _module_or_fused_plan(card: OperatorCard) -> KernelPlan:

@@ -1,5 +1,5 @@
-"""In-place elementwise ops (``relu_``, ``add_``, ``mul_``, ...): the out-of-place formulas of
-:mod:`agent_service.offline.ops_elementwise`, with ``self`` as the output.
+"""In-place elementwise ops (``relu_``, ``add_``, ``mul_``, ..., ``masked_fill_``): the out-of-place
+templates of :mod:`agent_service.offline.ops_elementwise` and ``ops_gather``, with ``self`` as the output.
 
 The kernel contract passes the tensor an op mutates as an output, pre-filled with its value: the
 plan reads operand ``x0`` from the output buffer and writes the result over it. A plan is made
@@ -13,7 +13,9 @@ from typing import Any
 
 from agent_service.offline.call import TensorArg, UnsupportedCard
 from agent_service.offline.elementwise import ElementwisePlan
+from agent_service.offline.gather import Branch, GatherPlan, offset
 from agent_service.offline.ops_elementwise import BINARY, UNARY, binary_plan, unary_plan
+from agent_service.offline.ops_gather import masked_fill_plan
 from kforge_domain.card import OperatorCard
 
 #: In-place op base name (``relu_``) -> its out-of-place formula's (``relu``); those aten has.
@@ -21,13 +23,19 @@ INPLACE_UNARY = {f"{name}_": name for name in UNARY}
 INPLACE_BINARY = {f"{name}_": name for name in ("add", "sub", "mul", "div") if name in BINARY}
 
 
-def _in_place(card: OperatorCard, call: dict[str, Any], plan: ElementwisePlan) -> ElementwisePlan:
+def _self_is_the_output(card: OperatorCard, call: dict[str, Any]) -> TensorArg:
+    """``self``, where the card mutates it alone and it is laid out as the output it is."""
     x = call.get("self")
     if not isinstance(x, TensorArg) or card.mutated_inputs != [x.index]:
         raise UnsupportedCard(f"{card.op} mutates inputs {card.mutated_inputs}; the template writes self alone")
     out = card.outputs[0]
     if (x.spec.shape, x.spec.stride, x.spec.dtype) != (out.shape, out.stride, out.dtype):
         raise UnsupportedCard(f"{card.op}: self is laid out unlike the output it is")
+    return x
+
+
+def _in_place(card: OperatorCard, call: dict[str, Any], plan: ElementwisePlan) -> ElementwisePlan:
+    x = _self_is_the_output(card, call)
     assert plan.operands[0].tensor == x.index, "operand 0 of an elementwise plan is self"
     return replace(plan, family="elementwise_inplace", summary=f"in place: {plan.summary}", in_place=True)
 
@@ -38,3 +46,14 @@ def inplace_unary_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> E
 
 def inplace_binary_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ElementwisePlan:
     return _in_place(card, call, binary_plan(card, INPLACE_BINARY[base], call))
+
+
+def inplace_masked_fill_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """masked_fill_.Scalar: the value where the mask holds; elsewhere the output keeps its pre-fill
+    (each element rewrites what it read from the output, so ``self``'s pointer is never read)."""
+    _self_is_the_output(card, call)
+    plan = masked_fill_plan(card, "masked_fill", call)
+    out = card.outputs[0]
+    keep = Branch("", f"out[{offset([f'o{d}' for d in range(len(out.shape))], out.stride)}]")
+    return replace(plan, family="gather_select_inplace", summary=f"in place: {plan.summary}",
+                   branches=(*plan.branches[:-1], keep))

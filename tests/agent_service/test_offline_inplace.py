@@ -30,7 +30,7 @@ from tests.agent_service.test_offline_cuda import H200, _on_cuda
 
 aten = torch.ops.aten
 bf16, f16 = torch.bfloat16, torch.float16
-FAMILY = "elementwise_inplace"
+FAMILY, GATHER_FAMILY = "elementwise_inplace", "gather_select_inplace"
 
 CASES = [
     Case("relu_", FAMILY, lambda: (aten.relu_.default, [r(4, 33)])),
@@ -44,6 +44,10 @@ CASES = [
     Case("mul_scalar", FAMILY, lambda: (aten.mul_.Scalar, [r(8, 32), 0.5])),
     Case("sub_column", FAMILY, lambda: (aten.sub_.Tensor, [r(8, 32), r(8, 1)])),
     Case("div_f32_by_bf16", FAMILY, lambda: (aten.div_.Tensor, [r(8, 32), r(32, dtype=bf16)]), positive=(1,)),
+    Case("masked_fill_row_mask_bf16", GATHER_FAMILY,
+         lambda: (aten.masked_fill_.Scalar, [r(2, 4, 8, dtype=bf16), r(8) > 0, -1e4])),
+    Case("masked_fill_transposed", GATHER_FAMILY,
+         lambda: (aten.masked_fill_.Scalar, [r(16, 8).t(), r(8, 16) > 0, -3.0])),
 ]
 
 
@@ -64,15 +68,20 @@ def test_in_place_template_updates_the_prefilled_output_as_eager_does(case: Case
         proposal = propose_offline(ProposeRequest(card=card, device=CPU, backend="cpu", parent=parent,
                                                    tried_knobs=tried, seed=step))
         assert proposal.has_proposal, proposal.no_proposal_reason
-        assert proposal.knobs["family"] == FAMILY and proposal.knobs not in tried
+        assert proposal.knobs["family"] == case.family and proposal.knobs not in tried
         library = compile_cpu(proposal.source, tmp_path)
         for sample in range(2):
             inputs = fresh_like(card, torch.Generator().manual_seed(sample), case.positive)
+            for t in inputs[1:]:  # a mask of random bits (fresh_like's nonzero draws are all true)
+                if t.dtype == torch.bool:
+                    t.copy_(torch.randn(t.shape, generator=torch.Generator().manual_seed(sample)) > 0)
             before = [t.clone() for t in inputs]
             expected = reference(card, op, [inputs[0].clone(), *inputs[1:]])
             assert not torch.equal(expected[0], before[0]), "eager changed nothing: a kernel writing nothing passes"
             assert run_kernel(library, inputs, [inputs[0]]) == 0
             _check([inputs[0]], expected, card.inputs[0].dtype)
+            if case.family == GATHER_FAMILY:  # raw bits: kept exactly where the mask is false
+                assert torch.equal(inputs[0] == before[0], expected[0] == before[0]), "kept where eager keeps"
             assert all(torch.equal(a, b) for a, b in zip(inputs[1:], before[1:], strict=True)), "wrote another input"
         tried.append(proposal.knobs)
         parent = ParentCandidate(candidate_id=f"c{step}", source=proposal.source, knobs=proposal.knobs)
@@ -97,15 +106,19 @@ def _cuda_sources() -> dict[str, str]:
         plan = plan_for_card(_on_cuda(_card(case)[1]), "cuda")
         space = plan.knob_space("cuda", H200)
         for mode in space.choices["mode"]:
-            for vector in space.choices["vector"]:
-                knobs = {**space.default(), "mode": mode, "vector": vector}
+            for vector in space.choices.get("vector", (1,)):
+                knobs = {**space.default(), "mode": mode, **({"vector": vector} if "vector" in space.choices else {})}
                 sources[f"{case.name}_{mode}_{vector}"] = plan.render("cuda", knobs, H200)
     return sources
 
 
 def test_cuda_in_place_kernels_read_the_target_through_the_output_pointer() -> None:
-    """Operand 0 aliases the output: no restrict on it, no read-only cache load of it."""
+    """Self aliases the output: the elementwise kernels read it through the output's pointer (no
+    restrict on it, no read-only cache load of it); masked_fill_ rereads the output and never self."""
     for name, source in _cuda_sources().items():
+        if name.startswith("masked_fill"):
+            assert "in0[" not in source and "v = out[" in source, name
+            continue
         assert "const float *in0," in source.replace("__nv_bfloat16", "float").replace("__half", "float"), name
         assert "(const " in source and "*)outputs[0].data, " in source, name
         assert "__ldg(in0" not in source, name

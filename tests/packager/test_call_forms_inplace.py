@@ -23,6 +23,7 @@ from packager.format import build_cast
 from tests.agent_service.agent_cards import compile_cpu
 from tests.packager.conftest import MODEL, entry
 from tests.packager.test_call_forms import (
+    BOOL_X,
     BROADCAST_SHAPES,
     EXAMPLES_PER_CARD,
     Call,
@@ -52,7 +53,8 @@ ADD_SPELLINGS = ("a.__iadd__(b)", "a.add_(b)", "a.add_(b, alpha=2)", "torch.Tens
 def _inplace(name: str, op: object, names: tuple[str, ...], args: tuple[object, ...],
              spellings: tuple[str, ...]) -> OpSpec:
     slots = (Slot(SHAPES), Slot(BROADCAST_SHAPES, numbers=True))[:len(names)]
-    return OpSpec(name, "elementwise_inplace", op, names, args, spellings, slots)  # type: ignore[arg-type]
+    family = "gather_select_inplace" if name.startswith("masked_fill") else "elementwise_inplace"
+    return OpSpec(name, family, op, names, args, spellings, slots)  # type: ignore[arg-type]
 
 
 SPECS = {spec.name: spec for spec in [
@@ -62,6 +64,9 @@ SPECS = {spec.name: spec for spec in [
              ("a.add_(b, alpha=2)", *ADD_SPELLINGS)),
     _inplace("add_python_float", aten.add_.Tensor, ("a", "b"), (X, 1.5), ("a.__iadd__(b)", *ADD_SPELLINGS[1:])),
     _inplace("add_row", aten.add_.Tensor, ("a", "b"), (X, TensorRecipe((33,), seed=1)), ADD_SPELLINGS),
+    _inplace("masked_fill_", aten.masked_fill_.Scalar, ("x", "m"), (X, BOOL_X),
+             ("x.masked_fill_(m, -1e4)", "x.masked_fill_(m, 0.5)", "x.masked_fill_(~m, -1e4)", "x.masked_fill(m, -1e4)",
+              "x.masked_fill_(m, torch.tensor(-1e4))", "x.masked_fill_(m, float('-inf'))")),
     _inplace("mul_bf16_python_float", aten.mul_.Tensor, ("a", "b"), (replace(X, dtype=torch.bfloat16), 0.5),
              ("a.mul_(b)", "a.__imul__(b)", "torch.Tensor.mul_(a, b)", "a.div_(b)", "a * b")),
 ]}
@@ -69,7 +74,8 @@ HITS = [("relu_", "x.relu_()"), ("relu_", "torch.relu_(x)"), ("relu_", "F.relu(x
         ("relu_", "nn.ReLU(inplace=True)(x)"), ("add_", "a.add_(b)"), ("add_", "a.__iadd__(b)"),
         ("add_alpha", "a.add_(b, alpha=2)"), ("add_python_float", "a.__iadd__(b)"),
         ("add_python_float", "a.add_(b)"), ("add_row", "a.add_(b)"), ("add_row", "a.__iadd__(b)"),
-        ("mul_bf16_python_float", "a.mul_(b)"), ("mul_bf16_python_float", "a.__imul__(b)")]
+        ("mul_bf16_python_float", "a.mul_(b)"), ("mul_bf16_python_float", "a.__imul__(b)"),
+        ("masked_fill_", "x.masked_fill_(m, -1e4)")]
 
 
 @pytest.fixture(scope="module")
