@@ -10,11 +10,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from agent_service.offline.proposer import propose_offline
 from gpu_sandbox_service.blobs import BlobStore
 from gpu_sandbox_service.cardkit import card_from_call
 from gpu_sandbox_service.evaluator import Evaluator
 from kforge_domain.card import OperatorCard
+from kforge_domain.device import DeviceInfo
 from kforge_domain.evaluate_request import EvaluateRequest, EvaluationOptions
+from kforge_domain.propose_request import ProposeRequest
 from servicekit.errors import InvalidArgument
 from tests.gpu_sandbox_service.conftest import TEST_LIMITS
 
@@ -95,3 +98,19 @@ def test_an_in_place_card_eager_never_changes_is_refused(evaluator: Evaluator) -
     card = card_from_call("aten::mul_.Scalar", [torch.randn(32, 64), 1.0], {}, evaluator.blobs)
     with pytest.raises(InvalidArgument, match="unchanged on every input set"):
         evaluate(evaluator, card, "mul-one", RELU_NOTHING)
+
+
+@pytest.mark.parametrize("call", [
+    ("aten::relu_.default", lambda: [torch.randn(16, 64)], {}),
+    ("aten::add_.Tensor", lambda: [torch.randn(16, 64), torch.randn(64)], {"alpha": 0.5}),
+    ("aten::masked_fill_.Scalar", lambda: [torch.randn(16, 64), torch.randn(64) > 0, -1e4], {}),
+], ids=lambda c: c[0])
+def test_the_offline_proposal_for_an_in_place_card_passes(evaluator: Evaluator, call) -> None:  # type: ignore[no-untyped-def]
+    """End to end: the proposer's kernel for an in-place card, verified and timed by the sandbox."""
+    op, make, kwargs = call
+    torch.manual_seed(0)
+    card = card_from_call(op, make(), kwargs, evaluator.blobs)
+    proposal = propose_offline(ProposeRequest(card=card, device=DeviceInfo(backend="cpu", sm_count=2), backend="cpu"))
+    assert proposal.has_proposal, proposal.no_proposal_reason
+    status, log = evaluate(evaluator, card, op.split("::")[1], proposal.source)
+    assert status == "PASSED", log
