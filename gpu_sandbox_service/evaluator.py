@@ -7,7 +7,7 @@ candidate runs in a process no earlier candidate ran in: forked from its slot's 
 sandbox, where a slot is free while the candidate builds, its forked process is prepared meanwhile
 (:mod:`gpu_sandbox_service.prepared`); ``KF_SANDBOX_PREPARE=0`` turns that off, ``=1`` turns it on
 for a cpu sandbox too. On an H200 it takes a 256 MiB card from 2.13-2.17 to 1.70-1.82 s a candidate
-(``bench/results/gpu_runs_2026-12-04_h200_run53_56.md``). A cpu sandbox leaves it off unless asked:
+(``bench/results/gpu_runs_2026-12-04_h200_run53_57.md``). A cpu sandbox leaves it off unless asked:
 there the prepared process competes with the compiler for the same few cores, and on two idle
 cores it gained nothing clear (0.47 against 0.41 s a candidate on a 1 MiB card, 0.66 against
 0.72 s on a 4 MiB one, ``bench/results/throughput_2026-12-04_cpu*.json``).
