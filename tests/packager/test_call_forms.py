@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -583,13 +584,10 @@ def _offline_source(spec: OpSpec, card: OperatorCard) -> str:
     return proposal.source
 
 
-@pytest.fixture(scope="module")
-def packaged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, PackagedCard]]:
-    """One .cast per spec, its one kernel the offline proposal for the spec's card, built with g++."""
-    workdir = tmp_path_factory.mktemp("call_forms")
-    cards = {spec.name: capture_card(spec) for spec in SPECS}
-    sources = {spec.name: _offline_source(spec, cards[spec.name]) for spec in SPECS}
-    unique = sorted(set(sources.values()))  # compile_cpu names a library by its source: one build each
+def package_cards(cards: dict[str, OperatorCard], sources: dict[str, str], workdir: Path) -> dict[str, PackagedCard]:
+    """One loaded .cast per card, its one kernel ``sources[name]`` built with g++ (once per source:
+    compile_cpu names a library by its source)."""
+    unique = sorted(set(sources.values()))
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
         libraries = dict(zip(unique, pool.map(lambda source: compile_cpu(source, workdir), unique), strict=True))
     result: dict[str, PackagedCard] = {}
@@ -599,6 +597,16 @@ def packaged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Pac
         cast = load_cast(path)
         assert not cast.skipped, cast.skipped
         result[name] = PackagedCard(card, cast)
+    return result
+
+
+@pytest.fixture(scope="module")
+def packaged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, PackagedCard]]:
+    """One .cast per spec, its one kernel the offline proposal for the spec's card."""
+    workdir = tmp_path_factory.mktemp("call_forms")
+    cards = {spec.name: capture_card(spec) for spec in SPECS}
+    sources = {spec.name: _offline_source(spec, cards[spec.name]) for spec in SPECS}
+    result = package_cards(cards, sources, workdir)
     yield result
     for item in result.values():
         item.cast.close()

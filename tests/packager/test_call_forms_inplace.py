@@ -8,9 +8,7 @@ where that tensor is laid out as the card says and shares memory with no other a
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
@@ -18,10 +16,6 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from packager import load_cast
-from packager.format import build_cast
-from tests.agent_service.agent_cards import compile_cpu
-from tests.packager.conftest import MODEL, entry
 from tests.packager.test_call_forms import (
     BOOL_X,
     BROADCAST_SHAPES,
@@ -40,6 +34,7 @@ from tests.packager.test_call_forms import (
     calls,
     capture_card,
     mismatches,
+    package_cards,
     run,
 )
 
@@ -85,16 +80,7 @@ def packaged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Pac
     cards = {name: capture_card(spec) for name, spec in SPECS.items()}
     assert all(card.mutated_inputs == [0] for card in cards.values())
     sources = {name: _offline_source(SPECS[name], card) for name, card in cards.items()}
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        libraries = dict(zip(sources, pool.map(lambda source: compile_cpu(source, workdir), sources.values()),
-                             strict=True))
-    result: dict[str, PackagedCard] = {}
-    for name, card in cards.items():
-        path = workdir / f"{name}.cast"
-        build_cast(path, MODEL, [entry(card, sources[name], libraries[name].read_bytes())], [])
-        cast = load_cast(path)
-        assert not cast.skipped, cast.skipped
-        result[name] = PackagedCard(card, cast)
+    result = package_cards(cards, sources, workdir)
     yield result
     for item in result.values():
         item.cast.close()
