@@ -398,8 +398,9 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
         result[f"{cast_name}_kernels"] = 0
     if pruned:
         result[f"{cast_name}_pruned"] = pruned
-    plain_samples += sample_ms(lambda: call(plain, inputs), device, MIN_SECONDS / 2)
-    result[f"{plain_name}_ms"] = statistics.median(plain_samples)
+    after = sample_ms(lambda: call(plain, inputs), device, MIN_SECONDS / 2)
+    result[f"{plain_name}_drift"] = abs(statistics.median(after) / judge.plain_ms - 1)
+    result[f"{plain_name}_ms"] = statistics.median(plain_samples + after)
     return result
 
 

@@ -68,6 +68,10 @@ class EndToEnd(BaseModel):
     cast_cuda_graphs_parity_ok: bool | None = None
     cast_cuda_graphs_error: str = ""
     cast_cuda_graphs_pruned: dict[str, str] = {}
+    # torch.compile alone's relative move between its timings before and after cast.compile's, in
+    # each compiled mode: the noise the compiled pair's difference is read against.
+    compile_drift: float | None = None
+    cuda_graphs_drift: float | None = None
     parity_max_rel_error: float | None = None
     parity_tolerance: float | None = None
     parity_ok: bool | None = None  # None: not judged (parity_note says why)
@@ -85,25 +89,32 @@ class EndToEnd(BaseModel):
     cast_cuda_graphs_kernel_stats: dict[str, dict[str, object]] = {}
 
 
-RUNS_AS_EAGER = "the .cast holds no kernel for this device, so the model runs as eager"
+RUNS_AS_EAGER = "the .cast holds no kernel for eager use on this device, so the model runs as eager"
 
 
 def mode_rows(e: EndToEnd) -> list[tuple[str, float | None, float | None, str]]:
     """(variant, ms, speedup over eager, parity) per measured deployment mode."""
     rows = [("eager", e.eager_ms, 1.0, "reference"),
             (".cast (eager, guards on)", e.cast_ms, e.cast_speedup, parity_word(e))]
-    if e.compile_ms is not None or e.cast_compile_ms is not None:
+    graph_modes = measured_graph_modes(e)
+    if "compiled" in graph_modes:
         rows += [("torch.compile", e.compile_ms, e.compile_speedup, _sci_word(e.compile_parity_rel_error)),
                  ("cast.compile", e.cast_compile_ms if e.cast_compile_kernels else e.compile_ms,
                   e.cast_compile_speedup if e.cast_compile_kernels else e.compile_speedup,
                   _compiled_parity(e.cast_compile_kernels, e.cast_compile_parity_ok))]
-    if e.cuda_graphs_ms is not None:
+    if "cuda_graphs" in graph_modes:
         rows += [("torch.compile reduce-overhead", e.cuda_graphs_ms, e.cuda_graphs_speedup, "—"),
                  ("cast.compile reduce-overhead",
                   e.cast_cuda_graphs_ms if e.cast_cuda_graphs_kernels else e.cuda_graphs_ms,
                   e.cast_cuda_graphs_speedup if e.cast_cuda_graphs_kernels else e.cuda_graphs_speedup,
                   _compiled_parity(e.cast_cuda_graphs_kernels, e.cast_cuda_graphs_parity_ok))]
     return rows
+
+
+def measured_graph_modes(e: EndToEnd) -> list[str]:
+    """The compiled modes (:data:`GRAPH_MODE_FIELDS`) with figures, in their rows' order."""
+    modes = ["compiled"] if e.compile_ms is not None or e.cast_compile_ms is not None else []
+    return modes + (["cuda_graphs"] if e.cuda_graphs_ms is not None else [])
 
 
 def _compiled_parity(kernels: int | None, ok: bool | None) -> str:
@@ -131,11 +142,29 @@ def end_to_end_line(e: EndToEnd, width: int = COLUMNS) -> str:
     if e.noisy:
         lines.append(f"  noisy: {e.noisy}")
     rows = mode_rows(e)
-    for plain, with_cast in zip(rows[2::2], rows[3::2], strict=True):
+    for plain, with_cast, mode in zip(rows[2::2], rows[3::2], measured_graph_modes(e), strict=True):
         lines.append(f"  {plain[0]} {number(plain[1], 'ms')} (x{plain[2] or 0:.2f}), {with_cast[0]} "
                      f"{number(with_cast[1], 'ms')} (x{with_cast[2] or 0:.2f}), parity {with_cast[3]}")
+        if within := graph_noise_words(e, mode):
+            lines.append(f"    within noise: {within}")
     return "\n".join(textwrap.fill(line, width, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 4),
                                     break_on_hyphens=False) for line in lines)
+
+
+def graph_noise_words(e: EndToEnd, mode: str) -> str:
+    """Why cast.compile's difference from torch.compile in ``mode`` says nothing: torch.compile
+    alone, timed before and after it, moved at least as far (empty where it did not, or no kernel
+    served the mode). The two compiled models are timed one after the other, not interleaved, so
+    this drift is the only measure of the machine's noise the pair has."""
+    _, plain, cast = GRAPH_MODE_FIELDS[mode]
+    plain_ms, cast_ms, drift = getattr(e, f"{plain}_ms"), getattr(e, f"{cast}_ms"), getattr(e, f"{plain}_drift")
+    if not getattr(e, f"{cast}_kernels") or not plain_ms or not cast_ms or drift is None:
+        return ""
+    difference = abs(cast_ms / plain_ms - 1)
+    if difference > drift:
+        return ""
+    return (f"cast.compile differs from torch.compile by {difference:.1%}, and torch.compile alone moved "
+            f"{drift:.1%} between its timings before and after cast.compile's")
 
 
 def speedup_interval_words(e: EndToEnd) -> str:
@@ -214,8 +243,9 @@ def compiled_worse(error: str, departure: float | None, parity_ok: bool | None, 
 
 
 #: Per compiled mode, the figures of torch.compile alone, which no kernel changes.
-PLAIN_FIGURES = {"compiled": ("compile_ms", "compile_speedup", "compile_parity_rel_error", "compile_error"),
-                 "cuda_graphs": ("cuda_graphs_ms", "cuda_graphs_speedup")}
+PLAIN_FIGURES = {"compiled": ("compile_ms", "compile_speedup", "compile_parity_rel_error", "compile_error",
+                              "compile_drift"),
+                 "cuda_graphs": ("cuda_graphs_ms", "cuda_graphs_speedup", "cuda_graphs_drift")}
 
 
 def carry_graph_figures(e2e: EndToEnd, earlier: EndToEnd, modes: Collection[str]) -> EndToEnd:

@@ -13,7 +13,17 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from forge_service.config import RunConfig
-from forge_service.end_to_end import RUNS_AS_EAGER, EndToEnd, mode_rows, number, parity_word, scientific, spread_number
+from forge_service.end_to_end import (
+    GRAPH_MODE_FIELDS,
+    RUNS_AS_EAGER,
+    EndToEnd,
+    graph_noise_words,
+    mode_rows,
+    number,
+    parity_word,
+    scientific,
+    spread_number,
+)
 from forge_service.packaging import Pruning, package_and_measure
 from forge_service.store import RunStore, audit_class, best_candidate
 from kforge_domain.card import OperatorCard
@@ -108,6 +118,9 @@ class RunReport(BaseModel):
                              f"{e.speedup_rounds} interleaved rounds; its 95% interval is {low:.2f}x to {high:.2f}x.")
             if e.noisy:
                 lines.append(f"Noisy figure: {e.noisy}.")
+            for mode in GRAPH_MODE_FIELDS:
+                if within := graph_noise_words(e, mode):
+                    lines.append(f"Within noise: {within}.")
             if e.cast_kernels == 0:
                 lines.append(f"{RUNS_AS_EAGER.capitalize()}.")
             if e.cast_error:

@@ -126,7 +126,7 @@ class EndToEnd:
     cast: EndToEndMode
     compile: EndToEndMode | None  # None: torch.compile was not measured (--no-compile-baseline)
     cast_compile: EndToEndMode | None
-    cast_runs_as_eager: bool = False  # the .cast holds no kernel for the device: the model runs as eager
+    cast_runs_as_eager: bool = False  # the .cast holds no kernel for eager use on the device: the model runs as eager
 
     @classmethod
     def from_report(cls, report: dict[str, Any]) -> EndToEnd:

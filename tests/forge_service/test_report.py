@@ -140,8 +140,8 @@ def flat_line(e2e: EndToEnd) -> str:
 def test_the_terminal_line_says_when_the_cast_runs_as_eager_or_parity_is_not_judged() -> None:
     empty = EndToEnd(measured=True, eager_ms=2.0, cast_kernels=0, parity_ok=True, parity_max_rel_error=0.0,
                      parity_tolerance=1e-3)
-    assert "holds no kernel for this device, so the model runs as eager" in flat_line(empty)
-    assert "The .cast holds no kernel for this device, so the model runs as eager." in RunReport(
+    assert "holds no kernel for eager use on this device, so the model runs as eager" in flat_line(empty)
+    assert "The .cast holds no kernel for eager use on this device, so the model runs as eager." in RunReport(
         run_id="r", model_spec="m.py", backend="cpu", device="cpu", cards=[], end_to_end=empty, cast_path=None,
         kernels_packaged=0).markdown()
     assert ".cast" not in flat_line(empty).split(";")[0]
@@ -165,6 +165,23 @@ def test_cast_compile_is_worse_when_it_raises_departs_or_runs_slower_than_compil
     raised = EndToEnd(**base, cast_compile_error="cast.compile: RuntimeError: x")
     assert "raised" in graph_mode_fails(raised, "compiled")
     assert graph_mode_fails(EndToEnd(**{**base, "cast_compile_kernels": 0}, cast_compile_ms=9.0), "compiled") == ""
+
+
+def test_a_compiled_pair_closer_than_torch_compiles_own_drift_is_called_noise() -> None:
+    """cast.compile 5% off torch.compile says nothing where torch.compile alone moved 10% between
+    its timings before and after; past that drift the difference stands."""
+    base = {"measured": True, "eager_ms": 4.0, "compile_ms": 2.0, "cast_compile_kernels": 1,
+            "cast_compile_parity_ok": True}
+    noisy = EndToEnd(**base, cast_compile_ms=1.9, compile_drift=0.10)
+    assert "within noise: cast.compile differs from torch.compile by 5.0%, and torch.compile alone moved 10.0%" \
+        in flat_line(noisy)
+    report = RunReport(run_id="r", model_spec="m.py", backend="cpu", device="cpu", cards=[], end_to_end=noisy,
+                       cast_path=None, kernels_packaged=1).markdown()
+    assert "Within noise: cast.compile differs from torch.compile by 5.0%" in report
+    assert "within noise" not in flat_line(EndToEnd(**base, cast_compile_ms=1.5, compile_drift=0.10))
+    assert "within noise" not in flat_line(EndToEnd(**base, cast_compile_ms=1.9))  # drift not measured
+    no_kernel = EndToEnd(**{**base, "cast_compile_kernels": 0}, cast_compile_ms=1.9, compile_drift=0.10)
+    assert "within noise" not in flat_line(no_kernel)
 
 
 def test_each_compiled_mode_is_judged_on_its_own_figures() -> None:

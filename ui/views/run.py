@@ -60,7 +60,7 @@ def outcome_text(run: RunSummary) -> str:
 
 
 NOT_COMPILED = "not measured: the run skipped torch.compile"
-RUNS_AS_EAGER = "the .cast holds no kernel for this device, so the model runs as eager"
+RUNS_AS_EAGER = "the .cast holds no kernel for eager use on this device, so the model runs as eager"
 MODE_HELP = {
     ".cast": "eager PyTorch with the .cast applied, guards on",
     "torch.compile": "torch.compile alone",
