@@ -150,7 +150,7 @@ class ElementwisePlan:
                 "fast_math": (True, False) if self.uses_math else (True,),
             }, only_in={name: ("direct",) for name in ("threads_per_block", "vector", "unroll", "waves")})
         return KnobSpace({
-            "threads": cpu_thread_choices(device),
+            "threads": cpu_thread_choices(device, (*self.inputs, *self.outputs)),
             "schedule": ("static", "dynamic"),
             "block_elems": (4096, 1024, 16384, 65536),
             "simd": (True, False),

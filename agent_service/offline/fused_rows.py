@@ -217,7 +217,7 @@ class FusedRowPlan:
     def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
         if backend == "cpu":
             return KnobSpace({
-                "threads": cpu_thread_choices(device),
+                "threads": cpu_thread_choices(device, (*self.inputs, *self.outputs)),
                 "schedule": ("static", "dynamic"),
                 "simd": (True, False),
                 "fast_math": (True, False) if self.uses_math else (True,),

@@ -133,7 +133,8 @@ class ChannelsLastGroupNormPlan:
 
     def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
         if backend == "cpu":
-            return KnobSpace({"threads": cpu_thread_choices(device), "schedule": ("static", "dynamic")})
+            return KnobSpace({"threads": cpu_thread_choices(device, (*self.inputs, *self.outputs)),
+                              "schedule": ("static", "dynamic")})
         vec = self._vector()
         return KnobSpace({
             "threads_per_block": (256, 512, 128, 1024),  # rounded down to whole pixel rows of channel vectors

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol
 
 from agent_service.offline.knobs import Knobs, KnobSpace
+from kforge_domain.card import TensorSpec
 from kforge_domain.device import DeviceInfo
 
 
@@ -30,14 +32,24 @@ class KernelPlan(Protocol):
         ...
 
 
-def cpu_thread_choices(device: DeviceInfo) -> tuple[int, ...]:
-    """0 (the OpenMP default: every core) first, then powers of two up to the core count."""
+#: Elements in a cpu kernel's largest tensor below which it starts on one thread: waking an
+#: OpenMP team costs tens of µs, more than such a card's work (ATen's ``GRAIN_SIZE`` draws the
+#: same line before it parallelises a loop).
+CPU_SERIAL_BELOW = 32768
+
+
+def cpu_thread_choices(device: DeviceInfo, tensors: Iterable[TensorSpec] = ()) -> tuple[int, ...]:
+    """0 (the OpenMP default: every core) first, then powers of two up to the core count; for a
+    card whose largest tensor is under :data:`CPU_SERIAL_BELOW` elements, one thread first."""
     cores = max(device.sm_count, 1)
     choices = [0]
     n = 1
     while n <= cores:
         choices.append(n)
         n *= 2
+    if max((t.numel for t in tensors), default=CPU_SERIAL_BELOW) < CPU_SERIAL_BELOW:
+        choices.remove(1)
+        choices.insert(0, 1)
     return tuple(choices)
 
 

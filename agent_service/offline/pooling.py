@@ -71,7 +71,8 @@ class AdaptivePoolPlan:
             return KnobSpace({"threads_per_block": (256, 128, 512),
                               "unroll_window": (True, False) if self._unrollable else (False,),
                               "index_bits": (64, 32) if self._fits_32_bits else (64,)})
-        return KnobSpace({"threads": cpu_thread_choices(device), "schedule": ("static", "dynamic")})
+        return KnobSpace({"threads": cpu_thread_choices(device, (*self.inputs, *self.outputs)),
+                          "schedule": ("static", "dynamic")})
 
     def _avg_loop(self, unrolled: bool = False, n: str = "LL") -> str:
         """PyTorch's windows: clipped to the padded plane for the divisor, to the plane for the sum;

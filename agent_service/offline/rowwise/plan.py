@@ -178,7 +178,7 @@ class RowPlan:
     def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
         if backend == "cpu":
             return KnobSpace({
-                "threads": cpu_thread_choices(device),
+                "threads": cpu_thread_choices(device, (*self.inputs, *self.outputs)),
                 "schedule": ("static", "dynamic"),
                 "stats": self._stats_choices(),
                 "simd": (True, False),
