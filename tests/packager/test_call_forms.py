@@ -510,6 +510,23 @@ COMPARE_SPECS = [
               "torch.logical_not(x.bool())", "x == 0"), (ELEMENTWISE_SHAPES,)),
 ]
 
+# Scans (cumsum, cumprod): each run walked in order in eager's cpu accumulator, so a hit is eager's exactly;
+# a bool or integer input promotes to int64 unless ``dtype=`` says otherwise.
+CUMSUM_SPELLINGS = ("torch.cumsum(x, -1)", "x.cumsum(-1)", "torch.cumsum(x, dim=-1)", "x.cumsum(dim=1)",
+                    "torch.cumsum(x, -1, dtype=torch.float64)", "x.cumsum(-1, dtype=torch.int64)", "torch.cumsum(x, 0)",
+                    "torch.cumsum(x, -1, out=out)", "x.cumsum(-2)", "x.t().cumsum(0)", "x.clone().cumsum_(-1)")
+SCAN_SPECS = [
+    _rowwise("cumsum_last", "scan", aten.cumsum.default, ("x",), (X,), CUMSUM_SPELLINGS, (ROW_SHAPES,)),
+    _rowwise("cumsum_to_float64", "scan", aten.cumsum.default, ("x",), (X,),
+             ("torch.cumsum(x, -1, dtype=torch.float64)", *CUMSUM_SPELLINGS), (ROW_SHAPES,)),
+    _rowwise("cumsum_mask_down_rows", "scan", aten.cumsum.default, ("x",), (BOOL_X,),
+             ("torch.cumsum(x, 0)", *CUMSUM_SPELLINGS), (ROW_SHAPES,)),
+    _rowwise("cumsum_int64_of_transposed", "scan", aten.cumsum.default, ("x",), (replace(INT_X, layout="transposed"),),
+             ("torch.cumsum(x, -1)", "x.cumsum(-1, dtype=torch.int32)", *CUMSUM_SPELLINGS), (ROW_SHAPES,)),
+    _rowwise("cumprod_last", "scan", aten.cumprod.default, ("x",), (X,),
+             tuple(s.replace("cumsum", "cumprod") for s in CUMSUM_SPELLINGS), (ROW_SHAPES,)),
+]
+
 MODULE_SPECS = [
     _module("torch_rms_norm", "module_rms_norm", "nn.RMSNorm(64, eps=1e-6)", (X64,), NORM_SHAPES,
             ("setattr(m, 'eps', 1e-3)", "setattr(m, 'eps', None)")),
@@ -523,7 +540,8 @@ MODULE_SPECS = [
             ("setattr(m.norm, 'eps', 1e-3)", "setattr(m.norm, 'num_groups', 2)")),
 ]
 
-SPECS = UNARY_SPECS + BINARY_SPECS + COPY_SPECS + ROW_SPECS + GATHER_SPECS + COMPARE_SPECS + MODULE_SPECS
+SPECS = (UNARY_SPECS + BINARY_SPECS + COPY_SPECS + ROW_SPECS + GATHER_SPECS + COMPARE_SPECS + SCAN_SPECS
+         + MODULE_SPECS)
 
 
 # --- cards and casts --------------------------------------------------------------------------
@@ -960,7 +978,7 @@ def test_every_family_and_op_the_offline_proposer_covers_has_a_card_here() -> No
         "layer_norm", "rms_norm", "group_norm", "adaptive_avg_pool", "global_avg_pool", "max_pool",
         "module_rms_norm", "module_activation", "module_gated_activation", "module_norm_activation",
         "gather_upsample_nearest", "gather_cat", "gather_index", "gather_pad", "gather_select", "gather_repeat",
-        "compare", "logical",
+        "compare", "logical", "scan",
     }
     assert {s.op._schema.name.removeprefix("aten::") for s in UNARY_SPECS if s.op} == set(ops_elementwise.UNARY)
     assert {s.op._schema.name.removeprefix("aten::") for s in BINARY_SPECS if s.op} == set(ops_elementwise.BINARY)

@@ -1,0 +1,84 @@
+"""The element types of a scan: how each dtype is stored, converted to the output's and accumulated.
+
+Eager's cumsum and cumprod convert the input to the output dtype first (``self.to(result dtype)``),
+then accumulate in ``at::acc_type`` of the output dtype and convert each running value back. On
+cpu that accumulator is double for float32 and float64, float for float16 and bfloat16, int64
+for every integer; on cuda float for float32, float16 and bfloat16. Integers accumulate here in
+``unsigned long long``: it wraps as eager's int64 does in practice, without C's undefined signed
+overflow, and the low bits of the result are the same.
+"""
+
+from __future__ import annotations
+
+from agent_service.offline.call import UnsupportedCard
+
+FLOATS = ("float32", "float16", "bfloat16", "float64")
+INTEGERS = ("int64", "int32", "int8", "uint8")
+HALVES = ("float16", "bfloat16")
+INTEGER_ACCUMULATOR = "unsigned long long"
+_STORAGE = {"float32": "float", "float64": "double", "int64": "int64_t", "int32": "int32_t", "int8": "int8_t",
+            "uint8": "uint8_t", "bool": "uint8_t"}
+_HALF_STORAGE = {"cpu": {"float16": "kf_f16", "bfloat16": "kf_bf16"},
+                 "cuda": {"float16": "__half", "bfloat16": "__nv_bfloat16"}}
+
+
+def storage_type(dtype: str, backend: str) -> str:
+    """The C type one element of ``dtype`` is stored as; :class:`UnsupportedCard` for a dtype not scanned."""
+    if dtype in HALVES:
+        return _HALF_STORAGE[backend][dtype]
+    if dtype not in _STORAGE:
+        raise UnsupportedCard(f"a {dtype} scan is not templated")
+    return _STORAGE[dtype]
+
+
+def check_conversion(source: str, target: str) -> None:
+    """Refuse the conversions eager makes that a scan template does not: to bool (eager accumulates
+    bools in bool), and from a float to an integer (truncation, undefined out of range)."""
+    storage_type(source, "cpu")
+    storage_type(target, "cpu")
+    if target == "bool":
+        raise UnsupportedCard("a scan into bool is not templated")
+    if source in FLOATS and target in INTEGERS:
+        raise UnsupportedCard(f"a {source} scan into {target} truncates each element; not templated")
+
+
+def eager_cpu_precision(target: str) -> str:
+    """``"double"`` or ``"float"``: the accumulator eager's cpu kernel uses for a float output."""
+    return "float" if target in HALVES else "double"
+
+
+def accumulator(target: str, precision: str) -> str:
+    """The C type the running value of a ``target`` scan is kept in (``precision`` for float32 and halves)."""
+    if target in INTEGERS:
+        return INTEGER_ACCUMULATOR
+    if target == "float64":
+        return "double"
+    return precision
+
+
+def load(value: str, source: str, target: str, backend: str, acc: str) -> str:
+    """C expression: element ``value`` of ``source`` converted to ``target`` as eager converts it, as ``acc``."""
+    check_conversion(source, target)
+    if source in HALVES:
+        v = f"kf_to_f32({value})"
+    elif source in FLOATS:
+        v = value
+    else:
+        v = f"(int64_t)({value})"
+    if target in INTEGERS:
+        return f"({acc})(int64_t)({storage_type(target, backend)})({v})"  # wraps to the target's width first
+    if target in HALVES and source != target:
+        # eager's Half and BFloat16 are built from a float: an int64 or float64 is rounded twice
+        v = f"kf_to_f32(kf_from_f32<{storage_type(target, backend)}>((float)({v})))"
+    elif target == "float32" and source != target:
+        v = f"(float)({v})"
+    return f"({acc})({v})"
+
+
+def store(value: str, target: str, backend: str) -> str:
+    """C expression: the running value ``value`` as an element of ``target``."""
+    if target in INTEGERS:
+        return f"({storage_type(target, backend)})(int64_t)({value})"
+    if target in HALVES:
+        return f"kf_from_f32<{storage_type(target, backend)}>((float)({value}))"
+    return f"({storage_type(target, backend)})({value})"

@@ -1,0 +1,110 @@
+"""The cuda scan kernels compile with nvcc for sm_90 in every mode (compile only: no GPU here),
+and each card is offered the modes that suit its runs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from agent_service.offline.catalog import plan_for_card
+from agent_service.offline.scan.plan import ScanPlan
+from kforge_domain.card import OperatorCard
+from kforge_domain.device import DeviceInfo
+from tests.agent_service.agent_cards import NVCC, aten_card, cuda_bundle, nvcc_object
+
+aten = torch.ops.aten
+bf16, f16 = torch.bfloat16, torch.float16
+H200 = DeviceInfo(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132, l2_bytes=60 << 20)
+
+
+def r(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(*shape).to(dtype)
+
+
+def _on_cuda(card: OperatorCard) -> OperatorCard:
+    tensors = [{**t, "device": "cuda"} for t in card.key["tensors"]]
+    return card.model_copy(update={"device": "cuda", "key": {**card.key, "tensors": tensors}})
+
+
+def _plan(op: Any, args: list[Any], kwargs: dict[str, Any] | None = None) -> ScanPlan:
+    card, _ = aten_card(op, args, kwargs or {})
+    plan = plan_for_card(_on_cuda(card), "cuda")
+    assert isinstance(plan, ScanPlan)
+    return plan
+
+
+def _modes(*args: Any, **kwargs: Any) -> tuple[str, ...]:
+    return tuple(_plan(aten.cumsum.default, list(args), kwargs).knob_space("cuda", H200).choices["mode"])
+
+
+def test_each_card_is_offered_the_modes_that_suit_its_runs() -> None:
+    assert _modes(torch.randint(0, 9, (4096,)), 0)[0] == "block"  # one run: a block, not a warp
+    assert _modes(r(4096, 64), -1)[0] == "warp"
+    assert _modes(r(8192, 16), -1)[0] == "thread"
+    assert _modes(r(64, 2048, 128), 1)[0] == "thread"  # runs side by side: a thread each reads in order
+    assert _modes(r(1, 100_000, 4), 1)[0] == "split"  # four long runs: chunks with carries
+    long_rows = _plan(aten.cumsum.default, [r(4, 1_000_000), 1]).knob_space("cuda", H200)
+    assert long_rows.choices["mode"] == ("split", "block", "warp")
+    assert long_rows.choices["blocks_per_row"] == (66, 132, 33, 264)  # 2, 4, 1 and 8 blocks per SM
+    assert long_rows.normalise({"mode": "block", "blocks_per_row": 33}) == {**long_rows.default(), "mode": "block"}
+    assert _plan(aten.cumsum.default, [r(200_000), 0]).split_choices(H200) == (97,)  # chunks of 2048 at least
+    ints = _plan(aten.cumsum.default, [torch.randint(0, 9, (64, 64)), 1]).knob_space("cuda", H200)
+    assert ints.choices["accumulate"] == ("double",)
+
+
+def _sources() -> dict[str, str]:
+    cases: list[tuple[str, Any, list[Any], dict[str, Any], list[dict[str, Any]]]] = [
+        ("tokens_int64", aten.cumsum.default, [torch.randint(0, 9, (4096,)), 0], {},
+         [{}, {"mode": "warp", "items_per_thread": 8}, {"threads_per_block": 512}]),
+        ("mask_bool_outer", aten.cumsum.default, [r(2048, 8) > 0, 0], {}, [{}, {"mode": "warp"}]),
+        ("rows_f32", aten.cumsum.default, [r(4096, 1000), -1], {},
+         [{}, {"accumulate": "float"}, {"mode": "block", "threads_per_block": 1024, "items_per_thread": 1}]),
+        ("middle_bf16", aten.cumsum.default, [r(64, 2048, 128, dtype=bf16), 1], {},
+         [{}, {"mode": "block", "accumulate": "float"}]),
+        ("transposed_f16", aten.cumsum.default, [r(512, 300, dtype=f16).t(), -1], {}, [{}]),
+        ("long_row_split", aten.cumsum.default, [r(300_000), 0], {},
+         [{}, {"threads_per_block": 128, "items_per_thread": 2, "blocks_per_row": 132}]),
+        ("few_columns_split_f64", aten.cumsum.default, [r(1, 100_000, 4).double(), 1], {}, [{}]),
+        ("dtype_f16_of_f32", aten.cumsum.default, [r(8, 5000), -1], {"dtype": f16}, [{}]),
+        ("cumprod_int32", aten.cumprod.default, [torch.randint(0, 3, (64, 70), dtype=torch.int32), 1], {}, [{}]),
+        ("cumprod_bf16_split", aten.cumprod.default, [r(2, 65536, dtype=bf16), -1], {}, [{}, {"mode": "block"}]),
+        ("zero_dim", aten.cumsum.default, [torch.tensor(2.5), 0], {}, [{}]),
+    ]
+    sources = {}
+    for name, op, args, kwargs, knob_sets in cases:
+        plan = _plan(op, args, kwargs)
+        space = plan.knob_space("cuda", H200)
+        for i, overrides in enumerate(knob_sets):
+            assert set(overrides) <= set(space.choices), (name, overrides)
+            knobs = {**space.default(), **overrides}
+            assert space.normalise(knobs) == knobs, (name, knobs)
+            sources[f"{name}_{i}"] = plan.render("cuda", knobs, H200)
+    return sources
+
+
+def test_split_mode_takes_its_chunk_totals_from_the_callers_workspace() -> None:
+    sources = _sources()
+    with_workspace = {name for name, source in sources.items() if "kf_workspace_bytes" in source}
+    assert with_workspace == {"long_row_split_0", "long_row_split_1", "few_columns_split_f64_0",
+                              "cumprod_bf16_split_0"}
+    for source in sources.values():
+        assert not re.search(r"cudaMalloc|cudaFree|Synchronize", source)
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_every_mode_compiles_for_sm90_without_warnings(tmp_path: Path) -> None:
+    rc, err = nvcc_object(cuda_bundle(_sources()), tmp_path / "scan.cu")
+    assert rc == 0, err[-4000:]
+    assert "warning" not in err, err[-4000:]
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_one_kernel_compiles_alone_as_the_sandbox_builds_it(tmp_path: Path) -> None:
+    plan = _plan(aten.cumsum.default, [r(3, 50_000), -1])
+    source = plan.render("cuda", plan.knob_space("cuda", H200).default(), H200)
+    rc, err = nvcc_object(source, tmp_path / "alone.cu")
+    assert rc == 0 and "warning" not in err, err
