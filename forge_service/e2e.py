@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
+import itertools
 import json
 import math
 import os
@@ -261,15 +263,45 @@ def noise_reason(interval: tuple[float, float] | None, rounds: int, samples: lis
             f"{os.cpu_count()} cores")
 
 
+@dataclass
+class Rounds:
+    """Two variants timed in alternating rounds: each one's samples and, per round, the ratio of
+    the first's median to the second's (the second's speedup over the first in that round)."""
+
+    first: list[float]
+    second: list[float]
+    ratios: list[float]
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return speedup_interval(self.ratios)
+
+
+def interleaved(first: Callable[[], list[float]], second: Callable[[], list[float]] | None) -> Rounds:
+    """``first`` and ``second`` (each times one round and returns its samples) alternated for
+    :data:`ROUNDS` rounds, then more while the speedup's interval is wider than
+    :data:`TIGHT_INTERVAL` and time allows; ``second`` None times ``first`` alone, :data:`ROUNDS` rounds."""
+    rounds = Rounds([], [], [])
+    started = time.perf_counter()
+    for round_ in range(MAX_ROUNDS):
+        if round_ >= ROUNDS and (second is None or is_tight(rounds.interval)
+                                 or time.perf_counter() - started > MIN_SECONDS + MAX_EXTRA_SECONDS):
+            break
+        a = first()
+        rounds.first += a
+        if second is not None:
+            b = second()
+            rounds.second += b
+            rounds.ratios.append(statistics.median(a) / statistics.median(b))
+    return rounds
+
+
 def measure_eager(cast: Any, model: torch.nn.Module, start: StartState, inputs: Any, device: str,
                   reference: Any) -> dict[str, Any]:
     """Eager against the .cast applied (guards on), interleaved round by round until the speedup's
     95% interval is tight (or the rounds run out: the figure is then marked noisy, with why);
     the .cast's output for parity."""
     result: dict[str, Any] = {}
-    eager: list[float] = []
-    casted: list[float] = []
-    ratios: list[float] = []
     serving = any(k.serves_eager for k in cast.kernels.values())
     with_cast: Any = None
     if serving:
@@ -279,28 +311,23 @@ def measure_eager(cast: Any, model: torch.nn.Module, start: StartState, inputs: 
         except Exception as exc:
             result["cast_error"] = f"{type(exc).__name__}: {exc}"[:300]
     timed = serving and "cast_error" not in result  # a .cast with no kernel for this device runs as eager
-    started = time.perf_counter()
-    for round_ in range(MAX_ROUNDS):
-        if round_ >= ROUNDS and (not timed or is_tight(speedup_interval(ratios))
-                                 or time.perf_counter() - started > MIN_SECONDS + MAX_EXTRA_SECONDS):
-            break
-        plain = sample_ms(lambda: call(model, inputs), device, MIN_SECONDS / ROUNDS)
-        eager += plain
-        if timed:
-            with cast.applied_to(model):
-                with_kernels = sample_ms(lambda: call(model, inputs), device, MIN_SECONDS / ROUNDS)
-            casted += with_kernels
-            ratios.append(statistics.median(plain) / statistics.median(with_kernels))
-    result["eager_ms"] = statistics.median(eager)
-    result["cast_ms"] = statistics.median(casted) if casted else None
-    interval = speedup_interval(ratios)
+
+    def with_kernels() -> list[float]:
+        with cast.applied_to(model):
+            return sample_ms(lambda: call(model, inputs), device, MIN_SECONDS / ROUNDS)
+
+    rounds = interleaved(lambda: sample_ms(lambda: call(model, inputs), device, MIN_SECONDS / ROUNDS),
+                         with_kernels if timed else None)
+    result["eager_ms"] = statistics.median(rounds.first)
+    result["cast_ms"] = statistics.median(rounds.second) if rounds.second else None
+    interval = rounds.interval
     if timed:
-        result.update(cast_speedup_interval=list(interval) if interval else None, speedup_rounds=len(ratios))
+        result.update(cast_speedup_interval=list(interval) if interval else None, speedup_rounds=len(rounds.ratios))
         if not is_tight(interval):
-            result["noisy"] = noise_reason(interval, len(ratios), eager)
+            result["noisy"] = noise_reason(interval, len(rounds.ratios), rounds.first)
     result["kernel_stats"] = cast.stats()
     result["with_cast"] = with_cast if serving else reference
-    timed_words = f", .cast {result['cast_ms']:.3f} ms over {len(ratios)} rounds" if timed else ""
+    timed_words = f", .cast {result['cast_ms']:.3f} ms over {len(rounds.ratios)} rounds" if timed else ""
     report(f"eager {result['eager_ms']:.3f} ms{timed_words}")
     return result
 
@@ -315,11 +342,24 @@ class GraphJudge:
     tolerance: float
     plain_ms: float
 
-    def why_worse(self, error: str, output: Any, ms: float | None) -> str:
-        """Why the compiled model with the kernels is worse than without (empty: it is not)."""
+    def why_worse(self, error: str, output: Any, ms: float | None, plain_ms: float | None = None) -> str:
+        """Why the compiled model with the kernels is worse than without (empty: it is not), against
+        ``plain_ms`` where torch.compile alone was timed in the same interleaved series."""
         departure = None if error else max_rel_error(output, self.reference)
         parity_ok = None if departure is None else departure <= self.tolerance
-        return compiled_worse(error, departure, parity_ok, ms, self.plain_ms)
+        return compiled_worse(error, departure, parity_ok, ms, plain_ms or self.plain_ms)
+
+
+def shared_copy(model: torch.nn.Module) -> torch.nn.Module | None:
+    """A second instance of ``model`` holding the very same parameter and buffer tensors (no memory
+    beyond the module objects), for torch.compile alone to run on while the .cast replaces module
+    forwards on ``model``: the two compiled models can then alternate round by round. None where
+    the model cannot be copied."""
+    memo: dict[int, Any] = {id(t): t for t in itertools.chain(model.parameters(), model.buffers())}
+    try:
+        return copy.deepcopy(model, memo)
+    except Exception:
+        return None
 
 
 def weakest_kernel(kernels: Iterable[Any]) -> Any:
@@ -348,8 +388,11 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
                      mode: str, noise: Noise, prune_rounds: int = 0) -> dict[str, Any]:
     """torch.compile alone against ``cast.compile`` in one torch.compile ``mode``, in one process.
 
-    The plain compile is timed before and after the .cast's (its graphs stay valid once the
-    cast's module forwards are removed), so both see the same machine conditions. With
+    In the default mode torch.compile alone runs on a :func:`shared_copy` of the model, so it and
+    ``cast.compile`` alternate round by round until the speedup's interval is tight, as eager and
+    the .cast do. Under CUDA graphs, or where the model cannot be copied, the plain compile is
+    timed before and after the .cast's (its graphs stay valid once the cast's module forwards are
+    removed), and how far it moved between the two is recorded as ``{plain}_drift``. With
     ``prune_rounds``, while the model with the kernels is worse than without (:class:`GraphJudge`,
     within the tolerance the model's rounding ``noise`` sets), the weakest
     kernel leaves and the model is compiled again, up to that many times: one process, one plain
@@ -364,8 +407,9 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
     label = "torch.compile" + (f"(mode={mode!r})" if kwargs else "")
     report(f"compiling the model with {label}")
     started = time.perf_counter()
+    twin = shared_copy(model) if mode == "default" else None
     try:
-        plain = torch.compile(model, **kwargs)
+        plain = torch.compile(twin if twin is not None else model, **kwargs)
         # Cloned: a CUDA graph's outputs are overwritten by its next replay.
         result[f"{plain_name}_output"] = clone_tree(start.call(plain))
         plain_samples = sample_ms(lambda: call(plain, inputs), device, MIN_SECONDS / 2)
@@ -377,14 +421,16 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
     report(f"{label}: {judge.plain_ms:.3f} ms, compiled and timed in {time.perf_counter() - started:.0f} s")
     pruned: dict[str, str] = {}
     serving = [k for k in cast.kernels.values() if k.serves_graphs(kernels_mode)]
+    plain_round = None if twin is None else (
+        lambda: sample_ms(lambda: call(plain, inputs), device, MIN_SECONDS / ROUNDS))
     # Each round's backend is a new dynamo cache entry for the model's forward, beside torch.compile's:
     # the forge's four rounds (five entries and one) stay under dynamo's recompile limit of eight.
     while serving:
         report(f"compiling the model with cast.compile and {len(serving)} kernels")
         started = time.perf_counter()
-        measured = _cast_compiled(cast, model, start, inputs, device, kwargs, cast_name, pruned)
+        measured = _cast_compiled(cast, model, start, inputs, device, kwargs, cast_name, pruned, plain_round)
         why = judge.why_worse(measured.get(f"{cast_name}_error", ""), measured.get(f"{cast_name}_output"),
-                              measured.get(f"{cast_name}_ms"))
+                              measured.get(f"{cast_name}_ms"), measured.get(f"{cast_name}_plain_ms"))
         report(f"cast.compile with {len(serving)} kernels: {_ms_words(measured, cast_name)}, "
                f"compiled and timed in {time.perf_counter() - started:.0f} s")
         if not why or len(pruned) >= prune_rounds:
@@ -398,24 +444,40 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
         result[f"{cast_name}_kernels"] = 0
     if pruned:
         result[f"{cast_name}_pruned"] = pruned
+    interleaved_plain = result.pop(f"{cast_name}_plain_ms", None)
+    if interleaved_plain is not None:  # torch.compile's figure from the series cast.compile's came from
+        result[f"{plain_name}_ms"] = interleaved_plain
+        return result
     after = sample_ms(lambda: call(plain, inputs), device, MIN_SECONDS / 2)
-    result[f"{plain_name}_drift"] = abs(statistics.median(after) / judge.plain_ms - 1)
+    if twin is None:
+        result[f"{plain_name}_drift"] = abs(statistics.median(after) / judge.plain_ms - 1)
     result[f"{plain_name}_ms"] = statistics.median(plain_samples + after)
     return result
 
 
 def _cast_compiled(cast: Any, model: torch.nn.Module, start: StartState, inputs: Any, device: str,
-                   kwargs: dict[str, Any], cast_name: str, without: Collection[str]) -> dict[str, Any]:
+                   kwargs: dict[str, Any], cast_name: str, without: Collection[str],
+                   plain_round: Callable[[], list[float]] | None = None) -> dict[str, Any]:
     """``cast.compile`` (less the kernels of ``without``): its output, median ms and kernel counts,
-    or the error it raised."""
+    or the error it raised. With ``plain_round`` (one round of torch.compile alone), the two
+    alternate (:func:`interleaved`): torch.compile's median and the speedup's interval come from
+    the same series."""
     result: dict[str, Any] = {}
     cast.reset_stats()
     with cast.without(without):
         try:
             compiled = cast.compile(model, **kwargs)
             result[f"{cast_name}_output"] = clone_tree(start.call(compiled))
-            result[f"{cast_name}_ms"] = statistics.median(sample_ms(lambda: call(compiled, inputs), device,
-                                                                    MIN_SECONDS))
+            if plain_round is None:
+                result[f"{cast_name}_ms"] = statistics.median(sample_ms(lambda: call(compiled, inputs), device,
+                                                                        MIN_SECONDS))
+            else:
+                rounds = interleaved(plain_round,
+                                     lambda: sample_ms(lambda: call(compiled, inputs), device, MIN_SECONDS / ROUNDS))
+                interval = rounds.interval
+                result.update({f"{cast_name}_ms": statistics.median(rounds.second),
+                               f"{cast_name}_plain_ms": statistics.median(rounds.first),
+                               f"{cast_name}_interval": list(interval) if interval else None})
             result[f"{cast_name}_kernel_stats"] = cast.stats()
         except Exception as exc:
             result[f"{cast_name}_error"] = f"cast.compile: {type(exc).__name__}: {exc}"[:300]

@@ -68,8 +68,11 @@ class EndToEnd(BaseModel):
     cast_cuda_graphs_parity_ok: bool | None = None
     cast_cuda_graphs_error: str = ""
     cast_cuda_graphs_pruned: dict[str, str] = {}
-    # torch.compile alone's relative move between its timings before and after cast.compile's, in
-    # each compiled mode: the noise the compiled pair's difference is read against.
+    # 95% interval of cast.compile's speedup over torch.compile, where the two alternated round by round.
+    cast_compile_interval: list[float] | None = None
+    cast_cuda_graphs_interval: list[float] | None = None
+    # Otherwise torch.compile alone's relative move between its timings before and after
+    # cast.compile's: the noise the compiled pair's difference is read against.
     compile_drift: float | None = None
     cuda_graphs_drift: float | None = None
     parity_max_rel_error: float | None = None
@@ -144,7 +147,8 @@ def end_to_end_line(e: EndToEnd, width: int = COLUMNS) -> str:
     rows = mode_rows(e)
     for plain, with_cast, mode in zip(rows[2::2], rows[3::2], measured_graph_modes(e), strict=True):
         lines.append(f"  {plain[0]} {number(plain[1], 'ms')} (x{plain[2] or 0:.2f}), {with_cast[0]} "
-                     f"{number(with_cast[1], 'ms')} (x{with_cast[2] or 0:.2f}), parity {with_cast[3]}")
+                     f"{number(with_cast[1], 'ms')} (x{with_cast[2] or 0:.2f}{graph_interval_words(e, mode)}), "
+                     f"parity {with_cast[3]}")
         if within := graph_noise_words(e, mode):
             lines.append(f"    within noise: {within}")
     return "\n".join(textwrap.fill(line, width, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 4),
@@ -152,19 +156,33 @@ def end_to_end_line(e: EndToEnd, width: int = COLUMNS) -> str:
 
 
 def graph_noise_words(e: EndToEnd, mode: str) -> str:
-    """Why cast.compile's difference from torch.compile in ``mode`` says nothing: torch.compile
-    alone, timed before and after it, moved at least as far (empty where it did not, or no kernel
-    served the mode). The two compiled models are timed one after the other, not interleaved, so
-    this drift is the only measure of the machine's noise the pair has."""
+    """Why cast.compile's difference from torch.compile in ``mode`` says nothing (empty where it
+    does, or no kernel served the mode): where the two alternated, the 95% interval of the speedup
+    holds 1; where they were timed one after the other, torch.compile alone, timed before and
+    after, moved at least as far as the difference."""
     _, plain, cast = GRAPH_MODE_FIELDS[mode]
-    plain_ms, cast_ms, drift = getattr(e, f"{plain}_ms"), getattr(e, f"{cast}_ms"), getattr(e, f"{plain}_drift")
-    if not getattr(e, f"{cast}_kernels") or not plain_ms or not cast_ms or drift is None:
+    plain_ms, cast_ms = getattr(e, f"{plain}_ms"), getattr(e, f"{cast}_ms")
+    if not getattr(e, f"{cast}_kernels") or not plain_ms or not cast_ms:
         return ""
+    interval, drift = getattr(e, f"{cast}_interval"), getattr(e, f"{plain}_drift")
+    if interval:
+        low, high = interval
+        return (f"cast.compile's speedup over torch.compile, {plain_ms / cast_ms:.2f}x, has a 95% interval of "
+                f"{low:.2f}x to {high:.2f}x over interleaved rounds") if low <= 1 <= high else ""
     difference = abs(cast_ms / plain_ms - 1)
-    if difference > drift:
+    if drift is None or difference > drift:
         return ""
     return (f"cast.compile differs from torch.compile by {difference:.1%}, and torch.compile alone moved "
             f"{drift:.1%} between its timings before and after cast.compile's")
+
+
+def graph_interval_words(e: EndToEnd, mode: str) -> str:
+    """``", 1.08x torch.compile (95% CI 1.05-1.11, interleaved)"`` where the pair alternated."""
+    _, plain, cast = GRAPH_MODE_FIELDS[mode]
+    plain_ms, cast_ms, interval = getattr(e, f"{plain}_ms"), getattr(e, f"{cast}_ms"), getattr(e, f"{cast}_interval")
+    if not getattr(e, f"{cast}_kernels") or not plain_ms or not cast_ms or not interval:
+        return ""
+    return f", {plain_ms / cast_ms:.2f}x torch.compile (95% CI {interval[0]:.2f}-{interval[1]:.2f}, interleaved)"
 
 
 def speedup_interval_words(e: EndToEnd) -> str:

@@ -184,6 +184,17 @@ def test_a_compiled_pair_closer_than_torch_compiles_own_drift_is_called_noise() 
     assert "within noise" not in flat_line(no_kernel)
 
 
+def test_an_interleaved_compiled_pair_is_noise_only_where_its_interval_holds_one() -> None:
+    base = {"measured": True, "eager_ms": 4.0, "compile_ms": 2.0, "cast_compile_kernels": 1,
+            "cast_compile_parity_ok": True, "cast_compile_ms": 1.6, "cast_compile_speedup": 2.5}
+    won = flat_line(EndToEnd(**base, cast_compile_interval=[1.2, 1.3]))
+    assert "cast.compile 1.600 ms (x2.50, 1.25x torch.compile (95% CI 1.20-1.30, interleaved))" in won
+    assert "within noise" not in won
+    even = flat_line(EndToEnd(**base, cast_compile_interval=[0.9, 1.6], compile_drift=0.0))
+    assert "within noise: cast.compile's speedup over torch.compile, 1.25x, has a 95% interval of 0.90x to 1.60x" \
+        in even
+
+
 def test_each_compiled_mode_is_judged_on_its_own_figures() -> None:
     """cast.compile wins in the default mode and loses under CUDA graphs: only the latter fails."""
     e2e = EndToEnd(measured=True, eager_ms=4.0, compile_ms=2.0, cast_compile_ms=1.5, cast_compile_kernels=2,
