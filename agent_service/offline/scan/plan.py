@@ -153,7 +153,7 @@ class ScanPlan:
     def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
         if backend == "cpu":
             return KnobSpace({"mode": ("columns", "rows") if self.columnar else ("rows",),
-                              "threads": cpu_thread_choices(device),
+                              "threads": cpu_thread_choices(device, (*self.inputs, *self.outputs)),
                               "column_block": (64, 16, 256)},
                              only_in={"column_block": ("columns",)})
         splits = self.split_choices(device)
