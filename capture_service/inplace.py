@@ -1,10 +1,11 @@
-"""In-place elementwise calls (``relu_``, ``add_``, ``masked_fill_``) that a kernel may serve.
+"""In-place elementwise calls (``relu_``, ``add_``, ``masked_fill_``, ``copy_``, ``fill_``) that a kernel may serve.
 
 The kernel contract passes the mutated argument as an output, pre-filled: the kernel reads and
 writes that one buffer, and the runtime hands it the live tensor and returns it. That holds for
 an elementwise op that writes only ``self`` and returns it, where ``self`` shares memory with no
-other argument and none of its elements with each other. Every other mutation (a batch norm's
-running statistics, ``copy_`` into a view of another argument, ``out=``) stays unoptimisable.
+other argument and none of its elements with each other; it may be a strided view into a larger
+buffer (a KV cache's ``cache[:, :, pos].copy_(k)``). Every other mutation (a batch norm's running
+statistics, ``copy_`` from a view of the same buffer, ``out=``) stays unoptimisable.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from collections.abc import Sequence
 import torch
 
 from capture_service.ops import OpTraits
+from packager.inplace import overlaps_itself
 
 #: In-place elementwise ops that torch does not tag pointwise.
-ELEMENTWISE_WITHOUT_TAG = frozenset({"masked_fill_"})
+ELEMENTWISE_WITHOUT_TAG = frozenset({"masked_fill_", "copy_", "fill_", "zero_"})
 
 
 def served_in_place(func: torch._ops.OpOverload, traits: OpTraits, written: Sequence[torch.Tensor],
@@ -27,7 +29,8 @@ def served_in_place(func: torch._ops.OpOverload, traits: OpTraits, written: Sequ
     if traits.written_arguments != ("self",) or len(written) != 1 or not _returns_self(func):
         return False
     target = written[0]
-    if torch._debug_has_internal_overlap(target) != 0:  # 0: none; 1: some; 2: too hard to tell
+    overlap = torch._debug_has_internal_overlap(target)  # 0: none; 1: some; 2: too hard to tell (gaps)
+    if overlap == 1 or (overlap == 2 and overlaps_itself(target.shape, target.stride())):
         return False
     storage = target.untyped_storage().data_ptr()
     return sum(t.untyped_storage().data_ptr() == storage for t in tensors) == 1  # ``self`` alone: not ``x.add_(x)``

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import torch
 
+from packager.device_args import OTHER_DEVICE, names_a_device, names_another_device
 from packager.guard import REAL_TENSOR_TYPES
 from packager.inplace import SHARED_MEMORY, shares_memory
 from packager.kernel import KernelSet, LoadedKernel, inside_kernel
@@ -92,6 +93,8 @@ class AtenOverride:
         self.dispatch_key = COMPOSITE if self.composite else self.backend_key
         self._result = result_shape(self.overload)
         self._kernels = KernelSet(kernels)
+        # ``to(..., device=...)``: the key records the device's type alone (packager.device_args)
+        self._checks_devices = any(names_a_device(k.template) for k in kernels)
         self._slots = TensorSlots(self.overload)
         self._original: torch._C._SafeKernelFunction | None = None
         self._library: torch.library.Library | None = None
@@ -122,6 +125,8 @@ class AtenOverride:
             # op must return the tensor it was given, and must not run where that tensor shares
             # memory with another input. The Python override does both.
             return None
+        if self._checks_devices:  # the native front does not compare a device argument's index
+            return None
         guard = native_eager_guard() if self._kernels.kernels else None
         front = guard.front(self.overload, self.backend_key, self.dispatch_key, self._result) if guard else None
         if front is not None and not learn_all(front, self._kernels.kernels):
@@ -140,8 +145,9 @@ class AtenOverride:
     def __call__(self, keyset: torch._C.DispatchKeySet, *args: object, **kwargs: object) -> object:
         if not (inside_kernel() or (self.composite and self._decomposes(args, kwargs))):
             found = self._kernels.match(args, kwargs)
-            if found is not None and found[0].mutated_inputs and shares_memory(found[1], found[0].mutated_inputs):
-                found[0].stats.fallback(SHARED_MEMORY)
+            reason = self._fallback_reason(*found, args, kwargs) if found is not None else ""
+            if found is not None and reason:
+                found[0].stats.fallback(reason)
                 found = None
             if found is not None:
                 kernel, tensors = found
@@ -157,6 +163,15 @@ class AtenOverride:
             if not self._slots.holds_number(args, kwargs):
                 raise
         return self._slots.call_original(self._original, keyset, args, kwargs)
+
+    def _fallback_reason(self, kernel: LoadedKernel, tensors: Sequence[torch.Tensor], args: Sequence[object],
+                         kwargs: dict[str, object]) -> str:
+        """Why a call that matches ``kernel`` still goes to eager; "" where the kernel serves it."""
+        if kernel.mutated_inputs and shares_memory(tensors, kernel.mutated_inputs):
+            return SHARED_MEMORY
+        if self._checks_devices and tensors and names_another_device(args, kwargs, tensors[0].device):
+            return OTHER_DEVICE
+        return ""
 
     @staticmethod
     def _decomposes(args: Sequence[object], kwargs: dict[str, object]) -> bool:

@@ -55,6 +55,18 @@ def aliased_outputs(card: Mapping[str, Any], overload: torch._ops.OpOverload) ->
     return aliases
 
 
+def overlaps_itself(shape: Sequence[int], stride: Sequence[int]) -> bool:
+    """Whether two elements of a layout may share an address (conservative: True unless each dim's
+    stride, in increasing order, steps past every element the smaller dims reach). A strided view
+    into a larger buffer (a KV cache's ``cache[:, :, pos]``) has gaps yet never overlaps."""
+    reach = 0  # the farthest offset the dims walked so far reach
+    for step, size in sorted((s, n) for n, s in zip(shape, stride, strict=True) if n > 1):
+        if step <= reach:
+            return True
+        reach += step * (size - 1)
+    return False
+
+
 def shares_memory(tensors: Sequence[torch.Tensor], mutated: Sequence[int]) -> bool:
     """Whether a mutated tensor shares a storage with another of the call's tensors (conservative:
     any two views of one storage count, overlapping or not)."""

@@ -31,6 +31,8 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(ops_inplace.INPLACE_UNARY, ops_inplace.inplace_unary_plan),
     **dict.fromkeys(ops_inplace.INPLACE_BINARY, ops_inplace.inplace_binary_plan),
     "masked_fill_": ops_inplace.inplace_masked_fill_plan,
+    "copy_": ops_inplace.inplace_copy_plan,
+    **dict.fromkeys(("fill_", "zero_"), ops_inplace.inplace_fill_plan),
     # type_as decomposes (CompositeImplicitAutograd) to ``to``: the runtime overrides it at that key,
     # which a call reaches whenever autograd need not record it (packager.aten_dispatch.AtenOverride).
     **dict.fromkeys(("clone", "contiguous", "_to_copy", "to", "type_as"), ops_elementwise.copy_plan),
@@ -57,6 +59,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
                      "_upsample_nearest_exact2d", "_upsample_nearest_exact3d"), ops_gather.upsample_nearest_plan),
     "cat": ops_gather.cat_plan,
     "index": ops_gather.index_plan,
+    "embedding": ops_gather.embedding_plan,
     # pad decomposes (CompositeImplicitAutograd) to constant_pad_nd: overridden at that key, as type_as is
     **dict.fromkeys(("pad", "constant_pad_nd"), ops_gather.pad_plan),
     "masked_fill": ops_gather.masked_fill_plan,
@@ -89,7 +92,8 @@ def _check_card(card: OperatorCard, backend: str) -> None:
 def _in_place_op(card: OperatorCard) -> bool:
     """An aten op whose template writes the input it mutates (:mod:`agent_service.offline.ops_inplace`)."""
     base = split_op_name(card.op)[0]
-    return card.kind == "aten" and base in (*ops_inplace.INPLACE_UNARY, *ops_inplace.INPLACE_BINARY, "masked_fill_")
+    return card.kind == "aten" and base in (*ops_inplace.INPLACE_UNARY, *ops_inplace.INPLACE_BINARY,
+                                            *ops_inplace.INPLACE_GATHER)
 
 
 def _module_or_fused_plan(card: OperatorCard) -> KernelPlan:

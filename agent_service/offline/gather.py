@@ -6,8 +6,9 @@ masked fill, select by a boolean condition) is one kernel shape: for output coor
 raw bits of their width (no float conversion), so every dtype of the ABI is exact and a fill
 constant is the bit pattern eager's own fill gives.
 
-The output is walked in storage order (it must be dense), so writes are sequential on cpu and
-coalesced on cuda, and every input element read is read once per output element that holds it:
+The output is walked in storage order, so writes are sequential on cpu and coalesced on cuda
+(an in-place op's output may be a view with gaps, a KV cache's slot, as long as no two elements
+share an address), and every input element read is read once per output element that holds it:
 the floor is the bytes of the output plus those of the inputs read. On cuda, ``rows`` mode gives
 each block whole rows of the innermost storage dim (the outer coordinates decomposed once per
 row); ``flat`` mode gives each thread single elements, for short rows.
@@ -26,6 +27,7 @@ from agent_service.offline.plan import cpu_thread_choices, cuda_grid_limit
 from kforge_domain.card import TensorSpec
 from kforge_domain.device import DeviceInfo
 from kforge_domain.dtypes import ABI_DTYPE_CODES
+from packager.inplace import overlaps_itself
 
 #: The C type an element is moved (or, for indices and masks, read) as.
 C_TYPES = {"float32": "uint32_t", "float16": "uint16_t", "bfloat16": "uint16_t", "float64": "uint64_t",
@@ -59,6 +61,10 @@ def offset(coords: list[str], strides: list[int]) -> str:
     """``c0 * s0 + c1 * s1 + ...`` over the non-zero strides (``0`` if none)."""
     terms = [f"({c}) * {s}LL" if s != 1 else f"({c})" for c, s in zip(coords, strides, strict=True) if s]
     return " + ".join(terms) or "0"
+
+
+def _all_coords(ndim: int) -> list[str]:
+    return [f"o{d}" for d in range(ndim)]
 
 
 @dataclass(frozen=True)
@@ -99,8 +105,8 @@ class GatherPlan:
         out = self.outputs[0]
         if len(self.outputs) != 1:
             raise UnsupportedCard(f"the gather template writes one output, the card has {len(self.outputs)}")
-        if not is_dense(out) or min(out.stride, default=0) < 0:
-            raise UnsupportedCard(f"output layout stride={out.stride} overlaps or has gaps")
+        if min(out.stride, default=0) < 0 or overlaps_itself(out.shape, out.stride):
+            raise UnsupportedCard(f"output layout stride={out.stride} overlaps itself")
         for spec in (*self.inputs, out):
             c_type(spec.dtype)
         if not self.branches or self.branches[-1].condition:
@@ -136,9 +142,15 @@ class GatherPlan:
         for d in reversed(dims):
             quotient = f"{linear} / {divisor}LL" if divisor != 1 else linear
             value = quotient if d == dims[0] else f"({quotient}) % {shape[d]}LL"
-            lines.append(f"{indent}const int64_t o{d} = {value};")
+            lines.append(f"{indent}const int64_t o{d} = {value}; (void)o{d};")  # a fill reads no coordinate
             divisor *= shape[d]
         return "\n".join(lines)
+
+    def _store(self, dense_index: str) -> str:
+        """Where the element of coordinates ``o<d>`` goes: ``dense_index``, its rank in storage order,
+        where the output is dense; its offset by the output's strides where it has gaps."""
+        out = self.outputs[0]
+        return dense_index if is_dense(out) else offset(_all_coords(len(out.shape)), out.stride)
 
     def _element(self, indent: str) -> str:
         lines = [f"{indent}{line}" for line in self.preamble.splitlines()]
@@ -184,7 +196,7 @@ static int kf_gather({params}) {{
     for (int64_t c = 0; c < {length}LL; ++c) {{
 {self._coords(walk[-1:], "c", "      ", outer=False)}
 {self._element("      ")}
-      out[row * {length}LL + c] = v;
+      out[{self._store(f'row * {length}LL + c')}] = v;
     }}
   }}
   return kf_bad;
@@ -205,7 +217,7 @@ static int kf_gather({params}) {{
     for (int64_t c = threadIdx.x; c < {length}LL; c += {block}) {{
 {self._coords(walk[-1:], "c", "      ", outer=False)}
 {self._element("      ")}
-      out[row * {length}LL + c] = v;
+      out[{self._store(f'row * {length}LL + c')}] = v;
     }}
   }}
 }}
@@ -217,7 +229,7 @@ static int kf_gather({params}) {{
   for (int64_t i = (int64_t)blockIdx.x * {block} + threadIdx.x; i < {total}LL; i += (int64_t)gridDim.x * {block}) {{
 {self._coords(walk, "i", "    ")}
 {self._element("    ")}
-    out[i] = v;
+    out[{self._store('i')}] = v;
   }}
 }}
 """

@@ -13,6 +13,7 @@ IEEE's, as eager's are).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from agent_service.offline.call import TensorArg, UnsupportedCard
@@ -45,9 +46,9 @@ HELPERS = {
 }
 
 
-def helpers_for(expression: str) -> str:
-    """The helper definitions ``expression`` calls, for whichever backend compiles them."""
-    used = [definitions for name, definitions in HELPERS.items() if f"{name}(" in expression]
+def helpers_for(expression: str, table: Mapping[str, tuple[str, str]] = HELPERS) -> str:
+    """The helper definitions of ``table`` that ``expression`` calls, for whichever backend compiles them."""
+    used = [definitions for name, definitions in table.items() if f"{name}(" in expression]
     if not used:
         return ""
     cuda = "".join(f"static __device__ __forceinline__ {c}\n" for c, _ in used)

@@ -117,16 +117,47 @@ def unary_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Elementwi
     )
 
 
+#: Options of a copy (``to.dtype_layout``, ``_to_copy``) that leave it a plain strided copy on the
+#: card's device; ``copy=`` and ``non_blocking=`` change nothing a kernel does on one device.
+_PLAIN_COPY = {"layout": (None, "enum:torch.strided"), "pin_memory": (None, False)}
+#: ``to``'s memory formats that keep or make a plain copy's layout (``contiguous`` is templated as is)
+_PLAIN_TO = {**_PLAIN_COPY, "memory_format": (None, "enum:torch.preserve_format", "enum:torch.contiguous_format")}
+
+
+def _check_copy_options(card: OperatorCard, base: str, call: dict[str, Any]) -> None:
+    """Refuse a copy to another device, layout or pinned memory, or a ``to`` into a memory format of its own.
+
+    Python's ``x.to(copy=True)`` and ``x.to(memory_format=...)`` name ``x``'s own device. The variant
+    key records a device's type, not its index: on cuda a named device is accepted for ``to``
+    alone, whose eager override hands a call naming another GPU to eager (``packager.device_args``);
+    a ``_to_copy`` may also run in compiled graphs, which do not check it."""
+    device = call.get("device")
+    if device is not None and device != f"device:{card.device}":
+        raise UnsupportedCard(f"{card.op} to {str(device).removeprefix('device:')} from {card.device}: "
+                              "a copy between devices is not a kernel")
+    if device is not None and card.device != "cpu" and base != "to":
+        raise UnsupportedCard(f"{card.op} names a {card.device} device, whose index its key does not record; "
+                              "only aten::to's override checks it")
+    for name, accepted in (_PLAIN_TO if base == "to" else _PLAIN_COPY).items():
+        if name in call and call[name] not in accepted:
+            given, plain = _named(call[name]), " or ".join(_named(a) for a in accepted)
+            raise UnsupportedCard(f"{card.op} with {name}={given}: only {plain} is templated")
+
+
+def _named(value: object) -> str:
+    """A decoded enum argument (``enum:torch.strided``) or a plain value, as a reason names it."""
+    return str(value).removeprefix("enum:")
+
+
 def copy_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ElementwisePlan:
     """A copy into the card's output layout or dtype (a cast between float dtypes, a contiguous copy).
 
     ``type_as(self, other)`` is ``self.to(other.dtype)``: ``other`` is an input the kernel never reads."""
     _check_single_output(card)
     overload = split_op_name(card.op)[1]
-    if base == "to" and overload != "dtype":
-        raise UnsupportedCard(f"aten::to.{overload} may change device; only to.dtype is templated")
-    if call.get("device") is not None:
-        raise UnsupportedCard("a copy to another device is not a kernel")
+    if base == "to" and overload not in ("dtype", "dtype_layout"):
+        raise UnsupportedCard(f"aten::to.{overload} may change device; only to.dtype and to.dtype_layout are templated")
+    _check_copy_options(card, base, call)
     x = _self_tensor(call)
     return ElementwisePlan(
         family="elementwise_copy",

@@ -1,5 +1,5 @@
-"""Aten cards the gather engine covers: nearest upsampling, cat, index by one tensor, constant pad,
-masked_fill, where and repeat_interleave by an int.
+"""Aten cards the gather engine covers: nearest upsampling, cat, index by one tensor, embedding,
+constant pad, masked_fill, where and repeat_interleave by an int.
 
 Each builder turns the bound call into a :class:`GatherPlan`, whose branches name where each
 output element comes from; a call outside what it handles raises :class:`UnsupportedCard`.
@@ -154,6 +154,25 @@ def index_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPla
                 f"if (j < 0 || j >= {size}LL) {{ KF_BAD(); j = 0; }}")
     coords = [*_coords(dim), "j", *(f"o{d + m - 1}" for d in range(dim + 1, len(shape)))]
     return _plan(card, "gather_index", [Branch("", f"in{x.index}[{offset(coords, x.spec.stride)}]")], preamble)
+
+
+def embedding_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """embedding's forward, ``weight[indices]``: the rows of a 2-d weight the int64 or int32 indices
+    name (``padding_idx`` and the rest shape only the gradient). Unlike ``index``, a negative index
+    is out of range: eager raises, the kernel reports it (``KF_BAD``) and reads row 0 instead."""
+    weight, idx = _tensor(call, "weight"), _tensor(call, "indices")
+    if idx.spec.dtype not in ("int64", "int32"):
+        raise UnsupportedCard(f"embedding by a {idx.spec.dtype} tensor; eager takes int64 or int32 indices")
+    if len(weight.spec.shape) != 2:
+        raise UnsupportedCard(f"embedding weight of shape {weight.spec.shape}; eager takes a 2-d weight")
+    _same_dtype(card, [weight], "embedding")
+    rows, m, out = weight.spec.shape[0], len(idx.spec.shape), card.outputs[0]
+    if out.shape != [*idx.spec.shape, weight.spec.shape[1]]:
+        raise UnsupportedCard(f"embedding output {out.shape} is not {idx.spec.shape} rows of {weight.spec.shape}")
+    preamble = (f"int64_t j = (int64_t)in{idx.index}[{offset(_coords(m), idx.spec.stride)}];\n"
+                f"if (j < 0 || j >= {rows}LL) {{ KF_BAD(); j = 0; }}")
+    read = f"in{weight.index}[{offset(['j', f'o{m}'], weight.spec.stride)}]"
+    return _plan(card, "gather_embedding", [Branch("", read)], preamble)
 
 
 # ---- constant pad ------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""In-place elementwise ops (``relu_``, ``add_``, ``mul_``, ..., ``masked_fill_``): the out-of-place
-templates of :mod:`agent_service.offline.ops_elementwise` and ``ops_gather``, with ``self`` as the output.
+"""In-place elementwise ops (``relu_``, ``add_``, ``mul_``, ..., ``masked_fill_``, ``copy_``, ``fill_``,
+``zero_``): the out-of-place templates of :mod:`agent_service.offline.ops_elementwise` and ``ops_gather``,
+with ``self`` as the output, and the gather engine writing a converted copy or a constant over it.
 
 The kernel contract passes the tensor an op mutates as an output, pre-filled with its value: the
 plan reads operand ``x0`` from the output buffer and writes the result over it. A plan is made
@@ -11,9 +12,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from agent_service.offline.call import TensorArg, UnsupportedCard
+from agent_service.offline.call import TensorArg, UnsupportedCard, split_op_name
+from agent_service.offline.convert import conversion_helpers, converted
 from agent_service.offline.elementwise import ElementwisePlan
-from agent_service.offline.gather import Branch, GatherPlan, offset
+from agent_service.offline.gather import Branch, GatherPlan, fill_bits, offset
+from agent_service.offline.layout import broadcast_strides
 from agent_service.offline.ops_elementwise import BINARY, UNARY, binary_plan, unary_plan
 from agent_service.offline.ops_gather import masked_fill_plan
 from kforge_domain.card import OperatorCard
@@ -21,6 +24,9 @@ from kforge_domain.card import OperatorCard
 #: In-place op base name (``relu_``) -> its out-of-place formula's (``relu``); those aten has.
 INPLACE_UNARY = {f"{name}_": name for name in UNARY}
 INPLACE_BINARY = {f"{name}_": name for name in ("add", "sub", "mul", "div") if name in BINARY}
+#: In-place ops the gather engine writes (:func:`inplace_masked_fill_plan`, :func:`inplace_copy_plan`,
+#: :func:`inplace_fill_plan`).
+INPLACE_GATHER = ("masked_fill_", "copy_", "fill_", "zero_")
 
 
 def _self_is_the_output(card: OperatorCard, call: dict[str, Any]) -> TensorArg:
@@ -57,3 +63,40 @@ def inplace_masked_fill_plan(card: OperatorCard, base: str, call: dict[str, Any]
     keep = Branch("", f"out[{offset([f'o{d}' for d in range(len(out.shape))], out.stride)}]")
     return replace(plan, family="gather_select_inplace", summary=f"in place: {plan.summary}",
                    branches=(*plan.branches[:-1], keep))
+
+
+def _gather_over_self(card: OperatorCard, family: str, summary: str, value: str) -> GatherPlan:
+    """Every element of ``self`` (the output) overwritten by ``value``; its old values are never read."""
+    out = card.outputs[0]
+    return GatherPlan(family=family, summary=f"in place: {card.op} {summary} into {out.dtype}{out.shape} "
+                      f"stride {out.stride}", inputs=tuple(card.inputs), outputs=tuple(card.outputs),
+                      branches=(Branch("", value),), helpers=conversion_helpers(value))
+
+
+def inplace_copy_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """copy_ (and fill_.Tensor, a copy from a 0-dim tensor): ``src`` broadcast to self's shape and
+    converted to self's dtype as eager converts it (:mod:`agent_service.offline.convert`)."""
+    x = _self_is_the_output(card, call)
+    src = call.get("value" if base == "fill_" else "src")
+    if not isinstance(src, TensorArg):
+        raise UnsupportedCard(f"{card.op} from {src!r}, not a tensor")
+    if src.device != x.device:
+        raise UnsupportedCard(f"{card.op} from {src.device} to {x.device} moves data between devices; not a kernel")
+    if "complex" in src.spec.dtype or "complex" in x.spec.dtype:
+        raise UnsupportedCard(f"{card.op} of {src.spec.dtype} into {x.spec.dtype}: complex dtypes are not templated")
+    out = card.outputs[0]
+    coords = [f"o{d}" for d in range(len(out.shape))]
+    read = f"in{src.index}[{offset(coords, broadcast_strides(src.spec, out.shape))}]"
+    return _gather_over_self(card, "gather_copy_inplace", f"of {src.spec.dtype}{src.spec.shape}",
+                             converted(read, src.spec.dtype, out.dtype))
+
+
+def inplace_fill_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """fill_.Scalar and zero_: the number as eager stores it in self's dtype, in every element."""
+    if base == "fill_" and split_op_name(card.op)[1] == "Tensor":
+        return inplace_copy_plan(card, base, call)
+    _self_is_the_output(card, call)
+    value = 0 if base == "zero_" else call.get("value")
+    if isinstance(value, TensorArg):
+        raise UnsupportedCard(f"{card.op} by a tensor value is not templated")
+    return _gather_over_self(card, "gather_fill_inplace", f"with {value!r}", fill_bits(value, card.outputs[0].dtype))

@@ -133,7 +133,7 @@ def fresh_like(card: OperatorCard, rng: torch.Generator, positive: Sequence[int]
         size = s.storage_offset + 1 + span if s.numel else 0
         storage = torch.randn(max(size, 1), generator=rng).to(getattr(torch, s.dtype))
         if i in positive:
-            storage = storage.abs() + 0.5
+            storage = storage.abs() + 0.5 if storage.is_floating_point() else storage.abs()  # ints: indices in range
         tensors.append(torch.as_strided(storage, s.shape, s.stride, s.storage_offset))
     return tensors
 

@@ -153,6 +153,12 @@ ATEN_CASES = [
          lambda: (aten.index.Tensor, [r(12, 10), [torch.tensor([[3, -1], [0, -12]])]])),
     Case("index_middle_dim_int32_f16", "gather_index",
          lambda: (aten.index.Tensor, [r(3, 9, 5, dtype=f16), [None, torch.tensor([8, 0, 4], dtype=torch.int32)]])),
+    Case("embedding_tokens_bf16", "gather_embedding",
+         lambda: (aten.embedding.default, [r(50, 24, dtype=bf16), torch.tensor([[3, 0, 49], [7, 7, 12]])]),
+         positive=(1,)),  # fresh indices |randn|: in range, as eager requires
+    Case("embedding_int32_of_transposed_weight", "gather_embedding",
+         lambda: (aten.embedding.default, [r(16, 30).t(), torch.tensor([29, 1, 5], dtype=torch.int32), 0]),
+         positive=(1,)),
     Case("constant_pad_nd_front_and_back", "gather_pad",
          lambda: (aten.constant_pad_nd.default, [r(2, 3, 7), [2, 1, 0, 3], 0.5])),
     Case("pad_crop_and_pad_bf16", "gather_pad",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,7 +11,8 @@ import torch
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.catalog import plan_for_card
 from agent_service.offline.gather import fill_bits
-from tests.agent_service.agent_cards import aten_card
+from tests.agent_service.agent_cards import aten_card, compile_cpu, run_kernel
+from tests.agent_service.test_offline_cpu import CPU
 
 aten = torch.ops.aten
 bf16 = torch.bfloat16
@@ -35,6 +37,19 @@ def test_calls_that_convert_or_select_a_data_dependent_count_are_refused() -> No
     assert "repeats given as a tensor" in _refusal(aten.repeat_interleave.self_Tensor,
                                                   [torch.randn(3, 4), torch.tensor([1, 0, 2]), 0])
     assert "repeats given as a tensor" in _refusal(aten.repeat_interleave.Tensor, [torch.tensor([1, 0, 2])])
+
+
+def test_an_embedding_index_out_of_range_is_reported_and_never_read(tmp_path: Path) -> None:
+    """embedding does not wrap a negative index as ``index`` does: eager raises on it and on one past the
+    last row, and the cpu kernel returns an error (its caller then runs eager, which raises)."""
+    weight = torch.randn(10, 4)
+    card, _ = aten_card(aten.embedding.default, [weight, torch.tensor([1, 2, 3])])
+    library = compile_cpu(plan_for_card(card, "cpu").render("cpu", {}, CPU), tmp_path)
+    for bad in (10, -1, 2**40):
+        assert run_kernel(library, [weight, torch.tensor([1, bad, 3])], [torch.empty(3, 4)]) != 0
+    out = torch.empty(3, 4)
+    assert run_kernel(library, [weight, torch.tensor([9, 0, 3])], [out]) == 0
+    assert torch.equal(out, weight[[9, 0, 3]])
 
 
 def test_fill_constants_are_the_bits_eager_stores() -> None:

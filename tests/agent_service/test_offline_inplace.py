@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import torch
 
+from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.catalog import plan_for_card
 from agent_service.offline.proposer import propose_offline
 from kforge_domain.card import OperatorCard
@@ -31,6 +32,13 @@ from tests.agent_service.test_offline_cuda import H200, _on_cuda
 aten = torch.ops.aten
 bf16, f16 = torch.bfloat16, torch.float16
 FAMILY, GATHER_FAMILY = "elementwise_inplace", "gather_select_inplace"
+COPY_FAMILY, FILL_FAMILY = "gather_copy_inplace", "gather_fill_inplace"
+
+
+def _kv_cache_slot(dtype: torch.dtype = bf16) -> torch.Tensor:
+    """``cache[:, :, 5]`` of a [batch, heads, positions, head_dim] cache: a view with gaps."""
+    return r(2, 4, 16, 8, dtype=dtype)[:, :, 5]
+
 
 CASES = [
     Case("relu_", FAMILY, lambda: (aten.relu_.default, [r(4, 33)])),
@@ -48,6 +56,17 @@ CASES = [
          lambda: (aten.masked_fill_.Scalar, [r(2, 4, 8, dtype=bf16), r(8) > 0, -1e4])),
     Case("masked_fill_transposed", GATHER_FAMILY,
          lambda: (aten.masked_fill_.Scalar, [r(16, 8).t(), r(8, 16) > 0, -3.0])),
+    Case("copy_into_kv_cache_slot_bf16", COPY_FAMILY,
+         lambda: (aten.copy_.default, [_kv_cache_slot(), r(2, 4, 8, dtype=bf16)])),
+    Case("copy_row_broadcast_f32_into_f16", COPY_FAMILY, lambda: (aten.copy_.default, [r(6, 32, dtype=f16), r(32)])),
+    Case("copy_f64_into_transposed_f32", COPY_FAMILY,
+         lambda: (aten.copy_.default, [r(16, 8).t(), r(8, 16).double()]), kwargs={"non_blocking": True}),
+    Case("copy_int64_into_bf16", COPY_FAMILY,
+         lambda: (aten.copy_.default, [r(4, 10, dtype=bf16), torch.randint(-300, 300, (4, 10))])),
+    Case("fill_tensor_0dim_into_bf16", COPY_FAMILY,
+         lambda: (aten.fill_.Tensor, [r(5, 7, dtype=bf16), torch.tensor(2.5)])),
+    Case("fill_scalar_into_kv_cache_slot", FILL_FAMILY, lambda: (aten.fill_.Scalar, [_kv_cache_slot(f16), 0.3])),
+    Case("zero_f32", FILL_FAMILY, lambda: (aten.zero_.default, [r(9, 33)])),
 ]
 
 
@@ -93,10 +112,34 @@ def test_a_card_mutating_another_input_or_a_module_card_that_mutates_gets_no_pro
         proposal = propose_offline(ProposeRequest(card=card.model_copy(update={"mutated_inputs": wrong}),
                                                   device=CPU, backend="cpu"))
         assert not proposal.has_proposal and "mutates" in proposal.no_proposal_reason
-    card, _ = aten_card(aten.copy_.default, [r(4, 8), r(4, 8)])
+    card, _ = aten_card(aten.index_put_.default, [r(4, 8), [torch.tensor([1, 3])], r(8)])
     assert card.mutated_inputs == [0]
     proposal = propose_offline(ProposeRequest(card=card, device=CPU, backend="cpu"))
     assert not proposal.has_proposal and "mutates" in proposal.no_proposal_reason
+
+
+def test_a_copy_into_a_cache_slot_writes_the_slot_and_leaves_the_rest_of_the_cache(tmp_path: Path) -> None:
+    cache, k = r(2, 4, 16, 8), r(2, 4, 8, dtype=bf16)
+    card, _ = aten_card(aten.copy_.default, [cache[:, :, 5], k])
+    library = compile_cpu(propose_offline(ProposeRequest(card=card, device=CPU, backend="cpu")).source, tmp_path)
+    expected = cache.clone()
+    expected[:, :, 5] = k
+    slot = cache[:, :, 5]
+    assert run_kernel(library, [slot, k], [slot]) == 0
+    assert torch.equal(cache, expected)
+
+
+def test_copies_between_devices_or_of_complex_tensors_are_refused_with_the_reason() -> None:
+    cross, _ = aten_card(aten.copy_.default, [r(4, 8), r(4, 8)])
+    tensors = [cross.key["tensors"][0], {**cross.key["tensors"][1], "device": "cuda"}]
+    with pytest.raises(UnsupportedCard, match="an input lives on cuda"):
+        plan_for_card(cross.model_copy(update={"key": {**cross.key, "tensors": tensors}}), "cpu")
+    complex_, _ = aten_card(aten.copy_.default, [r(4, 8), torch.randn(4, 8, dtype=torch.complex64)])
+    with pytest.raises(UnsupportedCard, match="complex"):
+        plan_for_card(complex_, "cpu")
+    into_complex, _ = aten_card(aten.copy_.default, [torch.zeros(4, 8, dtype=torch.complex64), r(4, 8)])
+    with pytest.raises(UnsupportedCard, match="complex"):
+        plan_for_card(into_complex, "cpu")
 
 
 def _cuda_sources() -> dict[str, str]:
@@ -118,6 +161,9 @@ def test_cuda_in_place_kernels_read_the_target_through_the_output_pointer() -> N
     for name, source in _cuda_sources().items():
         if name.startswith("masked_fill"):
             assert "in0[" not in source and "v = out[" in source, name
+            continue
+        if name.startswith(("copy_", "fill_", "zero_")):  # overwritten whole: self is never read
+            assert "in0[" not in source and "out[" in source, name
             continue
         assert "const float *in0," in source.replace("__nv_bfloat16", "float").replace("__half", "float"), name
         assert "(const " in source and "*)outputs[0].data, " in source, name

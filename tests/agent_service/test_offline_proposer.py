@@ -62,6 +62,39 @@ def test_unsupported_cards_get_a_reason() -> None:
     assert not on_cpu.has_proposal
 
 
+def test_copies_that_leave_a_plain_copy_on_one_device_get_a_reason() -> None:
+    """``x.to(copy=True)`` is to.dtype_layout naming x's own dtype, layout and device: a plain copy,
+    templated on cpu and cuda (where the runtime checks the device's index). Another device, layout
+    or memory format, pinned memory, or a _to_copy naming a cuda device, is not."""
+    x = torch.randn(2, 3, 4, 5)
+
+    def reason(op: torch._ops.OpOverload, kwargs: dict[str, object], on_cuda: bool = False,
+               pinned: bool = False) -> str:
+        card, _ = aten_card(op, [x], kwargs)
+        template = card.template
+        if pinned:  # pinned memory needs a cuda build to call eager with
+            template = {**template, "kwargs": {**template["kwargs"], "pin_memory": True}}
+        tensors = card.key["tensors"]
+        if on_cuda:
+            tensors = [{**t, "device": "cuda"} for t in tensors]
+            template = {**template, "kwargs": {**template["kwargs"], "device": {"device": "cuda"}}}
+        card = card.model_copy(update={"device": "cuda" if on_cuda else "cpu",
+                                       "key": {**card.key, "tensors": tensors, "template": template}})
+        proposal = propose_offline(ProposeRequest(card=card, device=CPU, backend=card.device))
+        return proposal.no_proposal_reason
+
+    own = {"dtype": torch.bfloat16, "layout": torch.strided, "device": torch.device("cpu")}
+    assert reason(aten.to.dtype_layout, own) == "" and reason(aten.to.dtype_layout, own, on_cuda=True) == ""
+    assert reason(aten.to.dtype_layout, {**own, "memory_format": torch.contiguous_format}) == ""
+    assert "memory_format=torch.channels_last" in reason(aten.to.dtype_layout,
+                                                         {**own, "memory_format": torch.channels_last})
+    assert "pin_memory=True" in reason(aten._to_copy.default, own, pinned=True)
+    assert "index its key does not record" in reason(aten._to_copy.default, own, on_cuda=True)
+    assert "between devices" in reason(aten._to_copy.default, {**own, "device": torch.device("meta")})
+    assert "to.dtype and to.dtype_layout" in reason(aten.to.device, {"device": torch.device("cpu"),
+                                                                     "dtype": torch.bfloat16})
+
+
 def test_module_card_without_its_templates_attribute_goes_to_the_fuser() -> None:
     # The RMS norm template reads variance_epsilon from the card; the fuser reads the captured program.
     card, _ = module_card(LlamaRMSNorm(8), [torch.randn(2, 8)], attributes={})

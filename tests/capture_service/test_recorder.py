@@ -200,7 +200,8 @@ def test_mutations_a_kernel_could_not_serve_stay_unoptimisable() -> None:
         a.add_(a)  # the written tensor is also the other operand
         b = x.clone()
         b[0].mul_(b[1])  # another view of the same storage
-        torch.empty(4, 8).copy_(x)  # copy_ is not elementwise arithmetic
+        c = x.clone()
+        c[0].copy_(c[1])  # copy_ from another view of the buffer it writes
         x.clone().t().contiguous().exp_()  # served: a plain tensor
         torch.add(x, 1, out=torch.empty(4, 8))  # out=: writes an argument it does not read
 
@@ -215,3 +216,25 @@ def test_mutations_a_kernel_could_not_serve_stay_unoptimisable() -> None:
     assert not add_out.optimisable and add_out.reason == MUTATES
     (exp_,) = records["aten::exp_.default"]
     assert exp_.optimisable
+
+
+def test_copies_and_fills_into_a_view_with_gaps_are_optimisable_cards() -> None:
+    """A KV cache's slot (``cache[:, :, pos] = k``) is written in place through a strided view: no two
+    of its elements share an address, though torch's own overlap check gives up on its gaps."""
+    k = torch.randn(2, 4, 8)
+
+    def run() -> None:
+        cache = torch.zeros(2, 4, 16, 8)
+        cache[:, :, 3] = k
+        cache[:, :, 5].fill_(0.5)
+        cache[:, :, 7].zero_()
+        cache[:, :, 2:3].copy_(cache[:, :, 1:2])  # the source is the same buffer: refused
+
+    records = _record(run)
+    copies = records["aten::copy_.default"]
+    served = [r for r in copies if r.optimisable]
+    assert len(served) == 1 and served[0].mutated_inputs == [0] and served[0].outputs[0].stride == [512, 128, 1]
+    assert [r.reason for r in copies if not r.optimisable] == [MUTATES]
+    for op in ("aten::fill_.Scalar", "aten::zero_.default"):
+        (record,) = records[op]
+        assert record.optimisable and record.mutated_inputs == [0], (op, record.reason)

@@ -104,7 +104,12 @@ def test_an_in_place_card_eager_never_changes_is_refused(evaluator: Evaluator) -
     ("aten::relu_.default", lambda: [torch.randn(16, 64)], {}),
     ("aten::add_.Tensor", lambda: [torch.randn(16, 64), torch.randn(64)], {"alpha": 0.5}),
     ("aten::masked_fill_.Scalar", lambda: [torch.randn(16, 64), torch.randn(64) > 0, -1e4], {}),
-], ids=lambda c: c[0])
+    # a KV cache's slot: a view with gaps, written where it lies
+    ("aten::copy_.default", lambda: [torch.randn(2, 4, 16, 8)[:, :, 5], torch.randn(2, 4, 8).bfloat16()], {}),
+    ("aten::copy_.default", lambda: [torch.zeros(16, 64, dtype=torch.int32), torch.randn(64) * 100], {}),
+    ("aten::fill_.Scalar", lambda: [torch.randn(16, 64), 0.25], {}),
+    ("aten::zero_.default", lambda: [torch.randn(16, 64).bfloat16()], {}),
+], ids=lambda c: f"{c[0]}-{len(c[1]())}")
 def test_the_offline_proposal_for_an_in_place_card_passes(evaluator: Evaluator, call) -> None:  # type: ignore[no-untyped-def]
     """End to end: the proposer's kernel for an in-place card, verified and timed by the sandbox."""
     op, make, kwargs = call

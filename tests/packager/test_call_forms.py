@@ -305,12 +305,21 @@ TO_SPELLINGS = ("x.to(torch.bfloat16)", "x.to(dtype=torch.bfloat16)", "x.bfloat1
                 "x.to(torch.float32)", "x.to(torch.float16)", "x.to('cpu', torch.bfloat16)", "x.type(torch.bfloat16)",
                 "x.to(torch.bfloat16, memory_format=torch.channels_last)", "x.to(torch.int32)",
                 "x.to(torch.bfloat16, non_blocking=True)", "x.to(torch.ones(1, dtype=torch.bfloat16))")
+# ``x.to(copy=True)`` and ``x.to(memory_format=...)`` reach to.dtype_layout, naming x's own dtype and device
+TO_LAYOUT_SPELLINGS = ("x.to(copy=True)", "x.to('cpu', copy=True)", "x.to(torch.device('cpu'), copy=True)",
+                       "x.to(memory_format=torch.contiguous_format)", "x.to(copy=True, non_blocking=True)",
+                       "x.to(memory_format=torch.preserve_format, copy=True)", "x.to('cpu')", "x.to(copy=False)",
+                       "x.to(memory_format=torch.channels_last)", "x.to(dtype=torch.bfloat16, copy=True)",
+                       "torch.ops.aten.to.dtype_layout(x, dtype=torch.float32, copy=True)",
+                       "torch.ops.aten.to.dtype_layout(x, dtype=torch.bfloat16, device='cpu', layout=torch.strided)")
 COPY_SPECS = [
     _rowwise("clone", "elementwise_copy", aten.clone.default, ("x",), (X,),
              ("x.clone()", "torch.clone(x)", "x.clone(memory_format=torch.contiguous_format)",
               "x.clone(memory_format=torch.preserve_format)", "x.clone(memory_format=torch.channels_last)",
               "x.detach().clone()"), (ELEMENTWISE_SHAPES,)),
     _rowwise("to_dtype", "elementwise_copy", aten.to.dtype, ("x",), (X,), TO_SPELLINGS, (ELEMENTWISE_SHAPES,)),
+    _rowwise("to_dtype_layout", "elementwise_copy", aten.to.dtype_layout, ("x",), (X,), TO_LAYOUT_SPELLINGS,
+             (ELEMENTWISE_SHAPES,)),
     _rowwise("_to_copy", "elementwise_copy", aten._to_copy.default, ("x",), (X,), TO_SPELLINGS, (ELEMENTWISE_SHAPES,),
              capture_mode="grad"),
     # type_as decomposes to ``to``: overridden at CompositeImplicitAutograd, reached wherever autograd is off
@@ -426,6 +435,11 @@ CAT_AFTER_EMPTY_SPELLINGS = ("torch.cat([e, x])", "torch.cat([e, x], 0)", "torch
 # ``i % 6``: indices in range for the card's 6 rows (a drawn ``x[i]`` may be out of range: eager raises)
 INDEX_SPELLINGS = ("x[i % 6]", "x[i]", "torch.ops.aten.index.Tensor(x, [i % 6])", "x[i % 6, :]", "x[:, i % 6]",
                    "x[(i % 6).unsqueeze(1)]", "x[i % 6, i % 6]", "x.index_select(0, i % 6)", "x[i % 6 > 2]")
+# ``i % 6``: rows in range; ``F.embedding(i, w)`` may be out of range or negative: eager raises, the kernel refuses
+EMBEDDING_SPELLINGS = ("F.embedding(i % 6, w)", "torch.embedding(w, i % 6)", "F.embedding(i % 6, w, padding_idx=0)",
+                       "torch.ops.aten.embedding.default(w, i % 6)", "nn.functional.embedding(i % 6, w, max_norm=1.0)",
+                       "F.embedding(i, w)", "w[i % 6]", "F.embedding((i % 6).int(), w)",
+                       "F.embedding(i % 6, w, scale_grad_by_freq=True)")
 PAD_SPELLINGS = ("F.pad(x, (1, 2))", "F.pad(x, (1, 2), value=0.5)", "F.pad(x, [1, 2], 'constant', 0.0)",
                  "F.pad(x, (1, 2, 0, 3))", "F.pad(x, (-1, 2))", "torch.constant_pad_nd(x, (1, 2))",
                  "F.pad(x, (1, 2), mode='reflect')", "F.pad(x, (1, 2), mode='replicate')",
@@ -454,6 +468,9 @@ GATHER_SPECS = [
     _rowwise("index_rows", "gather_index", aten.index.Tensor, ("x", "i"),
              (TensorRecipe((6, 33)), TensorRecipe((5,), torch.int64, seed=1)), INDEX_SPELLINGS,
              (((6, 33), (0, 33), (6,), (2, 6, 33), ()), ((2, 3), (), (0,), (5, 1)))),
+    _rowwise("embedding", "gather_embedding", aten.embedding.default, ("w", "i"),
+             (TensorRecipe((6, 33)), TensorRecipe((2, 5), torch.int64, seed=1)), EMBEDDING_SPELLINGS,
+             (((6, 33), (0, 33), (6,), (2, 6, 33), (6, 1)), ((5,), (), (0,), (5, 1)))),
     _rowwise("pad_last", "gather_pad", aten.pad.default, ("x",), (TensorRecipe((2, 4, 33)),), PAD_SPELLINGS,
              (((4, 33), (0, 4, 33), (2, 4, 1), (2, 4, 3, 11)),)),
     _rowwise("constant_pad_nd", "gather_pad", aten.constant_pad_nd.default, ("x",), (TensorRecipe((2, 4, 33)),),
@@ -898,12 +915,27 @@ def test_every_aten_family_is_served_by_the_native_front(packaged: dict[str, Pac
     """Each aten card's op gets the C++ front over its Python override: the call forms above ran through it.
     Cards with a Python number in a tensor slot keep the Python override alone: the dispatcher boxes
     the number as a wrapped-number tensor that the card's key does not list. So does index: its
-    indices are a list of optional tensors, which the front does not compare (a list of tensors, cat's, it does)."""
+    indices are a list of optional tensors, which the front does not compare (a list of tensors, cat's, it does).
+    And so does a ``to`` naming a device: the front does not check the device's index (packager.device_args)."""
     without = []
     for name, item in packaged.items():
         with item.cast.applied_to():
             without += [name for o in item.cast._aten if o.front is None]
-    assert sorted(without) == ["add_python_float", "index_rows", "mul_python_float"]
+    assert sorted(without) == ["add_python_float", "index_rows", "mul_python_float", "to_dtype_layout"]
+
+
+def test_a_to_naming_another_device_of_its_type_falls_back(packaged: dict[str, PackagedCard],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key records a device's type alone: ``x.to("cuda:1", copy=True)`` with x on cuda:0 matches a cuda
+    card, and the override hands it to eager (packager.device_args). With no second device here the
+    check's verdict is forced; the card's own call must then miss and still give eager's result."""
+    monkeypatch.setattr("packager.aten_dispatch.names_another_device", lambda *_: True)
+    spec = next(s for s in SPECS if s.name == "to_dtype_layout")
+    item = packaged[spec.name]
+    call = Call(spec, spec.spellings[0], spec.args, "inference")
+    want, got = run(call, None), run(call, item.cast)
+    assert_same_outcome(call, want, got)
+    assert got.hits == 0 and item.cast.stats()[item.card.id]["fallbacks"] == {"other_device": 1}
 
 
 def test_gradients_through_each_cards_own_call_match_eager(packaged: dict[str, PackagedCard]) -> None:
@@ -977,7 +1009,8 @@ def test_every_family_and_op_the_offline_proposer_covers_has_a_card_here() -> No
         "elementwise_unary", "elementwise_binary", "elementwise_copy", "batch_norm_inference", "reduction", "softmax",
         "layer_norm", "rms_norm", "group_norm", "adaptive_avg_pool", "global_avg_pool", "max_pool",
         "module_rms_norm", "module_activation", "module_gated_activation", "module_norm_activation",
-        "gather_upsample_nearest", "gather_cat", "gather_index", "gather_pad", "gather_select", "gather_repeat",
+        "gather_upsample_nearest", "gather_cat", "gather_index", "gather_embedding", "gather_pad", "gather_select",
+        "gather_repeat",
         "compare", "logical", "scan",
     }
     assert {s.op._schema.name.removeprefix("aten::") for s in UNARY_SPECS if s.op} == set(ops_elementwise.UNARY)

@@ -45,10 +45,21 @@ ADD_SPELLINGS = ("a.__iadd__(b)", "a.add_(b)", "a.add_(b, alpha=2)", "torch.Tens
                  "a.add_(b, alpha=0.5)", "a.sub_(b)", "a + b")
 
 
+COPY_SPELLINGS = ("x.copy_(y)", "torch.Tensor.copy_(x, y)", "x.copy_(y, non_blocking=True)", "x.__setitem__(..., y)",
+                  "torch.ops.aten.copy_.default(x, y)", "x.copy_(y.t())", "x[:, :3].copy_(y[:, :3])",
+                  "x.copy_(y.double())", "x.copy_(x)", "x.copy_(1.5)")
+FILL_SPELLINGS = ("x.fill_(v)", "torch.fill_(x, v)", "torch.Tensor.fill_(x, v)", "nn.init.constant_(x, v)",
+                  "x.fill_(torch.tensor(1e39))", "x.fill_(True)", "x.fill_(x[0, 0])", "x.zero_()")
+ZERO_SPELLINGS = ("x.zero_()", "torch.zero_(x)", "nn.init.zeros_(x)", "x.fill_(0)", "x.mul_(0)")
+#: In-place ops the gather engine serves, by the prefix of their spec's name; the rest are elementwise.
+GATHER_FAMILIES = {"masked_fill": "gather_select_inplace", "copy": "gather_copy_inplace",
+                   "fill_tensor": "gather_copy_inplace", "fill": "gather_fill_inplace", "zero": "gather_fill_inplace"}
+
+
 def _inplace(name: str, op: object, names: tuple[str, ...], args: tuple[object, ...],
              spellings: tuple[str, ...]) -> OpSpec:
     slots = (Slot(SHAPES), Slot(BROADCAST_SHAPES, numbers=True))[:len(names)]
-    family = "gather_select_inplace" if name.startswith("masked_fill") else "elementwise_inplace"
+    family = next((f for prefix, f in GATHER_FAMILIES.items() if name.startswith(prefix)), "elementwise_inplace")
     return OpSpec(name, family, op, names, args, spellings, slots)  # type: ignore[arg-type]
 
 
@@ -64,13 +75,27 @@ SPECS = {spec.name: spec for spec in [
               "x.masked_fill_(m, torch.tensor(-1e4))", "x.masked_fill_(m, float('-inf'))")),
     _inplace("mul_bf16_python_float", aten.mul_.Tensor, ("a", "b"), (replace(X, dtype=torch.bfloat16), 0.5),
              ("a.mul_(b)", "a.__imul__(b)", "torch.Tensor.mul_(a, b)", "a.div_(b)", "a * b")),
+    _inplace("copy_", aten.copy_.default, ("x", "y"), (X, replace(X, dtype=torch.bfloat16, seed=1)), COPY_SPELLINGS),
+    # a KV cache's slot: a view with gaps, written where it lies
+    _inplace("copy_into_sliced", aten.copy_.default, ("x", "y"), (replace(X, layout="sliced"), replace(X, seed=1)),
+             COPY_SPELLINGS),
+    _inplace("copy_row_to_int", aten.copy_.default, ("x", "y"), (replace(X, dtype=torch.int32), TensorRecipe((33,))),
+             COPY_SPELLINGS),
+    _inplace("fill_", aten.fill_.Scalar, ("x", "v"), (X, 0.5), FILL_SPELLINGS),
+    _inplace("fill_tensor", aten.fill_.Tensor, ("x", "v"), (replace(X, dtype=torch.float16), TensorRecipe(())),
+             FILL_SPELLINGS),
+    _inplace("zero_", aten.zero_.default, ("x",), (replace(X, dtype=torch.bfloat16),), ZERO_SPELLINGS),
 ]}
 HITS = [("relu_", "x.relu_()"), ("relu_", "torch.relu_(x)"), ("relu_", "F.relu(x, inplace=True)"),
         ("relu_", "nn.ReLU(inplace=True)(x)"), ("add_", "a.add_(b)"), ("add_", "a.__iadd__(b)"),
         ("add_alpha", "a.add_(b, alpha=2)"), ("add_python_float", "a.__iadd__(b)"),
         ("add_python_float", "a.add_(b)"), ("add_row", "a.add_(b)"), ("add_row", "a.__iadd__(b)"),
         ("mul_bf16_python_float", "a.mul_(b)"), ("mul_bf16_python_float", "a.__imul__(b)"),
-        ("masked_fill_", "x.masked_fill_(m, -1e4)")]
+        ("masked_fill_", "x.masked_fill_(m, -1e4)"), ("copy_", "x.copy_(y)"), ("copy_", "torch.Tensor.copy_(x, y)"),
+        ("copy_into_sliced", "x.copy_(y)"),
+        ("copy_row_to_int", "x.copy_(y)"),
+        ("fill_", "x.fill_(v)"), ("fill_", "nn.init.constant_(x, v)"), ("fill_tensor", "x.fill_(v)"),
+        ("zero_", "x.zero_()"), ("zero_", "nn.init.zeros_(x)")]
 
 
 @pytest.fixture(scope="module")
