@@ -56,6 +56,8 @@ CASES = [
          lambda: (aten.masked_fill_.Scalar, [r(2, 4, 8, dtype=bf16), r(8) > 0, -1e4])),
     Case("masked_fill_transposed", GATHER_FAMILY,
          lambda: (aten.masked_fill_.Scalar, [r(16, 8).t(), r(8, 16) > 0, -3.0])),
+    Case("masked_fill_into_kv_cache_slot", GATHER_FAMILY,
+         lambda: (aten.masked_fill_.Scalar, [_kv_cache_slot(), r(8) > 0, -1e4])),
     Case("copy_into_kv_cache_slot_bf16", COPY_FAMILY,
          lambda: (aten.copy_.default, [_kv_cache_slot(), r(2, 4, 8, dtype=bf16)])),
     Case("copy_row_broadcast_f32_into_f16", COPY_FAMILY, lambda: (aten.copy_.default, [r(6, 32, dtype=f16), r(32)])),
