@@ -130,7 +130,8 @@ class GatherPlan:
                      ("flat", "rows") if length >= ROWS_MODE_MIN_LENGTH else ("flat",))
             return KnobSpace({"mode": modes,
                               "threads_per_block": (256, 128, 512), "waves": (4, 1, 0)})
-        return KnobSpace({"threads": cpu_thread_choices(device), "schedule": ("static", "dynamic")})
+        return KnobSpace({"threads": cpu_thread_choices(device, (*self.inputs, *self.outputs)),
+                          "schedule": ("static", "dynamic")})
 
     def _coords(self, dims: list[int], linear: str, indent: str, outer: bool = True) -> str:
         """``const int64_t o<d> = ...`` for ``dims`` (outermost first) of output linear index ``linear``;
