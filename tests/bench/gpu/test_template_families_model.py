@@ -1,0 +1,39 @@
+"""The template-family model captures, on the cpu, into cards the offline proposer covers: one
+run of it on a GPU checks every gather, comparison, in-place and scan family's cuda kernels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent_service.offline.catalog import plan_for_card
+from bench.gpu import template_families_model as families
+from capture_service.options import CaptureOptions
+from capture_service.session import capture_loaded
+from capture_service.spec import LoadedModel
+from capture_service.timing import TimingPolicy
+
+FAST = TimingPolicy(warmup=0, min_reps=1, max_reps=2, budget_s=0.0)
+#: An op of each family the model is there to check.
+FAMILY_OPS = {
+    "aten::embedding.default", "aten::upsample_nearest2d.vec", "aten::cat.default", "aten::index.Tensor",
+    "aten::pad.default", "aten::masked_fill.Scalar", "aten::where.self", "aten::repeat_interleave.self_int",
+    "aten::__and__.Tensor", "aten::gt.Scalar", "aten::lt.Scalar", "aten::cumsum.default", "aten::relu_.default",
+    "aten::add_.Tensor", "aten::masked_fill_.Scalar", "aten::copy_.default", "aten::fill_.Scalar",
+    "aten::to.dtype_layout",
+}
+
+
+def test_every_family_op_of_the_model_is_a_card_the_offline_proposer_covers(tmp_path: Path) -> None:
+    loaded = LoadedModel(families.get_model(), families.get_inputs())
+    cards = capture_loaded("families", loaded, CaptureOptions(samples=1), tmp_path, timing=FAST)
+    covered = set()
+    for card in cards.cards:
+        if card.kind == "aten" and card.op in FAMILY_OPS:
+            try:
+                plan_for_card(card, "cpu")
+            except Exception as refusal:
+                pytest.fail(f"{card.op}: {refusal}")
+            covered.add(card.op)
+    assert covered == FAMILY_OPS
