@@ -342,12 +342,13 @@ class GraphJudge:
     tolerance: float
     plain_ms: float
 
-    def why_worse(self, error: str, output: Any, ms: float | None, plain_ms: float | None = None) -> str:
-        """Why the compiled model with the kernels is worse than without (empty: it is not), against
-        ``plain_ms`` where torch.compile alone was timed in the same interleaved series."""
+    def why_worse(self, error: str, output: Any, ms: float | None, plain_ms: float | None = None,
+                  interval: list[float] | None = None) -> str:
+        """Why the compiled model with the kernels is no better than without (empty: it is), against
+        ``plain_ms`` and the speedup's ``interval`` where torch.compile alone alternated with it."""
         departure = None if error else max_rel_error(output, self.reference)
         parity_ok = None if departure is None else departure <= self.tolerance
-        return compiled_worse(error, departure, parity_ok, ms, plain_ms or self.plain_ms)
+        return compiled_worse(error, departure, parity_ok, ms, plain_ms or self.plain_ms, interval=interval)
 
 
 def shared_copy(model: torch.nn.Module) -> torch.nn.Module | None:
@@ -430,7 +431,8 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
         started = time.perf_counter()
         measured = _cast_compiled(cast, model, start, inputs, device, kwargs, cast_name, pruned, plain_round)
         why = judge.why_worse(measured.get(f"{cast_name}_error", ""), measured.get(f"{cast_name}_output"),
-                              measured.get(f"{cast_name}_ms"), measured.get(f"{cast_name}_plain_ms"))
+                              measured.get(f"{cast_name}_ms"), measured.get(f"{cast_name}_plain_ms"),
+                              measured.get(f"{cast_name}_interval"))
         report(f"cast.compile with {len(serving)} kernels: {_ms_words(measured, cast_name)}, "
                f"compiled and timed in {time.perf_counter() - started:.0f} s")
         if not why or len(pruned) >= prune_rounds:

@@ -235,28 +235,37 @@ def breaks_parity(e2e: EndToEnd) -> bool:
 
 def graph_mode_fails(e2e: EndToEnd, mode: str) -> str:
     """Why ``cast.compile`` in ``mode`` (``compiled``: torch.compile's default, ``cuda_graphs``:
-    ``mode="reduce-overhead"``) is worse than torch.compile alone in the same mode: it raised,
-    moved the output, or ran slower (empty when none of these, unmeasured, or no kernel served)."""
+    ``mode="reduce-overhead"``) does not earn its kernels against torch.compile alone in the same
+    mode: it raised, moved the output, or ran no faster (empty when it beat it, was not measured,
+    or no kernel served)."""
     where, plain, cast = GRAPH_MODE_FIELDS[mode]
     if not e2e.measured or not getattr(e2e, f"{cast}_kernels"):
         return ""
     return compiled_worse(getattr(e2e, f"{cast}_error"), getattr(e2e, f"{cast}_parity_rel_error"),
                           getattr(e2e, f"{cast}_parity_ok"), getattr(e2e, f"{cast}_ms"), getattr(e2e, f"{plain}_ms"),
-                          where)
+                          where, getattr(e2e, f"{cast}_interval"))
 
 
 def compiled_worse(error: str, departure: float | None, parity_ok: bool | None, cast_ms: float | None,
-                   plain_ms: float | None, where: str = "") -> str:
-    """Why a model compiled with the kernels is worse than compiled without them: it raised, its
-    output departed from eager past the tolerance (``parity_ok`` False), or it ran slower than
-    torch.compile alone past measurement noise; empty when none of these."""
+                   plain_ms: float | None, where: str = "", interval: list[float] | None = None) -> str:
+    """Why a model compiled with the kernels is not better than compiled without them: it raised,
+    its output departed from eager past the tolerance (``parity_ok`` False), it ran slower than
+    torch.compile alone, or no faster past measurement noise (where the two alternated, the 95%
+    ``interval`` of the speedup reaches 1; else the medians differ by less than
+    :data:`SLOWER_TOLERANCE`). Empty when the kernels earn their place in the graphs."""
     if error:
         return f"the compiled model{where} raised with the kernels: {error}"
     if parity_ok is False:
         return f"the compiled model's output{where} with the kernels departed from eager by {departure:.2e}"
-    if cast_ms and plain_ms and cast_ms > plain_ms * (1 + SLOWER_TOLERANCE):
-        return (f"the compiled model{where} ran slower with the kernels ({cast_ms:.3f} ms against "
-                f"{plain_ms:.3f} ms for torch.compile alone)")
+    if not cast_ms or not plain_ms:
+        return ""
+    against = f"{cast_ms:.3f} ms against {plain_ms:.3f} ms for torch.compile alone"
+    if cast_ms > plain_ms * (1 + SLOWER_TOLERANCE):
+        return f"the compiled model{where} ran slower with the kernels ({against})"
+    beats = interval[0] > 1.0 if interval else cast_ms * (1 + SLOWER_TOLERANCE) < plain_ms
+    if not beats:
+        spread = f"; the speedup's 95% interval {interval[0]:.2f}x-{interval[1]:.2f}x holds 1" if interval else ""
+        return f"the compiled model{where} ran no faster with the kernels ({against}{spread})"
     return ""
 
 

@@ -155,11 +155,18 @@ def test_the_terminal_line_says_when_the_cast_runs_as_eager_or_parity_is_not_jud
         kernels_packaged=1).markdown()
 
 
-def test_cast_compile_is_worse_when_it_raises_departs_or_runs_slower_than_compile_alone() -> None:
+def test_cast_compile_fails_when_it_raises_departs_or_runs_no_faster_than_compile_alone() -> None:
     base = {"measured": True, "eager_ms": 4.0, "compile_ms": 2.0, "cast_compile_kernels": 1}
     assert graph_mode_fails(EndToEnd(**base, cast_compile_ms=1.5, cast_compile_parity_ok=True), "compiled") == ""
     slower = EndToEnd(**base, cast_compile_ms=2.5, cast_compile_parity_ok=True)
     assert "ran slower" in graph_mode_fails(slower, "compiled")
+    even = EndToEnd(**base, cast_compile_ms=1.995, cast_compile_parity_ok=True)
+    assert "ran no faster with the kernels (1.995 ms against 2.000 ms" in graph_mode_fails(even, "compiled")
+    # Where the two alternated, the interval decides: 1.5 ms is no win if the rounds disagree that far.
+    unsure = EndToEnd(**base, cast_compile_ms=1.5, cast_compile_parity_ok=True, cast_compile_interval=[0.95, 1.8])
+    assert "interval 0.95x-1.80x holds 1" in graph_mode_fails(unsure, "compiled")
+    sure = EndToEnd(**base, cast_compile_ms=1.9, cast_compile_parity_ok=True, cast_compile_interval=[1.02, 1.09])
+    assert graph_mode_fails(sure, "compiled") == ""
     departed = EndToEnd(**base, cast_compile_ms=1.5, cast_compile_parity_ok=False, cast_compile_parity_rel_error=0.5)
     assert "departed" in graph_mode_fails(departed, "compiled")
     raised = EndToEnd(**base, cast_compile_error="cast.compile: RuntimeError: x")
