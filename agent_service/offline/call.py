@@ -44,6 +44,14 @@ def decode_argument(value: Any, card: OperatorCard) -> Any:
     return value
 
 
+def tensor_argument(call: dict[str, Any], name: str = "self") -> TensorArg:
+    """Bound argument ``name`` of ``call``; :class:`UnsupportedCard` where it is not a tensor."""
+    value = call.get(name)
+    if not isinstance(value, TensorArg):
+        raise UnsupportedCard(f"argument {name!r} is not a tensor")
+    return value
+
+
 def split_op_name(op: str) -> tuple[str, str]:
     """``"aten::_softmax.default"`` -> ``("_softmax", "default")``; the overload defaults to ``default``."""
     name = op.removeprefix("aten::").removeprefix("aten.")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_service.offline.call import TensorArg, UnsupportedCard, split_op_name
+from agent_service.offline.call import UnsupportedCard, split_op_name, tensor_argument
 from agent_service.offline.scan.plan import ScanPlan
 from kforge_domain.card import OperatorCard
 
@@ -30,9 +30,7 @@ def scan_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ScanPlan:
     """cumsum.default and cumprod.default over any dim: family ``scan``."""
     if split_op_name(card.op)[1] != "default":
         raise UnsupportedCard(f"{card.op}: only the default overload (an int dim) is templated")
-    x = call.get("self")
-    if not isinstance(x, TensorArg):
-        raise UnsupportedCard("argument 'self' is not a tensor")
+    x = tensor_argument(call)
     shape, out = x.spec.shape, card.outputs[0]
     rank = max(len(shape), 1)
     dim = int(call["dim"])

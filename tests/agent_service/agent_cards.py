@@ -6,16 +6,19 @@ import hashlib
 import json
 import shutil
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from agent_service.offline.cxx import CUDA_PRELUDE
+from agent_service.offline.proposer import propose_offline
 from capture_service.program_graph import program_graph
 from gpu_sandbox_service.cardkit import mutated_inputs
 from kforge_domain.card import OperatorCard, TensorSpec
+from kforge_domain.device import DeviceInfo
+from kforge_domain.propose_request import ParentCandidate, ProposeRequest
 from packager.abi import KernelLibrary
 from packager.variant import (
     decode_call,
@@ -123,6 +126,33 @@ def nvcc_object(source: str, path: Path) -> tuple[int, str]:
 
 def run_kernel(lib: Path, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]) -> int:
     return KernelLibrary(lib).launch(list(inputs), list(outputs), None)
+
+
+def root_and_revisions(card: OperatorCard, device: DeviceInfo,
+                       revisions: int = 2) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(source, knobs) of the offline proposal at the root knobs, then of each revision of the one
+    before, ``revisions`` of them or until the family's knob space is spent."""
+    parent, tried = None, []
+    for step in range(revisions + 1):
+        proposal = propose_offline(ProposeRequest(card=card, device=device, backend=device.backend, parent=parent,
+                                                   tried_knobs=tried, seed=step))
+        if not proposal.has_proposal:
+            assert step > 0 and "every knob set" in proposal.no_proposal_reason, proposal.no_proposal_reason
+            return
+        yield proposal.source, proposal.knobs
+        tried.append(proposal.knobs)
+        parent = ParentCandidate(candidate_id=f"c{step}", source=proposal.source, knobs=proposal.knobs)
+
+
+def run_cpu_card(card: OperatorCard, source: str, inputs: Sequence[torch.Tensor], workdir: Path) -> torch.Tensor:
+    """The card's output (its exact layout, pre-filled with NaN or -7 so unwritten elements show)
+    from the cpu kernel ``source`` run on ``inputs``."""
+    out = card.outputs[0]
+    dtype = getattr(torch, out.dtype)
+    output = torch.empty_strided(out.shape, out.stride, dtype=dtype)
+    output.fill_(float("nan") if dtype.is_floating_point else -7)
+    assert run_kernel(compile_cpu(source, workdir), inputs, [output]) == 0
+    return output
 
 
 def fresh_like(card: OperatorCard, rng: torch.Generator, positive: Sequence[int] = ()) -> list[torch.Tensor]:

@@ -15,12 +15,10 @@ import torch
 
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.catalog import plan_for_card
-from agent_service.offline.proposer import propose_offline
 from agent_service.offline.scan.elements import check_conversion
 from kforge_domain.card import OperatorCard
 from kforge_domain.device import DeviceInfo
-from kforge_domain.propose_request import ParentCandidate, ProposeRequest
-from tests.agent_service.agent_cards import aten_card, compile_cpu, fresh_like, reference, run_kernel
+from tests.agent_service.agent_cards import aten_card, fresh_like, reference, root_and_revisions, run_cpu_card
 
 aten = torch.ops.aten
 bf16, f16 = torch.bfloat16, torch.float16
@@ -68,15 +66,6 @@ def _inputs(card: OperatorCard, args: list[Any], sample: int) -> list[torch.Tens
     return [(f * 50).to(f.dtype) if not f.is_floating_point() and f.dtype != torch.bool else f for f in fresh]
 
 
-def _run(card: OperatorCard, source: str, inputs: list[torch.Tensor], tmp: Path) -> torch.Tensor:
-    out = card.outputs[0]
-    dtype = getattr(torch, out.dtype)
-    output = torch.empty_strided(out.shape, out.stride, dtype=dtype)
-    output.fill_(float("nan") if dtype.is_floating_point else -7)
-    assert run_kernel(compile_cpu(source, tmp), inputs, [output]) == 0
-    return output
-
-
 @pytest.fixture(scope="module")
 def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("scan_cpu")
@@ -86,26 +75,18 @@ def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_scan_matches_eager_exactly_at_the_root_and_two_revisions(name: str, build_dir: Path) -> None:
     op, args, kwargs = CASES[name]()
     card, _ = aten_card(op, args, kwargs)
-    parent, tried = None, []
-    for step in range(3):
-        proposal = propose_offline(ProposeRequest(card=card, device=CPU, backend="cpu", parent=parent,
-                                                   tried_knobs=tried, seed=step))
-        if not proposal.has_proposal:
-            assert step > 0 and "every knob set" in proposal.no_proposal_reason
-            break
-        assert proposal.knobs["family"] == "scan"
+    for source, knobs in root_and_revisions(card, CPU):
+        assert knobs["family"] == "scan"
         for sample in range(2):
             inputs = _inputs(card, args, sample)
             before = [t.clone() for t in inputs]
             (expected,) = reference(card, op, inputs)
-            got = _run(card, proposal.source, inputs, build_dir)
+            got = run_cpu_card(card, source, inputs, build_dir)
             assert got.dtype == expected.dtype
-            where = f"{name} {proposal.knobs}"
+            where = f"{name} {knobs}"
             torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True,
                                        msg=lambda m, where=where: f"{where}: {m}")
             assert all(torch.equal(a, b) for a, b in zip(inputs, before, strict=True)), "the kernel wrote its input"
-        tried.append(proposal.knobs)
-        parent = ParentCandidate(candidate_id=f"c{step}", source=proposal.source, knobs=proposal.knobs)
 
 
 def test_sums_wrap_as_eager_int64_does_and_nan_and_inf_propagate(build_dir: Path) -> None:
@@ -113,13 +94,13 @@ def test_sums_wrap_as_eager_int64_does_and_nan_and_inf_propagate(build_dir: Path
     card, _ = aten_card(aten.cumsum.default, [big, 0])
     plan = plan_for_card(card, "cpu")
     source = plan.render("cpu", plan.knob_space("cpu", CPU).default(), CPU)
-    torch.testing.assert_close(_run(card, source, [big], build_dir), torch.cumsum(big, 0), rtol=0, atol=0)
+    torch.testing.assert_close(run_cpu_card(card, source, [big], build_dir), torch.cumsum(big, 0), rtol=0, atol=0)
     special = torch.tensor([1.0, float("inf"), 2.0, float("-inf"), 1.0, float("nan"), 0.0])
     card, _ = aten_card(aten.cumsum.default, [special, 0])
     plan = plan_for_card(card, "cpu")
     source = plan.render("cpu", plan.knob_space("cpu", CPU).default(), CPU)
-    torch.testing.assert_close(_run(card, source, [special], build_dir), torch.cumsum(special, 0), rtol=0, atol=0,
-                               equal_nan=True)
+    torch.testing.assert_close(run_cpu_card(card, source, [special], build_dir), torch.cumsum(special, 0), rtol=0,
+                               atol=0, equal_nan=True)
 
 
 def _refusal(op: Any, args: list[Any], kwargs: dict[str, Any] | None = None) -> str:
