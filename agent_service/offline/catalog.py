@@ -10,7 +10,15 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from agent_service.offline import ops_compare, ops_elementwise, ops_gather, ops_inplace, ops_rowwise, ops_scan
+from agent_service.offline import (
+    ops_compare,
+    ops_elementwise,
+    ops_gather,
+    ops_histc,
+    ops_inplace,
+    ops_rowwise,
+    ops_scan,
+)
 from agent_service.offline.call import UnsupportedCard, bind_aten_call, split_op_name
 from agent_service.offline.fused import fused_plan
 from agent_service.offline.modules import CoveredByAtenCard, module_plan
@@ -68,6 +76,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(ops_compare.COMPARISONS, ops_compare.compare_plan),
     **dict.fromkeys(("logical_not", *ops_compare.LOGICAL, *ops_compare.BOOL_BITWISE), ops_compare.logical_plan),
     **dict.fromkeys(ops_scan.SCANS, ops_scan.scan_plan),
+    "histc": ops_histc.histc_plan,
 }
 
 

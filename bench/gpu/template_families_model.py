@@ -1,4 +1,4 @@
-"""One model running an op of every gather, comparison, in-place and scan template, for checking
+"""One model running an op of every gather, comparison, in-place, scan and histc template, for checking
 their cuda kernels against eager through the real sandbox in one ``kforge optimize`` run.
 
 Each op runs on its own input, at sizes where it is one of the model's larger cards on the GPU
@@ -26,7 +26,7 @@ DTYPE = torch.bfloat16
 
 
 class TemplateFamilies(nn.Module):
-    """Ops of the gather, comparison, in-place and scan families, each on its own tensors."""
+    """Ops of the gather, comparison, in-place, scan and histc families, each on its own tensors."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -48,6 +48,7 @@ class TemplateFamilies(nn.Module):
             (h > 0) & (h < 1),                                                  # logical and of comparisons
             counts.cumsum(0),                                                   # cumsum of int64
             h.float().cumsum(-1),                                               # cumsum of float rows
+            torch.histc(counts.float(), bins=64, min=0, max=63),                # histc of MoE expert ids
         )
         work = h.clone()
         work.relu_()                                                            # in-place unary

@@ -544,6 +544,25 @@ SCAN_SPECS = [
              tuple(s.replace("cumsum", "cumprod") for s in CUMSUM_SPELLINGS), (ROW_SHAPES,)),
 ]
 
+# histc: each element's bin by eager's arithmetic in the input dtype, so a hit counts as eager counts.
+# ``min == max`` (the defaults) bins by the data's range and ``min > max`` raises: both refused, so misses.
+HISTC_SPELLINGS = ("torch.histc(x, 10, -2, 2)", "x.histc(10, -2, 2)", "torch.histc(x, bins=10, min=-2, max=2)",
+                   "x.histc(bins=10, min=-2.0, max=2.0)", "torch.histc(x, 10, -2, 2, out=out)", "torch.histc(x)",
+                   "torch.histc(x, 10, 2, -2)", "torch.histc(x, 0, -2, 2)", "torch.histc(x, 5, -2, 2)",
+                   "torch.histc(x.double(), 10, -2, 2)", "torch.histc(x, 10, 1, 1)")
+# MoE routing: expert ids as floats, one bin per expert (transformers' grouped_mm experts on the cpu)
+MOE_HISTC_SPELLINGS = ("torch.histc(x.abs().mul(10).round(), bins=64, min=0, max=63)",
+                       "torch.histc(x.abs().mul(10).round(), 64, 0, 63)",
+                       "x.abs().mul(10).round().histc(bins=64, min=0, max=63)",
+                       "torch.histc(x.abs().mul(10).round().int(), bins=64, min=0, max=63)",
+                       "torch.histc(x.abs().mul(10).round(), bins=64, min=0.0, max=63.0)",
+                       "torch.histc(x, bins=64, min=0, max=63)")
+HISTC_SPECS = [
+    _rowwise("histc", "histc", aten.histc.default, ("x",), (X,), HISTC_SPELLINGS, (ELEMENTWISE_SHAPES,)),
+    _rowwise("histc_moe_expert_ids", "histc", aten.histc.default, ("x",), (X,), MOE_HISTC_SPELLINGS,
+             (ELEMENTWISE_SHAPES,)),
+]
+
 MODULE_SPECS = [
     _module("torch_rms_norm", "module_rms_norm", "nn.RMSNorm(64, eps=1e-6)", (X64,), NORM_SHAPES,
             ("setattr(m, 'eps', 1e-3)", "setattr(m, 'eps', None)")),
@@ -558,7 +577,7 @@ MODULE_SPECS = [
 ]
 
 SPECS = (UNARY_SPECS + BINARY_SPECS + COPY_SPECS + ROW_SPECS + GATHER_SPECS + COMPARE_SPECS + SCAN_SPECS
-         + MODULE_SPECS)
+         + HISTC_SPECS + MODULE_SPECS)
 
 
 # --- cards and casts --------------------------------------------------------------------------
@@ -1011,7 +1030,7 @@ def test_every_family_and_op_the_offline_proposer_covers_has_a_card_here() -> No
         "module_rms_norm", "module_activation", "module_gated_activation", "module_norm_activation",
         "gather_upsample_nearest", "gather_cat", "gather_index", "gather_embedding", "gather_pad", "gather_select",
         "gather_repeat",
-        "compare", "logical", "scan",
+        "compare", "logical", "scan", "histc",
     }
     assert {s.op._schema.name.removeprefix("aten::") for s in UNARY_SPECS if s.op} == set(ops_elementwise.UNARY)
     assert {s.op._schema.name.removeprefix("aten::") for s in BINARY_SPECS if s.op} == set(ops_elementwise.BINARY)

@@ -1,5 +1,5 @@
 """The template-family model captures, on the cpu, into cards the offline proposer covers: one
-run of it on a GPU checks every gather, comparison, in-place and scan family's cuda kernels."""
+run of it on a GPU checks every gather, comparison, in-place, scan and histc family's cuda kernels."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ FAMILY_OPS = {
     "aten::pad.default", "aten::masked_fill.Scalar", "aten::where.self", "aten::repeat_interleave.self_int",
     "aten::__and__.Tensor", "aten::gt.Scalar", "aten::lt.Scalar", "aten::cumsum.default", "aten::relu_.default",
     "aten::add_.Tensor", "aten::masked_fill_.Scalar", "aten::copy_.default", "aten::fill_.Scalar",
-    "aten::to.dtype_layout",
+    "aten::to.dtype_layout", "aten::histc.default",
 }
 
 
