@@ -25,7 +25,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from forge_service.child_progress import report
-from forge_service.end_to_end import compiled_worse
+from forge_service.end_to_end import NO_FASTER, compiled_worse
 from forge_service.ulp import one_ulp_apart
 
 WARMUP = 3
@@ -363,6 +363,15 @@ def shared_copy(model: torch.nn.Module) -> torch.nn.Module | None:
         return None
 
 
+def kernels_leaving(why: str, serving: list[Any], at_parity_before: bool) -> list[Any]:
+    """The kernels a compiled model that is worse with ``serving`` (``why``) compiles without next:
+    the weakest, or every one where it ran no faster than torch.compile alone twice in a row (even
+    again without its weakest kernel: none earns its place, and each compile costs minutes)."""
+    if NO_FASTER in why and at_parity_before:
+        return list(serving)
+    return [weakest_kernel(serving)]
+
+
 def weakest_kernel(kernels: Iterable[Any]) -> Any:
     """Of loaded kernels, the one least faster than eager: the likeliest to lose to what inductor
     makes of the same call (the order the forge prunes compiled graphs in)."""
@@ -422,6 +431,7 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
     report(f"{label}: {judge.plain_ms:.3f} ms, compiled and timed in {time.perf_counter() - started:.0f} s")
     pruned: dict[str, str] = {}
     serving = [k for k in cast.kernels.values() if k.serves_graphs(kernels_mode)]
+    at_parity_before = False  # the last compilation ran no faster than torch.compile alone
     plain_round = None if twin is None else (
         lambda: sample_ms(lambda: call(plain, inputs), device, MIN_SECONDS / ROUNDS))
     # Each round's backend is a new dynamo cache entry for the model's forward, beside torch.compile's:
@@ -438,10 +448,13 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
         if not why or len(pruned) >= prune_rounds:
             result.update(measured, **{f"{cast_name}_kernels": len(serving)})
             break
-        weakest = weakest_kernel(serving)
-        pruned[weakest.card_id] = why
-        serving.remove(weakest)
-        report(f"leaving the {weakest.record.op} kernel ({weakest.card_id}) out of the compiled graphs: {why}")
+        leaving = kernels_leaving(why, serving, at_parity_before)
+        at_parity_before = NO_FASTER in why
+        for kernel in leaving:
+            pruned[kernel.card_id] = why
+            serving.remove(kernel)
+        which = "every kernel" if not serving else f"the {leaving[0].record.op} kernel ({leaving[0].card_id})"
+        report(f"leaving {which} out of the compiled graphs: {why}")
     else:  # no kernel served this mode, or every one left
         result[f"{cast_name}_kernels"] = 0
     if pruned:

@@ -30,6 +30,8 @@ MODE_PAIRS = {"eager": "eager against the .cast", "compiled": "torch.compile aga
               "cuda_graphs": "both with CUDA graphs (reduce-overhead)"}
 #: Relative difference below which two end-to-end medians count as equal (measurement noise).
 SLOWER_TOLERANCE = 0.005
+#: How a compiled pair reads when the kernels did not beat torch.compile alone (at parity).
+NO_FASTER = "ran no faster with the kernels"
 #: Per compiled mode: its name in lines and the figures of torch.compile alone and of cast.compile.
 GRAPH_MODE_FIELDS = {"compiled": ("", "compile", "cast_compile"),
                      "cuda_graphs": (" with CUDA graphs", "cuda_graphs", "cast_cuda_graphs")}
@@ -265,7 +267,7 @@ def compiled_worse(error: str, departure: float | None, parity_ok: bool | None, 
     beats = interval[0] > 1.0 if interval else cast_ms * (1 + SLOWER_TOLERANCE) < plain_ms
     if not beats:
         spread = f"; the speedup's 95% interval {interval[0]:.2f}x-{interval[1]:.2f}x holds 1" if interval else ""
-        return f"the compiled model{where} ran no faster with the kernels ({against}{spread})"
+        return f"the compiled model{where} {NO_FASTER} ({against}{spread})"
     return ""
 
 

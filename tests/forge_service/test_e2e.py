@@ -14,6 +14,7 @@ from forge_service.e2e import (
     MAX_ROUNDS,
     ROUNDS,
     is_tight,
+    kernels_leaving,
     max_rel_error,
     noise_reason,
     parity_tolerance,
@@ -197,6 +198,13 @@ def test_the_child_drops_first_the_loaded_kernel_least_faster_than_eager(tmp_pat
     loaded = load_cast(cast)
     assert weakest_kernel(loaded.kernels.values()).card_id == relu.id
     assert weakest_kernel([loaded.kernels[softmax.id]]).card_id == softmax.id
+    # At parity with torch.compile once, the weakest leaves; at parity again, every one does.
+    serving = list(loaded.kernels.values())
+    even = "the compiled model ran no faster with the kernels (1.000 ms against 1.000 ms for torch.compile alone)"
+    assert [k.card_id for k in kernels_leaving(even, serving, at_parity_before=False)] == [relu.id]
+    assert {k.card_id for k in kernels_leaving(even, serving, at_parity_before=True)} == {relu.id, softmax.id}
+    slower = "the compiled model ran slower with the kernels (1.100 ms against 1.000 ms for torch.compile alone)"
+    assert [k.card_id for k in kernels_leaving(slower, serving, at_parity_before=True)] == [relu.id]
 
 
 def test_the_speedup_interval_is_over_rounds_and_tight_only_when_they_agree() -> None:
