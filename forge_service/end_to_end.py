@@ -162,10 +162,11 @@ def graph_noise_words(e: EndToEnd, mode: str) -> str:
     does, or no kernel served the mode): where the two alternated, the 95% interval of the speedup
     holds 1; where they were timed one after the other, torch.compile alone, timed before and
     after, moved at least as far as the difference."""
-    _, plain, cast = GRAPH_MODE_FIELDS[mode]
-    plain_ms, cast_ms = getattr(e, f"{plain}_ms"), getattr(e, f"{cast}_ms")
-    if not getattr(e, f"{cast}_kernels") or not plain_ms or not cast_ms:
+    pair = _timed_pair(e, mode)
+    if pair is None:
         return ""
+    _, plain, cast = GRAPH_MODE_FIELDS[mode]
+    plain_ms, cast_ms = pair
     interval, drift = getattr(e, f"{cast}_interval"), getattr(e, f"{plain}_drift")
     if interval:
         low, high = interval
@@ -180,11 +181,19 @@ def graph_noise_words(e: EndToEnd, mode: str) -> str:
 
 def graph_interval_words(e: EndToEnd, mode: str) -> str:
     """``", 1.08x torch.compile (95% CI 1.05-1.11, interleaved)"`` where the pair alternated."""
-    _, plain, cast = GRAPH_MODE_FIELDS[mode]
-    plain_ms, cast_ms, interval = getattr(e, f"{plain}_ms"), getattr(e, f"{cast}_ms"), getattr(e, f"{cast}_interval")
-    if not getattr(e, f"{cast}_kernels") or not plain_ms or not cast_ms or not interval:
+    pair, interval = _timed_pair(e, mode), getattr(e, f"{GRAPH_MODE_FIELDS[mode][2]}_interval")
+    if pair is None or not interval:
         return ""
-    return f", {plain_ms / cast_ms:.2f}x torch.compile (95% CI {interval[0]:.2f}-{interval[1]:.2f}, interleaved)"
+    return f", {pair[0] / pair[1]:.2f}x torch.compile (95% CI {interval[0]:.2f}-{interval[1]:.2f}, interleaved)"
+
+
+def _timed_pair(e: EndToEnd, mode: str) -> tuple[float, float] | None:
+    """torch.compile alone's ms and cast.compile's in ``mode``, where kernels served it and both were timed."""
+    _, plain, cast = GRAPH_MODE_FIELDS[mode]
+    plain_ms, cast_ms = getattr(e, f"{plain}_ms"), getattr(e, f"{cast}_ms")
+    if not getattr(e, f"{cast}_kernels") or not plain_ms or not cast_ms:
+        return None
+    return plain_ms, cast_ms
 
 
 def speedup_interval_words(e: EndToEnd) -> str:

@@ -26,15 +26,24 @@ STATUS_MISALIGNED = 3
 STATUS_LAUNCH_FAILED = 4
 
 
+_STORAGE_TYPES = {"float32": "float", "float64": "double", "int64": "int64_t", "int32": "int32_t", "int8": "int8_t",
+                  "uint8": "uint8_t", "bool": "uint8_t"}
+_HALF_STORAGE_TYPES = {"cpu": {"float16": "kf_f16", "bfloat16": "kf_bf16"},
+                       "cuda": {"float16": "__half", "bfloat16": "__nv_bfloat16"}}
+
+
+def storage_type(dtype: str, backend: str) -> str:
+    """The C++ type one element of ``dtype`` is stored as on ``backend`` (``KeyError`` for a dtype without one)."""
+    halves = _HALF_STORAGE_TYPES[backend]
+    return halves[dtype] if dtype in halves else _STORAGE_TYPES[dtype]
+
+
 def element_type(dtype: str, backend: str) -> str:
-    """The C++ storage type of one element of ``dtype`` on ``backend``."""
-    if dtype == "float32":
-        return "float"
-    if dtype == "float16":
-        return "__half" if backend == "cuda" else "kf_f16"
-    if dtype == "bfloat16":
-        return "__nv_bfloat16" if backend == "cuda" else "kf_bf16"
-    raise ValueError(f"dtype {dtype} has no template element type")
+    """The C++ storage type of one element of ``dtype`` on ``backend``, for the templates that
+    compute in fp32 (:data:`FLOAT_DTYPES`)."""
+    if dtype not in FLOAT_DTYPES:
+        raise ValueError(f"dtype {dtype} has no template element type")
+    return storage_type(dtype, backend)
 
 
 def vector_width(dtype: str) -> int:

@@ -19,9 +19,6 @@ MAX_BINS = 8192  # the counts of one block fit in 32 KiB of shared memory (one c
 SHARED_WORDS = 12288  # 48 KiB of static shared memory: the counts of every copy together
 BLOCK_MODE_MAX = 65536  # cuda: inputs up to this many elements are one block's first
 ATOMIC_OUTPUTS = ("float32", "float64", "int32", "int64")  # output dtypes cuda adds to atomically
-_CPU_STORAGE = {"float32": "float", "float64": "double", "float16": "kf_f16", "bfloat16": "kf_bf16"}
-_CUDA_STORAGE = {"float32": "float", "float64": "double", "int64": "int64_t", "int32": "int32_t", "int8": "int8_t",
-                 "uint8": "uint8_t"}
 _CUDA_KNOB_MODES = {"blocks_per_sm": ("grid",)}
 
 
@@ -84,7 +81,7 @@ class HistcPlan:
         rounded = "kf_to_f32(kf_from_f32<TI>(v))" if half else "v"
         load = "kf_to_f32(v)" if half else "v"
         count = "kf_from_f32<TO>((float)c)" if half else "(TO)c"
-        return (f"typedef {_CPU_STORAGE[dtype]} TI;\ntypedef TI TO;\ntypedef {wide} TA;\n"
+        return (f"typedef {cxx.storage_type(dtype, 'cpu')} TI;\ntypedef TI TO;\ntypedef {wide} TA;\n"
                 f"static inline TA kf_round(TA v) {{ return {rounded}; }}  /* to the input dtype, as c10 rounds */\n"
                 f"static inline TA kf_at(const TI *x, int64_t i) {{ const TI v = x[{self.offset_c('i')}]; "
                 f"return {load}; }}\n"
@@ -101,7 +98,7 @@ class HistcPlan:
         if dtype in ("float32", "float64"):
             literal, op = (repr, "d") if dtype == "float64" else (cxx.cfloat, "f")
             lo, hi = literal(float(self.range.low)), literal(float(self.range.high))
-            value, wide = "v", _CUDA_STORAGE[dtype]
+            value, wide = "v", cxx.storage_type(dtype, "cuda")
             # rounded intrinsics: eager's IEEE arithmetic whatever the compiler flags
             bin_c = (f"(int)__{op}div_rn(__{op}mul_rn(__{op}sub_rn(v, {lo}), ({wide}){self.bins}LL), "
                      f"__{op}sub_rn({hi}, {lo}))")
@@ -109,7 +106,7 @@ class HistcPlan:
             lo, hi = f"{int(self.range.low)}LL", f"{int(self.range.high)}LL"
             value, wide = "(long long)v", "long long"
             bin_c = f"(int)(((long long)v - {lo}) * {self.bins}LL / ({hi} - {lo}))"
-        return (f"typedef {_CUDA_STORAGE[dtype]} TI;\ntypedef TI TO;\n"
+        return (f"typedef {cxx.storage_type(dtype, 'cuda')} TI;\ntypedef TI TO;\n"
                 f"{fn} TI kf_at(const TI *__restrict__ x, int64_t i) {{ return x[{self.offset_c('i')}]; }}\n"
                 f"{fn} bool kf_in_range(TI v) {{ const {wide} w = {value}; return w >= {lo} && w <= {hi}; }}\n"
                 f"{fn} int kf_bin(TI v) {{ const int b = {bin_c}; return b < {self.bins} ? b : {self.bins - 1}; }}\n"

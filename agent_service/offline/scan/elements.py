@@ -10,25 +10,19 @@ overflow, and the low bits of the result are the same.
 
 from __future__ import annotations
 
+from agent_service.offline import cxx
 from agent_service.offline.call import UnsupportedCard
 
 FLOATS = ("float32", "float16", "bfloat16", "float64")
 INTEGERS = ("int64", "int32", "int8", "uint8")
 HALVES = ("float16", "bfloat16")
 INTEGER_ACCUMULATOR = "unsigned long long"
-_STORAGE = {"float32": "float", "float64": "double", "int64": "int64_t", "int32": "int32_t", "int8": "int8_t",
-            "uint8": "uint8_t", "bool": "uint8_t"}
-_HALF_STORAGE = {"cpu": {"float16": "kf_f16", "bfloat16": "kf_bf16"},
-                 "cuda": {"float16": "__half", "bfloat16": "__nv_bfloat16"}}
-
-
 def storage_type(dtype: str, backend: str) -> str:
     """The C type one element of ``dtype`` is stored as; :class:`UnsupportedCard` for a dtype not scanned."""
-    if dtype in HALVES:
-        return _HALF_STORAGE[backend][dtype]
-    if dtype not in _STORAGE:
-        raise UnsupportedCard(f"a {dtype} scan is not templated")
-    return _STORAGE[dtype]
+    try:
+        return cxx.storage_type(dtype, backend)
+    except KeyError:
+        raise UnsupportedCard(f"a {dtype} scan is not templated") from None
 
 
 def check_conversion(source: str, target: str) -> None:
