@@ -179,7 +179,10 @@ def test_candidates_proposed_at_once_are_different_kernels(tmp_path: Path) -> No
 
 
 def test_a_time_limit_stops_the_search_and_still_packages_and_measures(tmp_path: Path) -> None:
-    proc = kforge("optimize", str(MODEL), "--backend", "cpu", "--budget", "200", "--max-cards", "2", "--json",
+    # Five cards of a small transformer hold more work than 20 s on any machine: a search that converges
+    # on every card before the limit would leave the limit untested.
+    model = ROOT / "examples" / "small_transformer.py"
+    proc = kforge("optimize", str(model), "--backend", "cpu", "--budget", "200", "--max-cards", "6", "--json",
                   "--time-limit", "20", "--runs-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
