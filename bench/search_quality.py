@@ -16,9 +16,12 @@ Every strategy gets the same evaluation budget on the same landscapes; what coun
 from __future__ import annotations
 
 import argparse
+import datetime
 import heapq
 import json
 import math
+import os
+import platform
 import random
 import statistics
 import sys
@@ -32,8 +35,6 @@ Choices = tuple[int, ...]
 Candidate = tuple[Choices, tuple[int, ...]]
 """A kernel's choices and the choices its revision changed."""
 
-RESULTS_DATE = "2026-11-30"
-MACHINE = "dev CPU, 2 cores"
 
 
 @dataclass(frozen=True)
@@ -320,10 +321,11 @@ def main(argv: list[str] | None = None) -> int:
     print("MCTS strictly faster than: " + ", ".join(f"{k} {v:.0%}" for k, v in wins.items()))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        stem = args.out / f"search_quality_{RESULTS_DATE}"
+        today, machine = datetime.date.today().isoformat(), f"{platform.machine()} cpu, {os.cpu_count()} cores"
+        stem = args.out / f"search_quality_{today}"
         record = {
-            "date": RESULTS_DATE,
-            "machine": MACHINE,
+            "date": today,
+            "machine": machine,
             "seeds": seeds,
             "budget": args.budget,
             "landscape": asdict(spec),
@@ -333,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
             "final_latency_per_seed": {name: [run[-1] for run in runs] for name, runs in curves.items()},
         }
         stem.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
-        title = f"{len(seeds)} simulated landscapes, seeds {seeds[0]}..{seeds[-1]}, {MACHINE}, {RESULTS_DATE}"
+        title = f"{len(seeds)} simulated landscapes, seeds {seeds[0]}..{seeds[-1]}, {machine}, {today}"
         if plot(curves, stem.with_suffix(".png"), title):
             print(f"wrote {stem}.json and {stem}.png")
         else:
