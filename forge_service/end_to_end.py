@@ -82,6 +82,7 @@ class EndToEnd(BaseModel):
     parity_ok: bool | None = None  # None: not judged (parity_note says why)
     parity_note: str = ""
     eager_repeat_rel_error: float | None = None  # eager against itself, same inputs, buffers and seed
+    draws_random: bool = False  # the model draws from torch's random generators (dropout in training mode)
     compile_parity_rel_error: float | None = None  # torch.compile's own departure from eager
     rounding_rel_error: float | None = None  # eager's departure with its weights and inputs one ulp apart
     cast_kernels: int | None = None  # kernels the .cast loaded for this device; none: cast_ms is not timed
@@ -95,6 +96,9 @@ class EndToEnd(BaseModel):
 
 
 RUNS_AS_EAGER = "the .cast holds no kernel for eager use on this device, so the model runs as eager"
+DRAWS_RANDOM = ("the model draws random numbers (dropout left in training mode, torch.rand*): eager and the "
+                ".cast are compared from the same seed, and cast.compile against torch.compile alone, whose "
+                "draws differ from eager's; call model.eval() in get_model() unless the randomness is meant")
 
 
 def mode_rows(e: EndToEnd) -> list[tuple[str, float | None, float | None, str]]:
@@ -146,6 +150,8 @@ def end_to_end_line(e: EndToEnd, width: int = COLUMNS) -> str:
     lines = [f"end to end (guards on): {cast}, {parity}{note}"]
     if e.noisy:
         lines.append(f"  noisy: {e.noisy}")
+    if e.draws_random:
+        lines.append(f"  random: {DRAWS_RANDOM}")
     rows = mode_rows(e)
     for plain, with_cast, mode in zip(rows[2::2], rows[3::2], measured_graph_modes(e), strict=True):
         lines.append(f"  {plain[0]} {number(plain[1], 'ms')} (x{plain[2] or 0:.2f}), {with_cast[0]} "

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from forge_service.config import RunConfig
 from forge_service.end_to_end import (
+    DRAWS_RANDOM,
     GRAPH_MODE_FIELDS,
     RUNS_AS_EAGER,
     EndToEnd,
@@ -121,6 +122,8 @@ class RunReport(BaseModel):
             for mode in GRAPH_MODE_FIELDS:
                 if within := graph_noise_words(e, mode):
                     lines.append(f"Within noise: {within}.")
+            if e.draws_random:
+                lines.append(f"Random draws: {DRAWS_RANDOM}.")
             if e.cast_kernels == 0:
                 lines.append(f"{RUNS_AS_EAGER.capitalize()}.")
             if e.cast_error:

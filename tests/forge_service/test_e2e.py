@@ -39,6 +39,7 @@ from tests.packager.conftest import (
 
 MODEL = Path(__file__).parent / "models" / "tiny_mlp.py"
 STATEFUL_MODEL = Path(__file__).parent / "models" / "stateful_mlp.py"
+DROPOUT_MODEL = Path(__file__).parent / "models" / "dropout_mlp.py"
 
 
 def test_a_cast_without_kernels_is_not_compiled_a_second_time(tmp_path: Path) -> None:
@@ -237,3 +238,34 @@ def test_the_check_reports_each_step_as_it_goes(tmp_path: Path) -> None:
     assert steps[1].startswith("eager ") and ".cast" not in steps[1]  # no kernel: nothing timed against it
     assert steps[2:] == ["compiling the model with torch.compile", steps[3]]
     assert re.fullmatch(r"torch\.compile: [0-9.]+ ms, compiled and timed in \d+ s", steps[3]), steps[3]
+
+
+def test_a_model_that_draws_random_numbers_keeps_the_dtypes_tolerance_and_compiled_pairs_compare_alike(
+        tmp_path: Path) -> None:
+    """Dropout in training mode: eager and the .cast draw alike from one seed, torch.compile does not, so
+    torch.compile's departure must not widen the tolerance; cast.compile is compared with torch.compile."""
+    card = softmax_card(torch.randn(64, 256))
+
+    def measure(source: str, name: str) -> dict:
+        cast = tmp_path / f"{name}.cast"
+        build_cast(cast, ModelIdentity(str(DROPOUT_MODEL), "dropout_mlp", "r1"),
+                   [entry(card, source, compile_kernel(source, tmp_path, name))], [], verdicts=compiled_kept(card))
+        proc = subprocess.run([sys.executable, "-m", "forge_service.e2e", "--model", str(DROPOUT_MODEL), "--cast",
+                               str(cast), "--modes", "eager,compiled"], capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads(proc.stdout)
+
+    right = measure(SOFTMAX, "softmax")
+    assert right["draws_random"] and right["eager_repeat_rel_error"] == 0.0
+    assert right["compile_parity_rel_error"] > 0.1  # inductor's dropout masks are not eager's
+    assert right["parity_ok"] and right["parity_tolerance"] == 1e-3 and right["parity_max_rel_error"] < 1e-5
+    assert right["cast_compile_kernels"] == 1 and right["cast_compile_parity_ok"]
+    assert right["cast_compile_parity_rel_error"] < 1e-5
+
+    wrong = measure(SOFTMAX.replace("yr[c] /= s;", "yr[c] /= 2.f * s;"), "halved")
+    assert wrong["parity_ok"] is False and wrong["parity_tolerance"] == 1e-3
+
+
+def test_a_deterministic_model_is_not_taken_for_one_that_draws_random_numbers(tmp_path: Path) -> None:
+    result = _measure(_softmax_cast(tmp_path, SOFTMAX, "softmax"))
+    assert result["draws_random"] is False

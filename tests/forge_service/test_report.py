@@ -294,6 +294,17 @@ def test_the_speedup_shows_its_interval_and_a_noisy_figure_says_why() -> None:
     assert "Noisy figure: the speedup's 95% interval is still" in markdown
 
 
+def test_a_model_that_draws_random_numbers_is_named_in_the_terminal_and_the_report() -> None:
+    e2e = EndToEnd(measured=True, eager_ms=4.0, cast_ms=2.0, cast_speedup=2.0, cast_kernels=1, parity_ok=True,
+                   draws_random=True)
+    assert "random: the model draws random numbers (dropout left in training mode" in flat_line(e2e)
+    assert_fits(end_to_end_line(e2e))
+    markdown = RunReport(run_id="r", model_spec="m.py", backend="cpu", device="cpu", cards=[], end_to_end=e2e,
+                         cast_path=None, kernels_packaged=1).markdown()
+    assert "Random draws: the model draws random numbers" in markdown
+    assert "random" not in flat_line(e2e.model_copy(update={"draws_random": False}))
+
+
 def test_each_card_reports_the_spread_of_the_eager_time_it_shows(tmp_path: Path) -> None:
     seed_llm_run(tmp_path, str(ROOT / "examples" / "small_cnn.py"))
     store = RunStore(tmp_path / LLM_RUN_ID)
