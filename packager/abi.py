@@ -58,6 +58,13 @@ def pack_descriptor(shape: Sequence[int], stride: Sequence[int], dtype: torch.dt
     return bytes(desc)
 
 
+def pack_tensors(tensors: Sequence[torch.Tensor]) -> bytes:
+    """The ``kf_tensor`` array of ``tensors`` as they lie now, packed once for
+    :meth:`KernelLibrary.launch_packed` (one zeroed descriptor for none, as :meth:`KernelLibrary.launch`
+    passes): valid while each tensor keeps its storage, shape and strides."""
+    return b"".join(bytes(to_kf_tensor(t)) for t in tensors) or bytes(KfTensor())
+
+
 class AbiError(ValueError):
     """A tensor or library that the kernel contract cannot express."""
 

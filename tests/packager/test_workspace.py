@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from packager import load_cast
-from packager.abi import AbiError, KernelLibrary
+from packager.abi import AbiError, KernelLibrary, pack_tensors
 from packager.format import build_cast
 from packager.guard_cost import guard_cost_us
 from packager.launcher import CallDescriptors, KernelLauncher
@@ -100,6 +100,19 @@ def test_the_launcher_appends_a_fresh_workspace_and_returns_only_the_outputs(
     torch.testing.assert_close(y, torch.softmax(x, -1))
     with pytest.raises(ValueError, match="needs a workspace of 32 bytes"):
         launcher.descriptors.prepare([x], [y])
+
+
+def test_descriptors_packed_once_call_the_kernel_as_built_per_call(workspace_artifacts: dict[str, Path]) -> None:
+    library = KernelLibrary(workspace_artifacts["softmax"])
+    x = torch.randn(ROWS, COLS)
+    y, workspace = torch.full_like(x, float("nan")), torch.zeros(32, dtype=torch.uint8)
+    ins, outs = pack_tensors([x]), pack_tensors([y, workspace])
+    for _ in range(2):  # the same bytes serve every call while the tensors keep their storage
+        y.fill_(float("nan"))
+        assert library.launch_packed(ins, 1, outs, 2, None) == 0
+        torch.testing.assert_close(y, torch.softmax(x, -1))
+    assert len(pack_tensors([])) == len(pack_tensors([x]))  # kf_launch gets one zeroed descriptor for none
+    assert library.launch_packed(ins, 1, pack_tensors([y]), 1, None) == 2  # the kernel sees the missing workspace
 
 
 def test_a_cast_runs_a_kernel_with_a_workspace(tmp_path: Path, workspace_artifacts: dict[str, Path]) -> None:
