@@ -278,6 +278,9 @@ class Session:
                 print(f"timing stopped after {len(candidate_us)} of {self.request.timing_runs} calls: both medians "
                       f"settled within {SETTLED_TOLERANCE:.0%}", flush=True)
                 break
+        if [self.packed_call(b) for b in sets] != packed:
+            raise CandidateFailure(CandidateStatus.WRONG_RESULT, "the kernel wrote into the kf_tensor descriptors it "
+                                   "was given: later calls would read the shapes and pointers it left there")
         candidate_summary, eager_summary = Summary.of(candidate_us), Summary.of(eager_us)
         escaped = None
         if self.stream is not None:
