@@ -73,6 +73,9 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     "masked_fill": ops_gather.masked_fill_plan,
     "where": ops_gather.where_plan,
     "repeat_interleave": ops_gather.repeat_interleave_plan,
+    # reshape, flatten and unflatten decompose (CompositeImplicitAutograd) to a view where the strides
+    # allow one and to a contiguous copy where not: only the copies are captured as searchable cards
+    **dict.fromkeys(("reshape", "flatten", "unflatten"), ops_gather.reshape_plan),
     **dict.fromkeys(ops_compare.COMPARISONS, ops_compare.compare_plan),
     **dict.fromkeys(("logical_not", *ops_compare.LOGICAL, *ops_compare.BOOL_BITWISE), ops_compare.logical_plan),
     **dict.fromkeys(ops_scan.SCANS, ops_scan.scan_plan),

@@ -86,6 +86,14 @@ class ElementwisePlan:
     # An in-place op's plan: operand 0 is the tensor the op mutates, which the kernel contract
     # passes as the output, pre-filled; it is read through the output's pointer (no restrict).
     in_place: bool = False
+    # The card's own outputs where ``outputs`` describes the same bytes in another shape (a reshape
+    # that copies, written as a contiguous copy in its input's shape): kf_launch checks these.
+    card_outputs: tuple[TensorSpec, ...] | None = None
+
+    @property
+    def checked_outputs(self) -> tuple[TensorSpec, ...]:
+        """The output layouts kf_launch refuses to run without."""
+        return self.outputs if self.card_outputs is None else self.card_outputs
 
     def _layout(self) -> tuple[list[int], list[int], list[list[int]]]:
         out = self.outputs[0]
@@ -223,7 +231,7 @@ def _render_cpu(plan: ElementwisePlan, knobs: Knobs) -> str:
     )
     threads = f" num_threads({knobs['threads']})" if knobs["threads"] else ""
     simd = "#pragma omp simd" if knobs["simd"] else ""
-    launch = cxx.cpu_kf_launch(plan.inputs, plan.outputs, f"  kf_elementwise({args});\n{_cpu_stats_call(plan)}")
+    launch = cxx.cpu_kf_launch(plan.inputs, plan.checked_outputs, f"  kf_elementwise({args});\n{_cpu_stats_call(plan)}")
     return f"""{cxx.CPU_PRELUDE}
 {_math_macros("cpu", bool(knobs["fast_math"]))}
 /* {plan.summary} */
@@ -362,7 +370,7 @@ __global__ void __launch_bounds__({block}) kf_elementwise({params}) {{
 {_cuda_stats_fn(plan)}
 extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
                          void *stream) {{
-{cxx.guard(plan.inputs, plan.outputs, aligned)}
+{cxx.guard(plan.inputs, plan.checked_outputs, aligned)}
   kf_elementwise<<<{max(grid, 1)}, {block}, 0, (cudaStream_t)stream>>>({args});
 {_cuda_stats_call(plan)}{cxx.cuda_launch_epilogue()}
 }}
@@ -430,7 +438,7 @@ __global__ void __launch_bounds__({TILE * TILE_ROWS}) kf_elementwise({params}) {
 {_cuda_stats_fn(plan)}
 extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
                          void *stream) {{
-{cxx.guard(plan.inputs, plan.outputs)}
+{cxx.guard(plan.inputs, plan.checked_outputs)}
   kf_elementwise<<<{grid}, dim3({TILE}, {TILE_ROWS}), 0, (cudaStream_t)stream>>>({args});
 {_cuda_stats_call(plan)}{cxx.cuda_launch_epilogue()}
 }}

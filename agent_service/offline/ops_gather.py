@@ -1,5 +1,5 @@
 """Aten cards the gather engine covers: nearest upsampling, cat, index by one tensor, embedding,
-constant pad, masked_fill, where and repeat_interleave by an int.
+constant pad, masked_fill, where, repeat_interleave by an int, and reshapes that copy.
 
 Each builder turns the bound call into a :class:`GatherPlan`, whose branches name where each
 output element comes from; a call outside what it handles raises :class:`UnsupportedCard`.
@@ -11,6 +11,8 @@ import math
 from typing import Any
 
 from agent_service.offline.call import TensorArg, UnsupportedCard, split_op_name
+from agent_service.offline.cxx import FLOAT_DTYPES
+from agent_service.offline.elementwise import ElementwisePlan, Operand
 from agent_service.offline.gather import Branch, GatherPlan, Table, fill_bits, offset
 from agent_service.offline.layout import broadcast_strides
 from kforge_domain.card import OperatorCard
@@ -257,13 +259,7 @@ def repeat_interleave_plan(card: OperatorCard, base: str, call: dict[str, Any]) 
     shape, out = x.spec.shape, card.outputs[0]
     if dim is None:
         want = [math.prod(shape) * repeats]
-        flat = f"(o0 / {repeats}LL)"
-        # row-major coordinates of the flat index, innermost first
-        coords: list[str] = []
-        inner = 1
-        for n in reversed(shape):
-            coords.insert(0, f"({flat} / {inner}LL) % {n}LL" if inner != 1 else f"{flat} % {n}LL")
-            inner *= n
+        coords = _row_major_coords(f"o0 / {repeats}LL", shape)
     else:
         dim = int(dim) % max(len(shape), 1)
         want = [n * repeats if d == dim else n for d, n in enumerate(shape)]
@@ -273,3 +269,63 @@ def repeat_interleave_plan(card: OperatorCard, base: str, call: dict[str, Any]) 
         raise UnsupportedCard(f"repeat_interleave of {shape} by {repeats} along {dim} gives {want}, "
                               f"the card's output is {out.shape}")
     return _plan(card, "gather_repeat", [Branch("", f"in{x.index}[{offset(coords, x.spec.stride)}]")])
+
+
+# ---- reshape that copies -----------------------------------------------------------------------
+
+
+def _row_major_coords(flat: str, shape: list[int]) -> list[str]:
+    """The coordinates over ``shape`` of row-major index ``flat`` (a C expression), outermost first."""
+    coords: list[str] = []
+    inner = 1
+    for n in reversed(shape):
+        coords.insert(0, "0LL" if n == 1 else f"(({flat}) / {inner}LL) % {n}LL" if inner != 1 else f"({flat}) % {n}LL")
+        inner *= n
+    return coords
+
+
+def _views(shape: list[int], stride: list[int], to: list[int]) -> bool:
+    """Whether eager reshapes a tensor of this layout to ``to`` by a view (no data is read)."""
+    import torch
+
+    try:
+        torch.empty_strided(shape, stride, device="meta").view(to)
+    except RuntimeError:
+        return False
+    return True
+
+
+def reshape_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ElementwisePlan | GatherPlan:
+    """reshape (or flatten, unflatten) of an input whose strides admit no view: eager copies it into a
+    new contiguous tensor in row-major order. The capture keeps only calls that copied (those that
+    return a view alias their input and are not searched), and the guard's variant key holds the
+    input's strides, so a call that eager would serve with a view never reaches the kernel.
+
+    The copy's bytes are those of the input made contiguous in its own shape, so a float tensor is
+    copied by the elementwise copy template over that shape (tiled transposes, vector stores); the
+    gather engine, which walks the output and decomposes each element's row-major index, serves the
+    rest."""
+    x = _tensor(call, "self" if "self" in call else "input")
+    out = card.outputs[0]
+    _same_dtype(card, [x], base)
+    if math.prod(out.shape) != math.prod(x.spec.shape):
+        raise UnsupportedCard(f"{card.op} of {x.spec.shape} to {out.shape} changes the element count")
+    if _views(x.spec.shape, x.spec.stride, out.shape):
+        raise UnsupportedCard(f"{card.op} of {x.spec.shape} stride {x.spec.stride} to {out.shape} is a view in "
+                              "eager: it moves no data, and a copy would not alias its input as eager's result does")
+    contiguous = _row_major_strides(out.shape)
+    if any(out.stride[d] != contiguous[d] for d in range(len(out.shape)) if out.shape[d] != 1):
+        raise UnsupportedCard(f"{card.op} wrote stride {out.stride}: only a contiguous copy is templated")
+    as_input = out.model_copy(update={"shape": list(x.spec.shape), "stride": _row_major_strides(x.spec.shape)})
+    if out.dtype in FLOAT_DTYPES:
+        return ElementwisePlan(family="elementwise_copy", summary=f"{card.op}: {x.spec.shape} stride {x.spec.stride} "
+                               f"copied contiguous, read as {out.shape}", inputs=tuple(card.inputs),
+                               outputs=(as_input,), operands=(Operand(x.index, x.spec.dtype),), expression="x0",
+                               card_outputs=tuple(card.outputs))
+    flat = offset(_coords(len(out.shape)), contiguous)
+    source = offset(_row_major_coords(flat, x.spec.shape), x.spec.stride)
+    return _plan(card, "gather_reshape", [Branch("", f"in{x.index}[{source}]")])
+
+
+def _row_major_strides(shape: list[int]) -> list[int]:
+    return [math.prod(shape[d + 1:]) for d in range(len(shape))]

@@ -33,7 +33,7 @@ from tests.agent_service.agent_modules import (
 aten = torch.ops.aten
 bf16, f16 = torch.bfloat16, torch.float16
 CPU = DeviceInfo(backend="cpu", name="test cpu", sm_count=2)
-TOLERANCE = {"float32": 2e-5, "float16": 2e-3, "bfloat16": 1.2e-2}
+TOLERANCE = {"float32": 2e-5, "float16": 2e-3, "bfloat16": 1.2e-2, "int64": 0.0, "bool": 0.0}  # moved bits: exact
 
 
 def r(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -171,6 +171,16 @@ ATEN_CASES = [
          lambda: (aten.repeat_interleave.self_int, [r(2, 2, 5, 8, dtype=bf16).transpose(1, 2), 3, 2])),
     Case("repeat_interleave_flat_of_transposed", "gather_repeat",
          lambda: (aten.repeat_interleave.self_int, [r(4, 3).t(), 2]), kwargs={"output_size": 24}),
+    # reshape of a layout no view can express: eager copies in row-major order into a contiguous tensor
+    Case("reshape_heads_of_transposed_bf16", "elementwise_copy",
+         lambda: (aten.reshape.default, [r(2, 5, 3, 8, dtype=bf16).transpose(1, 2), [2, 3, 40]])),
+    Case("flatten_channels_last", "elementwise_copy",
+         lambda: (aten.flatten.using_ints, [_cl(r(2, 6, 3, 4)), 1, 3])),
+    Case("reshape_strided_slice_to_1d", "elementwise_copy", lambda: (aten.reshape.default, [r(6, 10)[:, ::3], [-1]])),
+    Case("reshape_int64_of_transposed", "gather_reshape",
+         lambda: (aten.reshape.default, [torch.randint(0, 99, (4, 6, 5)).transpose(0, 2), [5, 24]])),
+    Case("flatten_bool_of_sliced", "gather_reshape",
+         lambda: (aten.flatten.using_ints, [(torch.randn(3, 8, 4) > 0)[:, ::2], 0, -1])),
     Case("mean_spatial_keepdim", "reduction", lambda: (aten.mean.dim, [r(2, 8, 7, 7), [-1, -2], True])),
     # Dense permuted inputs, walked in storage order (layout.dense_row_layout).
     Case("global_avg_pool_channels_last_bf16", "global_avg_pool",

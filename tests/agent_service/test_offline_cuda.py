@@ -81,6 +81,8 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         ("repeat_interleave_kv_heads_bf16", aten.repeat_interleave.self_int,
          [r(1, 4, 512, 128, dtype=bf16), 6, 1], {}, [{}, {"mode": "flat"}]),
         ("repeat_interleave_flat", aten.repeat_interleave.self_int, [r(300, 7), 4], {}, [{}]),
+        ("reshape_attention_heads_bf16", aten.reshape.default,
+         [r(1, 16, 512, 128, dtype=bf16).transpose(1, 2), [1, 512, 2048]], {}, [{}, {"mode": "flat"}]),
         # Comparisons and logical ops: values from raw bits, float16 rounding, float64, ints; bool output.
         ("lt_f16_by_f32_row", aten.lt.Tensor, [r(64, 256, dtype=f16), r(1, 256)], {},
          [{}, {"mode": "flat"}]),

@@ -37,6 +37,8 @@ def test_calls_that_convert_or_select_a_data_dependent_count_are_refused() -> No
     assert "repeats given as a tensor" in _refusal(aten.repeat_interleave.self_Tensor,
                                                   [torch.randn(3, 4), torch.tensor([1, 0, 2]), 0])
     assert "repeats given as a tensor" in _refusal(aten.repeat_interleave.Tensor, [torch.tensor([1, 0, 2])])
+    assert "is a view in eager" in _refusal(aten.reshape.default, [torch.randn(4, 6), [6, 4]])
+    assert "is a view in eager" in _refusal(aten.flatten.using_ints, [torch.randn(2, 3, 4)[:, :, :2], 0, 1])
 
 
 def test_an_embedding_index_out_of_range_is_reported_and_never_read(tmp_path: Path) -> None:

@@ -455,6 +455,11 @@ REPEAT_SPELLINGS = ("x.repeat_interleave(2, dim=1)", "torch.repeat_interleave(x,
                     "x.repeat_interleave(3, dim=1)", "x.repeat_interleave(2, dim=0)", "x.repeat_interleave(2)",
                     "x.repeat_interleave(torch.tensor(2), dim=1)", "x.repeat_interleave(torch.tensor([2, 1, 0, 1]), 0)",
                     "x.unsqueeze(2).expand(-1, -1, 2).reshape(x.shape[0], -1)")
+RESHAPE_SPELLINGS = ("x.reshape(-1)", "torch.reshape(x, (-1,))", "x.reshape(x.numel())", "x.flatten()",
+                     "torch.flatten(x)", "x.reshape(-1, 1)", "x.contiguous().reshape(-1)", "x.view(-1)",
+                     "x.reshape(x.shape[-1], -1)", "x.mT.reshape(-1)", "x.reshape(-1).add_(1)")
+FLATTEN_SPELLINGS = ("x.flatten(1)", "torch.flatten(x, 1)", "x.flatten(1, 2)", "x.flatten(start_dim=1, end_dim=-1)",
+                     "x.reshape(x.shape[0], -1)", "nn.Flatten()(x)", "x.flatten(0, 1)", "x.flatten(-2)")
 BOOL_X = TensorRecipe((4, 33), torch.bool, seed=1)
 GATHER_SPECS = [
     _rowwise("upsample_nearest2d", "gather_upsample_nearest", aten.upsample_nearest2d.vec, ("x",), (UPSAMPLE_X,),
@@ -481,6 +486,12 @@ GATHER_SPECS = [
              (replace(X, layout="transposed"),), ("x.repeat_interleave(3)", "torch.repeat_interleave(x, 3)",
                                                   "x.repeat_interleave(3, output_size=396)", *REPEAT_SPELLINGS),
              (ELEMENTWISE_SHAPES,)),
+    # a reshape that copies (no view expresses it); every spelling that eager serves with a view never reaches it
+    _rowwise("reshape_copy", "elementwise_copy", aten.reshape.default, ("x",), (replace(X, layout="transposed"),),
+             RESHAPE_SPELLINGS, (ELEMENTWISE_SHAPES,)),
+    _rowwise("flatten_copy", "gather_reshape", aten.flatten.using_ints, ("x",),
+             (TensorRecipe((2, 4, 3, 11), torch.int64, layout="channels_last"),), FLATTEN_SPELLINGS,
+             (((2, 4, 3, 11), (0, 4, 3, 11), (2, 4, 1, 1), (1, 4, 3, 11)),)),
     _rowwise("masked_fill", "gather_select", aten.masked_fill.Scalar, ("x", "m"), (X, BOOL_X), MASKED_FILL_SPELLINGS,
              (ELEMENTWISE_SHAPES, BROADCAST_SHAPES)),
     _rowwise("where", "gather_select", aten.where.self, ("c", "a", "b"), (BOOL_X, X, TensorRecipe((33,), seed=2)),
@@ -1029,7 +1040,7 @@ def test_every_family_and_op_the_offline_proposer_covers_has_a_card_here() -> No
         "layer_norm", "rms_norm", "group_norm", "adaptive_avg_pool", "global_avg_pool", "max_pool",
         "module_rms_norm", "module_activation", "module_gated_activation", "module_norm_activation",
         "gather_upsample_nearest", "gather_cat", "gather_index", "gather_embedding", "gather_pad", "gather_select",
-        "gather_repeat",
+        "gather_repeat", "gather_reshape",
         "compare", "logical", "scan", "histc",
     }
     assert {s.op._schema.name.removeprefix("aten::") for s in UNARY_SPECS if s.op} == set(ops_elementwise.UNARY)
