@@ -184,7 +184,7 @@ class CardSearch:
             return False
         hit = self._cache_hit()
         result = self.store.result(rows[0].id)
-        return bool(hit and hit.search_complete and result is not None and result.passed)
+        return bool(hit and hit.completes_search_for(self.settings.proposer) and result is not None and result.passed)
 
     def _remember_best(self) -> None:
         best = best_candidate(self.store, self.card.id)
@@ -195,7 +195,7 @@ class CardSearch:
         self.cache.offer(CachedKernel(
             card_id=self.card.id, arch=self.device.arch, toolchain=self.device.toolchain, source=row.source or "",
             description=row.description, knobs=row.knobs, latency_us=result.latency_us, speedup=result.speedup or 0.0,
-            search_complete=True, run_id=self.settings.run_id,
+            search_complete=True, run_id=self.settings.run_id, proposer=self.settings.proposer,
         ))
 
     def _should_stop(self, committed: int) -> bool:

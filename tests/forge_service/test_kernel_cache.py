@@ -1,0 +1,50 @@
+"""The kernel cache: a complete search ends only the same proposer's next search; old caches keep working."""
+
+import sqlite3
+from pathlib import Path
+
+from forge_service.kernel_cache import CACHE_FILE, CachedKernel, KernelCache
+
+
+def _kernel(latency_us: float, proposer: str, complete: bool = True, source: str = "k") -> CachedKernel:
+    return CachedKernel("card", "sm_90", "nvcc 12", source, "d", {"family": "x"}, latency_us, 2.0, complete, "run",
+                        proposer)
+
+
+def test_a_complete_search_ends_the_same_proposers_search_and_no_other(tmp_path: Path) -> None:
+    cache = KernelCache(tmp_path)
+    assert cache.offer(_kernel(10.0, "offline"))
+    hit = cache.lookup("card", "sm_90", "nvcc 12")
+    assert hit is not None and hit.proposer == "offline"
+    assert hit.completes_search_for("offline") and not hit.completes_search_for("openai/gpt-5")
+    # The LLM searched to the end without beating it: the kernel stays, now complete for the LLM.
+    assert not cache.offer(_kernel(12.0, "openai/gpt-5", source="slower"))
+    hit = cache.lookup("card", "sm_90", "nvcc 12")
+    assert hit is not None and hit.source == "k" and hit.completes_search_for("openai/gpt-5")
+    # A faster kernel replaces it, whoever found it.
+    assert cache.offer(_kernel(8.0, "offline", source="faster"))
+    hit = cache.lookup("card", "sm_90", "nvcc 12")
+    assert hit is not None and hit.source == "faster" and hit.completes_search_for("offline")
+    cache.close()
+
+
+def test_a_cache_written_before_proposers_were_recorded_seeds_searches_without_ending_them(tmp_path: Path) -> None:
+    old = sqlite3.connect(tmp_path / CACHE_FILE)
+    old.executescript("""
+        CREATE TABLE kernels (
+          card_id TEXT NOT NULL, arch TEXT NOT NULL, toolchain TEXT NOT NULL,
+          source TEXT NOT NULL, description TEXT NOT NULL, knobs_json TEXT NOT NULL,
+          latency_us REAL NOT NULL, speedup REAL NOT NULL, search_complete INTEGER NOT NULL,
+          run_id TEXT NOT NULL, updated_at REAL NOT NULL,
+          PRIMARY KEY (card_id, arch, toolchain));
+        INSERT INTO kernels VALUES ('card', 'sm_90', 'nvcc 12', 'old', 'd', '{}', 5.0, 3.0, 1, 'r0', 0.0);
+    """)
+    old.close()
+    cache = KernelCache(tmp_path)
+    hit = cache.lookup("card", "sm_90", "nvcc 12")
+    assert hit is not None and hit.source == "old" and hit.proposer == ""
+    assert not hit.completes_search_for("offline")
+    assert not cache.offer(_kernel(6.0, "offline"))  # slower: the old kernel stays, complete for this proposer now
+    hit = cache.lookup("card", "sm_90", "nvcc 12")
+    assert hit is not None and hit.source == "old" and hit.completes_search_for("offline")
+    cache.close()
