@@ -1,4 +1,4 @@
-"""One model running an op of every gather, comparison, in-place, scan and histc template, for checking
+"""One model running an op of every gather, comparison, in-place, scan, histc and copying-reshape template, for checking
 their cuda kernels against eager through the real sandbox in one ``kforge optimize`` run.
 
 Each op runs on its own input, at sizes where it is one of the model's larger cards on the GPU
@@ -49,6 +49,8 @@ class TemplateFamilies(nn.Module):
             counts.cumsum(0),                                                   # cumsum of int64
             h.float().cumsum(-1),                                               # cumsum of float rows
             torch.histc(counts.float(), bins=64, min=0, max=63),                # histc of MoE expert ids
+            h.view(h.shape[0], 16, -1).transpose(0, 1).reshape(16, -1),         # reshape that copies (heads)
+            image.permute(0, 2, 3, 1).flatten(1),                               # flatten that copies
         )
         work = h.clone()
         work.relu_()                                                            # in-place unary

@@ -21,7 +21,7 @@ FAMILY_OPS = {
     "aten::pad.default", "aten::masked_fill.Scalar", "aten::where.self", "aten::repeat_interleave.self_int",
     "aten::__and__.Tensor", "aten::gt.Scalar", "aten::lt.Scalar", "aten::cumsum.default", "aten::relu_.default",
     "aten::add_.Tensor", "aten::masked_fill_.Scalar", "aten::copy_.default", "aten::fill_.Scalar",
-    "aten::to.dtype_layout", "aten::histc.default",
+    "aten::to.dtype_layout", "aten::histc.default", "aten::reshape.default", "aten::flatten.using_ints",
 }
 
 
