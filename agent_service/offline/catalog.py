@@ -18,6 +18,7 @@ from agent_service.offline import (
     ops_inplace,
     ops_rowwise,
     ops_scan,
+    ops_sort,
 )
 from agent_service.offline.call import UnsupportedCard, bind_aten_call, split_op_name
 from agent_service.offline.fused import fused_plan
@@ -80,6 +81,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(("logical_not", *ops_compare.LOGICAL, *ops_compare.BOOL_BITWISE), ops_compare.logical_plan),
     **dict.fromkeys(ops_scan.SCANS, ops_scan.scan_plan),
     "histc": ops_histc.histc_plan,
+    **dict.fromkeys(ops_sort.SORTS, ops_sort.sort_plan),
 }
 
 

@@ -15,7 +15,15 @@ from agent_service.offline.proposer import propose_offline
 from kforge_domain.card import OperatorCard
 from kforge_domain.device import DeviceInfo
 from kforge_domain.propose_request import ParentCandidate, ProposeRequest
-from tests.agent_service.agent_cards import aten_card, compile_cpu, fresh_like, module_card, reference, run_kernel
+from tests.agent_service.agent_cards import (
+    aten_card,
+    compile_cpu,
+    fresh_like,
+    module_card,
+    reference,
+    root_and_revisions,
+    run_kernel,
+)
 from tests.agent_service.agent_modules import (
     BiasReLU,
     GeluAndMul,
@@ -221,6 +229,72 @@ ATEN_CASES = [
          lambda: (aten.group_norm.default, [r(2, 8, 3, 4, 5).contiguous(memory_format=torch.channels_last_3d), 4,
                                             r(8), r(8)])),
 ]
+
+
+def _ties(*shape: int, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    return torch.randint(-3, 4, shape).to(dtype)
+
+
+def _specials(n: int) -> torch.Tensor:
+    """NaNs of both signs, infinities and zeros of both signs among ties, repeated along a row of ``n``."""
+    special = torch.tensor([0.0, -0.0, float("nan"), 1.5, -float("nan"), float("inf"), -0.0, -float("inf"), 1.5])
+    return torch.cat([special, torch.randn(n)])[:n] if n > special.numel() else special[:n]
+
+
+# Sorts: values and indices compared bit for bit; the cards' own tensors (ties, NaN, -0.0) first.
+SORT_CASES = [
+    Case("sort_stable_int_ties", "sort", lambda: (aten.sort.stable, [_ties(6, 300)]), kwargs={"stable": True}),
+    Case("sort_stable_descending_int_ties", "sort", lambda: (aten.sort.stable, [_ties(6, 300)]),
+         kwargs={"stable": True, "descending": True}),
+    Case("sort_stable_nan_and_signed_zeros", "sort", lambda: (aten.sort.stable, [_specials(40).repeat(3, 1)]),
+         kwargs={"stable": True}),
+    Case("sort_stable_descending_nan_and_signed_zeros", "sort",
+         lambda: (aten.sort.stable, [_specials(40).repeat(3, 1)]), kwargs={"stable": True, "descending": True}),
+    Case("sort_stable_bf16_ties", "sort", lambda: (aten.sort.stable, [r(4, 257, dtype=bf16)]),
+         kwargs={"stable": True}),
+    Case("sort_stable_dim0_of_transposed", "sort", lambda: (aten.sort.stable, [_ties(40, 7).t()]),
+         kwargs={"stable": True, "dim": 0}),
+    Case("sort_stable_middle_dim_f16", "sort", lambda: (aten.sort.stable, [r(3, 50, 4, dtype=f16)]),
+         kwargs={"stable": True, "dim": 1}),
+    Case("sort_stable_many_rows_uint8", "sort", lambda: (aten.sort.stable, [_ties(512, 96, dtype=torch.uint8)]),
+         kwargs={"stable": True}),
+    Case("sort_stable_bool", "sort", lambda: (aten.sort.stable, [_ties(5, 30) > 0]), kwargs={"stable": True}),
+    Case("sort_stable_zero_dim_f64", "sort", lambda: (aten.sort.stable, [torch.tensor(2.5, dtype=torch.float64)]),
+         kwargs={"stable": True}),
+    Case("argsort_stable_int32", "sort", lambda: (aten.argsort.stable, [_ties(4, 70, dtype=torch.int32)]),
+         kwargs={"stable": True}),
+    Case("topk_largest", "sort", lambda: (aten.topk.default, [r(8, 500), 5])),
+    Case("topk_smallest_dim0", "sort", lambda: (aten.topk.default, [r(300, 6), 20, 0, False])),
+    # eager's cpu topk orders ties by its own partial_sort / nth_element calls: the kernel makes the same ones
+    Case("topk_int_ties_partial_sort", "sort", lambda: (aten.topk.default, [_ties(6, 640), 4])),
+    Case("topk_int8_ties_nth_element", "sort", lambda: (aten.topk.default, [_ties(6, 200, dtype=torch.int8), 50])),
+    Case("topk_unsorted_ties", "sort", lambda: (aten.topk.default, [_ties(6, 200), 40, -1, True, False])),
+    Case("topk_nan_and_signed_zeros", "sort", lambda: (aten.topk.default, [_specials(64).repeat(2, 1), 9])),
+]
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s elements as integers of the same width: equal exactly when the bits are (NaN too)."""
+    if not t.is_floating_point():
+        return t
+    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+@pytest.mark.parametrize("case", SORT_CASES, ids=lambda c: c.name)
+def test_sort_family_matches_eager_bit_for_bit(case: Case, build_dir: Path) -> None:
+    op, args = case.make()
+    card, _ = aten_card(op, args, case.kwargs)
+    own = [a for a in args if isinstance(a, torch.Tensor)]
+    for source, knobs in root_and_revisions(card, CPU):
+        assert knobs["family"] == "sort"
+        lib = compile_cpu(source, build_dir)
+        for sample in range(2):
+            inputs = own if sample == 0 else fresh_like(card, torch.Generator().manual_seed(sample))
+            expected = reference(card, op, inputs)
+            outputs = [torch.empty_strided(e.shape, e.stride(), dtype=e.dtype).fill_(-7) for e in expected]
+            assert run_kernel(lib, inputs, outputs) == 0
+            for got, want in zip(outputs, expected, strict=True):
+                assert torch.equal(_bits(got), _bits(want)), (case.name, sample, got, want)
 
 
 def _check(outputs: list[torch.Tensor], expected: list[torch.Tensor], dtype_name: str) -> None:

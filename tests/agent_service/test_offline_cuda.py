@@ -162,6 +162,19 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         ("avg_pool_ceil", aten.avg_pool2d.default, [r(2, 64, 55, 55, dtype=bf16), [3, 3], [2, 2], [1, 1], True, False],
          {}, [{}, {"unroll_window": False, "index_bits": 32}]),
         ("avg_pool_wide_window", aten.avg_pool2d.default, [r(1, 4, 40, 40), [9, 9], [1, 1], [4, 4]], {}, [{}]),
+        # sorts: a block per row, a bitonic network over (key, index) pairs in shared memory
+        ("sort_default_rows_f32", aten.sort.default, [r(64, 1000)], {}, [{}, {"threads_per_block": 512}]),
+        ("sort_stable_descending_int8_short", aten.sort.stable, [torch.randint(0, 5, (8, 20), dtype=torch.int8)],
+         {"stable": True, "descending": True}, [{}]),
+        ("sort_stable_middle_dim_of_transposed_bf16", aten.sort.stable, [r(300, 7, dtype=bf16).t()],
+         {"stable": True, "dim": 1}, [{}, {"threads_per_block": 128}]),
+        ("sort_stable_long_f16_rows", aten.sort.stable, [r(4, 8192, dtype=f16)], {"stable": True},
+         [{}, {"threads_per_block": 1024}]),
+        ("sort_stable_zero_dim_f64", aten.sort.stable, [torch.tensor(1.5, dtype=torch.float64)], {"stable": True},
+         [{}]),
+        ("argsort_stable_bool", aten.argsort.stable, [r(16, 40) > 0], {"stable": True}, [{}]),
+        ("topk_int64_k40", aten.topk.default, [torch.randint(0, 9, (4, 3000)), 40], {},
+         [{}, {"threads_per_block": 128}]),
     ]
     cards = []
     for name, op, args, kwargs, knob_sets in aten_cases:

@@ -574,6 +574,21 @@ HISTC_SPECS = [
              (ELEMENTWISE_SHAPES,)),
 ]
 
+# Sorts: a stable sort's ties by ascending index, NaN after every number, as eager's cpu stable sort; topk makes
+# eager's own std::partial_sort / nth_element calls, so its ties come out where eager's do. stable=False is refused.
+SORT_SPELLINGS = ("torch.sort(x, stable=True)", "x.sort(dim=-1, stable=True)", "torch.sort(x, stable=True).values",
+                  "torch.sort(x, dim=-1, descending=True, stable=True)", "torch.argsort(x, stable=True)",
+                  "x.sort(stable=True, dim=0)", "torch.sort(x)", "x.t().sort(stable=True)", "x.msort()")
+TOPK_SPELLINGS = ("torch.topk(x, 5)", "x.topk(5)", "torch.topk(x, 5, dim=-1)", "torch.topk(x, 5, largest=False)",
+                  "x.topk(5, sorted=False)", "torch.topk(x, 5).indices", "torch.topk(x, 5, 0)", "x.topk(1)")
+SORT_SPECS = [
+    _rowwise("sort_stable_last", "sort", aten.sort.stable, ("x",), (X,), SORT_SPELLINGS, (ROW_SHAPES,)),
+    _rowwise("sort_stable_descending_int64_of_transposed", "sort", aten.sort.stable, ("x",),
+             (replace(INT_X, layout="transposed"),),
+             ("torch.sort(x, descending=True, stable=True)", *SORT_SPELLINGS), (ROW_SHAPES,)),
+    _rowwise("topk_last", "sort", aten.topk.default, ("x",), (X,), TOPK_SPELLINGS, (ROW_SHAPES,)),
+]
+
 MODULE_SPECS = [
     _module("torch_rms_norm", "module_rms_norm", "nn.RMSNorm(64, eps=1e-6)", (X64,), NORM_SHAPES,
             ("setattr(m, 'eps', 1e-3)", "setattr(m, 'eps', None)")),
@@ -588,7 +603,7 @@ MODULE_SPECS = [
 ]
 
 SPECS = (UNARY_SPECS + BINARY_SPECS + COPY_SPECS + ROW_SPECS + GATHER_SPECS + COMPARE_SPECS + SCAN_SPECS
-         + HISTC_SPECS + MODULE_SPECS)
+         + HISTC_SPECS + SORT_SPECS + MODULE_SPECS)
 
 
 # --- cards and casts --------------------------------------------------------------------------
@@ -1041,7 +1056,7 @@ def test_every_family_and_op_the_offline_proposer_covers_has_a_card_here() -> No
         "module_rms_norm", "module_activation", "module_gated_activation", "module_norm_activation",
         "gather_upsample_nearest", "gather_cat", "gather_index", "gather_embedding", "gather_pad", "gather_select",
         "gather_repeat", "gather_reshape",
-        "compare", "logical", "scan", "histc",
+        "compare", "logical", "scan", "histc", "sort",
     }
     assert {s.op._schema.name.removeprefix("aten::") for s in UNARY_SPECS if s.op} == set(ops_elementwise.UNARY)
     assert {s.op._schema.name.removeprefix("aten::") for s in BINARY_SPECS if s.op} == set(ops_elementwise.BINARY)

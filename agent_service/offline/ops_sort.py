@@ -1,0 +1,109 @@
+"""Aten cards the sort engine covers: sort, argsort and topk along one dim, where eager's order is known.
+
+The kernel writes ties in one order; a card is proposed only where eager's order of ties is
+that one, found in PyTorch's source:
+
+- cpu sort (aten/src/ATen/native/cpu/SortingKernel.cpp, ``sort_kernel``): ``stable=True`` is
+  ``std::stable_sort`` with ``KeyValueCompAsc``/``KeyValueCompDesc`` (NaN after, or before,
+  every number; -0.0 equal to 0.0): the stable order. ``stable=False`` (``sort.default``) is
+  ``std::sort`` or x86-simd-sort's ``keyvalue_qsort``, neither stable: refused.
+- cpu topk (aten/src/ATen/native/TopKImpl.h, ``topk_impl_loop``): ``std::partial_sort``, or
+  ``std::nth_element`` then ``std::sort``, comparing values alone; the kernel makes the same calls
+  (:mod:`agent_service.offline.sort.cpu`), so ties, and ``sorted=False``'s order, come out as
+  eager's. Bool is refused: eager's cpu topk does not take it.
+- cuda sort (aten/src/ATen/native/cuda/Sort.cpp ``sort_cuda_kernel``; ``sortKeyValueInplace``
+  in Sort.cu): rows up to 4096 are sorted in place, rows of at most 32 by ``SmallBitonicSort``
+  when ``stable`` is false (unstable: refused), rows up to 128 by ``WarpMergeSort::StableSort``
+  with ``LTOp/GTOp<T, true>`` (NaN largest, -0.0 equal to 0.0), longer rows by cub's
+  ``BlockRadixSort`` (to 4096) or segmented radix sort (``launch_stable_sort_kernel``), both
+  stable, on the values' bits: there a NaN with its sign bit set sorts before -inf (NaN order
+  ``"bits"``). Every path with more than 32 elements is stable whatever ``stable`` says.
+- cuda topk (aten/src/ATen/native/cuda/TensorTopK.cpp/.cu): a radix select whose float keys
+  order -0.0 below 0.0, gathers the elements beyond the k-th and then those equal to it, each
+  in index order, and sorts the k results with ``sortKeyValueInplace(..., stable=false)``:
+  bitonic (unstable) for k <= 32, stable above. For integers beyond 32 that is the stable order;
+  float ties between zeros of either sign depend on whether the k-th value is a zero, an order
+  the kernel does not reproduce, so float topk is refused, as are k <= 32 and ``sorted=False``
+  (the gathered order is not a sorted one).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_service.offline.call import UnsupportedCard, split_op_name, tensor_argument
+from agent_service.offline.sort.keys import FLOAT_INF_BITS
+from agent_service.offline.sort.plan import SortPlan
+from kforge_domain.card import OperatorCard
+
+SORTS = ("sort", "argsort", "topk")
+OVERLOADS = {"sort": ("default", "stable"), "argsort": ("default", "stable"), "topk": ("default",)}
+CUDA_BITONIC_MAX = 32  # eager's cuda SmallBitonicSort (unstable) sorts rows up to this long
+CUDA_COMPARATOR_MAX = 128  # eager's cuda WarpMergeSort (comparator NaN order) sorts rows up to this long
+
+
+def _dim(call: dict[str, Any], rank: int) -> int:
+    dim = int(call.get("dim", -1))
+    if not -max(rank, 1) <= dim < max(rank, 1):
+        raise UnsupportedCard(f"dim {dim} is out of range for {rank} dims")
+    return dim % max(rank, 1)
+
+
+def _sort_plan(card: OperatorCard, base: str, overload: str, call: dict[str, Any], backend: str) -> SortPlan:
+    x = tensor_argument(call)
+    dim = _dim(call, len(x.spec.shape))
+    length = x.spec.shape[dim] if x.spec.shape else 1
+    stable = bool(call.get("stable")) if overload == "stable" else False
+    if not stable and length > 1:
+        if backend == "cpu":
+            raise UnsupportedCard(f"{card.op} with stable=False: eager's cpu sort (std::sort or x86-simd-sort) "
+                                  "orders ties its own way; only stable=True is templated on cpu")
+        if length <= CUDA_BITONIC_MAX:
+            raise UnsupportedCard(f"{card.op} with stable=False over {length} elements: eager's cuda sort uses "
+                                  f"an unstable bitonic sort for rows of at most {CUDA_BITONIC_MAX}")
+    bits = backend == "cuda" and length > CUDA_COMPARATOR_MAX
+    descending = bool(call.get("descending", False))
+    outputs = tuple(card.outputs)
+    if len(outputs) != (1 if base == "argsort" else 2):
+        raise UnsupportedCard(f"{card.op} writes {1 if base == 'argsort' else 2} outputs, the card has {len(outputs)}")
+    return SortPlan(family="sort", summary=f"{card.op} over dim {dim} of {x.spec.shape} {x.spec.dtype}"
+                    f"{' descending' if descending else ''}", inputs=tuple(card.inputs), outputs=outputs,
+                    x=x.index, dim=dim, k=length, descending=descending,
+                    nan_order="bits" if bits else "comparator")
+
+
+def _topk_plan(card: OperatorCard, call: dict[str, Any], backend: str) -> SortPlan:
+    x = tensor_argument(call)
+    dim = _dim(call, len(x.spec.shape))
+    k, largest, in_order = int(call["k"]), bool(call.get("largest", True)), bool(call.get("sorted", True))
+    dtype = x.spec.dtype
+    if len(card.outputs) != 2:
+        raise UnsupportedCard(f"{card.op} writes 2 outputs, the card has {len(card.outputs)}")
+    if backend == "cpu" and dtype == "bool":
+        raise UnsupportedCard("eager's cpu topk does not take bool")
+    if backend == "cuda":
+        if dtype in FLOAT_INF_BITS:
+            raise UnsupportedCard(f"a {dtype} topk on cuda: eager's radix select orders -0.0 below 0.0 and its "
+                                  "order of ties between zeros depends on the k-th value; not reproduced")
+        if not in_order:
+            raise UnsupportedCard("topk with sorted=False on cuda: eager returns the gathered order, not a sorted one")
+        if k <= CUDA_BITONIC_MAX:
+            raise UnsupportedCard(f"topk with k={k} on cuda: eager sorts the k results with an unstable bitonic "
+                                  f"sort for k <= {CUDA_BITONIC_MAX}")
+    order = "cpu_topk" if backend == "cpu" else "stable"
+    return SortPlan(family="sort", summary=f"{card.op} k={k} over dim {dim} of {x.spec.shape} {dtype}"
+                    f"{' largest' if largest else ' smallest'}", inputs=tuple(card.inputs),
+                    outputs=tuple(card.outputs), x=x.index, dim=dim, k=k, descending=largest, order=order,
+                    sorted_topk=in_order)
+
+
+def sort_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> SortPlan:
+    """sort, argsort (default and stable overloads) and topk: family ``sort``."""
+    overload = split_op_name(card.op)[1]
+    if overload not in OVERLOADS[base]:
+        raise UnsupportedCard(f"{card.op}: only the {', '.join(OVERLOADS[base])} overloads are templated")
+    backend = "cuda" if card.device == "cuda" else "cpu"
+    plan = _topk_plan(card, call, backend) if base == "topk" else _sort_plan(card, base, overload, call, backend)
+    if backend == "cuda":
+        plan.check_cuda_fits()
+    return plan

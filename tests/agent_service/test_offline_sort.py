@@ -1,0 +1,100 @@
+"""The sort family proposes a card only where eager's order of ties is the one its kernels write.
+
+Eager's unstable paths (cpu ``std::sort``/x86-simd-sort, cuda's bitonic sort of rows up to 32),
+cuda's float topk and outputs the kernel cannot write are refused, each with its reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from agent_service.offline.call import UnsupportedCard
+from agent_service.offline.catalog import plan_for_card
+from agent_service.offline.ops_sort import sort_plan
+from agent_service.offline.sort.plan import SortPlan
+from kforge_domain.card import OperatorCard
+from tests.agent_service.agent_cards import aten_card
+from tests.agent_service.test_offline_cuda import H200
+
+aten = torch.ops.aten
+
+
+def _card(op: Any, args: list[Any], kwargs: dict[str, Any] | None, backend: str) -> OperatorCard:
+    card, _ = aten_card(op, args, kwargs)
+    if backend == "cuda":
+        tensors = [{**t, "device": "cuda"} for t in card.key["tensors"]]
+        card = card.model_copy(update={"device": "cuda", "key": {**card.key, "tensors": tensors}})
+    return card
+
+
+def _plan(op: Any, args: list[Any], kwargs: dict[str, Any] | None = None, backend: str = "cpu") -> SortPlan:
+    plan = plan_for_card(_card(op, args, kwargs, backend), backend)
+    assert isinstance(plan, SortPlan)
+    return plan
+
+
+def _refusal(op: Any, args: list[Any], kwargs: dict[str, Any] | None = None, backend: str = "cpu") -> str:
+    with pytest.raises(UnsupportedCard) as refused:
+        plan_for_card(_card(op, args, kwargs, backend), backend)
+    return str(refused.value)
+
+
+def _as_dtype(card: OperatorCard, dtype: str) -> OperatorCard:
+    """``card`` with its input and values output of ``dtype`` (a card eager itself refuses to run)."""
+    x, values = (spec.model_copy(update={"dtype": dtype}) for spec in (card.inputs[0], card.outputs[0]))
+    return card.model_copy(update={"inputs": [x], "outputs": [values, card.outputs[1]]})
+
+
+def ints(*shape: int) -> torch.Tensor:
+    return torch.randint(-3, 4, shape)
+
+
+def test_unstable_eager_sorts_are_refused_with_their_reason() -> None:
+    assert "std::sort or x86-simd-sort" in _refusal(aten.sort.default, [ints(4, 100)])
+    assert "only stable=True" in _refusal(aten.sort.stable, [ints(4, 100)], {"stable": False})
+    assert "only stable=True" in _refusal(aten.argsort.default, [ints(4, 100)])
+    assert "unstable bitonic sort for rows of at most 32" in _refusal(aten.sort.default, [ints(4, 32)], backend="cuda")
+    assert "unstable bitonic" in _refusal(aten.topk.default, [ints(4, 500), 32], backend="cuda")
+
+
+def test_cuda_topk_of_floats_and_unsorted_topk_are_refused() -> None:
+    assert "radix select orders -0.0 below 0.0" in _refusal(aten.topk.default, [torch.randn(4, 500), 64],
+                                                            backend="cuda")
+    assert "sorted=False" in _refusal(aten.topk.default, [ints(4, 500), 64, -1, True, False], backend="cuda")
+    card = _as_dtype(_card(aten.topk.default, [ints(4, 50), 3], None, "cpu"), "bool")
+    with pytest.raises(UnsupportedCard, match="does not take bool"):
+        plan_for_card(card, "cpu")
+
+
+def test_what_the_kernels_cannot_hold_or_write_is_refused() -> None:
+    assert "shared memory" in _refusal(aten.sort.stable, [torch.randn(2, 5000)], {"stable": True}, backend="cuda")
+    assert "shared memory" in _refusal(aten.sort.stable, [torch.randn(2, 8193).half()], {"stable": True},
+                                       backend="cuda")
+    complex_card = _as_dtype(_card(aten.sort.stable, [torch.randn(3, 8)], {"stable": True}, "cpu"), "complex64")
+    with pytest.raises(UnsupportedCard, match="complex numbers have no order"):
+        plan_for_card(complex_card, "cpu")
+    assert "no code for int16" in _refusal(aten.sort.stable, [ints(3, 8).short()], {"stable": True})
+    card = _card(aten.sort.stable, [torch.randn(4, 8)], {"stable": True}, "cpu")
+    overlapping = card.outputs[0].model_copy(update={"stride": [0, 1]})
+    with pytest.raises(UnsupportedCard, match="overlaps itself"):
+        plan_for_card(card.model_copy(update={"outputs": [overlapping, card.outputs[1]]}), "cpu")
+    topk = _card(aten.topk.default, [torch.randn(4, 8), 3], None, "cpu")
+    topk_out = topk.model_copy(update={"op": "aten::topk.values"})
+    with pytest.raises(UnsupportedCard, match="only the default overloads are templated"):
+        sort_plan(topk_out, "topk", {})
+
+
+def test_cuda_sorts_longer_than_a_warp_are_stable_and_place_nan_as_eager_does() -> None:
+    short = _plan(aten.sort.default, [torch.randn(8, 33)], backend="cuda")
+    assert (short.length, short.nan_order) == (33, "comparator")  # WarpMergeSort: every NaN largest
+    long = _plan(aten.sort.default, [torch.randn(8, 129)], backend="cuda")
+    assert long.nan_order == "bits"  # cub's radix sort: a NaN with its sign bit set before -inf
+    assert _plan(aten.sort.stable, [torch.randn(8, 129)], {"stable": True}).nan_order == "comparator"  # cpu
+    halves = _plan(aten.sort.stable, [torch.randn(2, 8192).half()], {"stable": True}, backend="cuda")
+    assert halves.padded == 8192 and halves.knob_space("cuda", H200).choices["threads_per_block"][0] == 256
+    topk = _plan(aten.topk.default, [ints(4, 500), 33], backend="cuda")
+    assert (topk.k, topk.descending, topk.order) == (33, True, "stable")
+    assert _plan(aten.topk.default, [ints(4, 500), 3]).order == "cpu_topk"
