@@ -6,6 +6,8 @@ cuda's float topk and outputs the kernel cannot write are refused, each with its
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +18,8 @@ from agent_service.offline.catalog import plan_for_card
 from agent_service.offline.ops_sort import sort_plan
 from agent_service.offline.sort.plan import SortPlan
 from kforge_domain.card import OperatorCard
-from tests.agent_service.agent_cards import aten_card
+from tests.agent_service.agent_cards import aten_card, compile_cpu, run_kernel
+from tests.agent_service.test_offline_cpu import CPU
 from tests.agent_service.test_offline_cuda import H200
 
 aten = torch.ops.aten
@@ -98,3 +101,20 @@ def test_cuda_sorts_longer_than_a_warp_are_stable_and_place_nan_as_eager_does() 
     topk = _plan(aten.topk.default, [ints(4, 500), 33], backend="cuda")
     assert (topk.k, topk.descending, topk.order) == (33, True, "stable")
     assert _plan(aten.topk.default, [ints(4, 500), 3]).order == "cpu_topk"
+
+
+def test_radix_nan_order_puts_a_negative_nan_first_and_keeps_zeros_in_index_order(tmp_path: Path) -> None:
+    """The keys of cuda rows over 128 (cub's radix order), checked through the cpu renderer: same key code."""
+    nan, neg_nan = float("nan"), -float("nan")
+    x = torch.tensor([0.0, neg_nan, -0.0, 1.0, nan, -float("inf"), 0.0, float("inf"), -0.0, -1.0])
+    assert torch.signbit(x[1]) and not torch.signbit(x[4])
+    plan = replace(_plan(aten.sort.stable, [x], {"stable": True}), nan_order="bits")
+    lib = compile_cpu(plan.render("cpu", plan.knob_space("cpu", CPU).default(), CPU), tmp_path)
+    values, indices = torch.empty_like(x), torch.empty(10, dtype=torch.int64)
+    assert run_kernel(lib, [x], [values, indices]) == 0
+    assert indices.tolist() == [1, 5, 9, 0, 2, 6, 8, 3, 7, 4]
+    assert torch.equal(values.view(torch.int32), x[indices].view(torch.int32))
+    descending = replace(plan, descending=True)
+    lib = compile_cpu(descending.render("cpu", descending.knob_space("cpu", CPU).default(), CPU), tmp_path)
+    assert run_kernel(lib, [x], [values, indices]) == 0
+    assert indices.tolist() == [4, 7, 3, 0, 2, 6, 8, 9, 5, 1]

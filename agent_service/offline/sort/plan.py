@@ -23,7 +23,9 @@ class SortPlan:
 
     ``outputs`` are (values, indices) or, for argsort, (indices,). ``order`` is ``"stable"``
     (ties by ascending index: sort, argsort, and cuda's topk) or ``"cpu_topk"`` (eager's cpu
-    selection, see :mod:`.cpu`). ``nan_order`` is a :data:`~.keys.NAN_ORDERS` entry.
+    selection, see :mod:`.cpu`). ``nan_order`` is a :data:`~.keys.NAN_ORDERS` entry. Which cards
+    eager orders this way, found in PyTorch's sorting sources, is set out in
+    :mod:`agent_service.offline.ops_sort`; the others never reach a plan.
     """
 
     family: str
