@@ -66,7 +66,7 @@ def _sort_plan(card: OperatorCard, base: str, overload: str, call: dict[str, Any
     outputs = tuple(card.outputs)
     if len(outputs) != (1 if base == "argsort" else 2):
         raise UnsupportedCard(f"{card.op} writes {1 if base == 'argsort' else 2} outputs, the card has {len(outputs)}")
-    return SortPlan(family="sort", summary=f"{card.op} over dim {dim} of {x.spec.shape} {x.spec.dtype}"
+    return SortPlan(summary=f"{card.op} over dim {dim} of {x.spec.shape} {x.spec.dtype}"
                     f"{' descending' if descending else ''}", inputs=tuple(card.inputs), outputs=outputs,
                     x=x.index, dim=dim, k=length, descending=descending,
                     nan_order="bits" if bits else "comparator")
@@ -91,7 +91,7 @@ def _topk_plan(card: OperatorCard, call: dict[str, Any], backend: str) -> SortPl
             raise UnsupportedCard(f"topk with k={k} on cuda: eager sorts the k results with an unstable bitonic "
                                   f"sort for k <= {CUDA_BITONIC_MAX}")
     order = "cpu_topk" if backend == "cpu" else "stable"
-    return SortPlan(family="sort", summary=f"{card.op} k={k} over dim {dim} of {x.spec.shape} {dtype}"
+    return SortPlan(summary=f"{card.op} k={k} over dim {dim} of {x.spec.shape} {dtype}"
                     f"{' largest' if largest else ' smallest'}", inputs=tuple(card.inputs),
                     outputs=tuple(card.outputs), x=x.index, dim=dim, k=k, descending=largest, order=order,
                     sorted_topk=in_order)

@@ -28,7 +28,6 @@ class SortPlan:
     :mod:`agent_service.offline.ops_sort`; the others never reach a plan.
     """
 
-    family: str
     summary: str
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
@@ -56,6 +55,10 @@ class SortPlan:
                 raise UnsupportedCard(f"output layout stride={out.stride} overlaps itself or has gaps")
         if min(self.source.stride, default=0) < 0:
             raise UnsupportedCard("a negative input stride is not templated")
+
+    @property
+    def family(self) -> str:
+        return "sort"
 
     @property
     def source(self) -> TensorSpec:
