@@ -1,5 +1,5 @@
-"""One model running an op of every gather, comparison, in-place, scan, histc and copying-reshape template, for checking
-their cuda kernels against eager through the real sandbox in one ``kforge optimize`` run.
+"""One model running an op of every gather, comparison, in-place, scan, histc, copying-reshape and sort template,
+for checking their cuda kernels against eager through the real sandbox in one ``kforge optimize`` run.
 
 Each op runs on its own input, at sizes where it is one of the model's larger cards on the GPU
 (small ones on the cpu), so ``--max-cards`` at least the number of ops searches every one:
@@ -51,6 +51,8 @@ class TemplateFamilies(nn.Module):
             torch.histc(counts.float(), bins=64, min=0, max=63),                # histc of MoE expert ids
             h.view(h.shape[0], 16, -1).transpose(0, 1).reshape(16, -1),         # reshape that copies (heads)
             image.permute(0, 2, 3, 1).flatten(1),                               # flatten that copies
+            *counts.sort(stable=True),                                          # sort of MoE expert ids
+            *counts.topk(64),                                                   # topk of ints, k > 32
         )
         work = h.clone()
         work.relu_()                                                            # in-place unary

@@ -22,6 +22,7 @@ FAMILY_OPS = {
     "aten::__and__.Tensor", "aten::gt.Scalar", "aten::lt.Scalar", "aten::cumsum.default", "aten::relu_.default",
     "aten::add_.Tensor", "aten::masked_fill_.Scalar", "aten::copy_.default", "aten::fill_.Scalar",
     "aten::to.dtype_layout", "aten::histc.default", "aten::reshape.default", "aten::flatten.using_ints",
+    "aten::sort.stable", "aten::topk.default",
 }
 
 
