@@ -278,9 +278,6 @@ class Session:
                 print(f"timing stopped after {len(candidate_us)} of {self.request.timing_runs} calls: both medians "
                       f"settled within {SETTLED_TOLERANCE:.0%}", flush=True)
                 break
-        if [self.packed_call(b) for b in sets] != packed:
-            raise CandidateFailure(CandidateStatus.WRONG_RESULT, "the kernel wrote into the kf_tensor descriptors it "
-                                   "was given: later calls would read the shapes and pointers it left there")
         candidate_summary, eager_summary = Summary.of(candidate_us), Summary.of(eager_us)
         escaped = None
         if self.stream is not None:
@@ -288,6 +285,9 @@ class Session:
             eager_series = self.timer.series(lambda k: eager[k % n_sets]())
             escaped = escaped_work(candidate_summary.median_us, candidate_series, eager_series)
             torch.cuda.synchronize()
+        if [self.packed_call(b) for b in sets] != packed:
+            raise CandidateFailure(CandidateStatus.WRONG_RESULT, "the kernel wrote into the kf_tensor descriptors it "
+                                   "was given: later calls would read the shapes and pointers it left there")
         if failures:
             raise CandidateFailure(CandidateStatus.RUNTIME_ERROR, f"kf_launch returned {failures[0]} while timed")
         for s, buffers in enumerate(sets):
