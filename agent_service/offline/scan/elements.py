@@ -25,15 +25,23 @@ def storage_type(dtype: str, backend: str) -> str:
         raise UnsupportedCard(f"a {dtype} scan is not templated") from None
 
 
+#: Integer outputs a float input is converted into element by element, as eager's ``self.to(dtype)``
+#: does: a C cast truncating toward zero, which on each backend is the instruction eager's own
+#: conversion uses (x86's cvtt* on the cpu, cvt.rzi on cuda), out-of-range values and NaN included.
+#: Into int8 and uint8 eager's vectorised cpu conversion may narrow otherwise than a scalar cast.
+TRUNCATED_FROM_FLOAT = ("int32", "int64")
+
+
 def check_conversion(source: str, target: str) -> None:
     """Refuse the conversions eager makes that a scan template does not: to bool (eager accumulates
-    bools in bool), and from a float to an integer (truncation, undefined out of range)."""
+    bools in bool), and from a float to an 8-bit integer (:data:`TRUNCATED_FROM_FLOAT`)."""
     storage_type(source, "cpu")
     storage_type(target, "cpu")
     if target == "bool":
         raise UnsupportedCard("a scan into bool is not templated")
-    if source in FLOATS and target in INTEGERS:
-        raise UnsupportedCard(f"a {source} scan into {target} truncates each element; not templated")
+    if source in FLOATS and target in INTEGERS and target not in TRUNCATED_FROM_FLOAT:
+        raise UnsupportedCard(f"a {source} scan into {target}: eager's vectorised conversion to an 8-bit integer "
+                              "may narrow otherwise than a C cast; not templated")
 
 
 def eager_cpu_precision(target: str) -> str:

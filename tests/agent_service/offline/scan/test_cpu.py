@@ -53,6 +53,9 @@ CASES: dict[str, Callable[[], tuple[Any, list[Any], dict[str, Any]]]] = {
     "length_one": lambda: (aten.cumsum.default, [r(7, 1), -1], {}),
     "expanded_rows": lambda: (aten.cumsum.default, [r(1, 50).expand(8, 50), 0], {}),
     "position_ids_of_attention_mask": lambda: (aten.cumsum.default, [torch.ones(4, 128, dtype=torch.int64), -1], {}),
+    # MoE offsets on the cpu: histc's float counts summed into int32 (transformers' grouped_mm path)
+    "float_counts_to_int32": lambda: (aten.cumsum.default, [counts(64).float(), 0], {"dtype": torch.int32}),
+    "float_truncated_to_int64": lambda: (aten.cumsum.default, [r(6, 50) * 40, -1], {"dtype": torch.int64}),
     "cumprod_rows": lambda: (aten.cumprod.default, [r(6, 20), -1], {}),
     "cumprod_int64_middle": lambda: (aten.cumprod.default, [counts(120).view(2, 20, 3) % 3 + 1, 1], {}),
 }
@@ -95,6 +98,13 @@ def test_sums_wrap_as_eager_int64_does_and_nan_and_inf_propagate(build_dir: Path
     plan = plan_for_card(card, "cpu")
     source = plan.render("cpu", plan.knob_space("cpu", CPU).default(), CPU)
     torch.testing.assert_close(run_cpu_card(card, source, [big], build_dir), torch.cumsum(big, 0), rtol=0, atol=0)
+    # Out of int32's range and NaN: the kernel's cast is the instruction eager's conversion uses.
+    wide = torch.tensor([-2.7, 3.9, 1e10, -1e10, float("nan"), 7.5, float("inf"), 2.0] * 5)
+    card, _ = aten_card(aten.cumsum.default, [wide, 0], {"dtype": torch.int32})
+    plan = plan_for_card(card, "cpu")
+    source = plan.render("cpu", plan.knob_space("cpu", CPU).default(), CPU)
+    torch.testing.assert_close(run_cpu_card(card, source, [wide], build_dir),
+                               torch.cumsum(wide, 0, dtype=torch.int32), rtol=0, atol=0)
     special = torch.tensor([1.0, float("inf"), 2.0, float("-inf"), 1.0, float("nan"), 0.0])
     card, _ = aten_card(aten.cumsum.default, [special, 0])
     plan = plan_for_card(card, "cpu")
@@ -112,7 +122,7 @@ def _refusal(op: Any, args: list[Any], kwargs: dict[str, Any] | None = None) -> 
 
 def test_empty_tensors_and_conversions_eager_truncates_are_refused() -> None:
     assert "no output" in _refusal(aten.cumsum.default, [r(0, 5), 1])
-    assert "truncates" in _refusal(aten.cumsum.default, [r(4, 5), 1], {"dtype": torch.int64})
+    assert "8-bit integer" in _refusal(aten.cumsum.default, [r(4, 5), 1], {"dtype": torch.uint8})
     with pytest.raises(UnsupportedCard, match="into bool"):  # eager's cpu kernel has none either
         check_conversion("bool", "bool")
     assert "complex64" in _refusal(aten.cumsum.default, [r(4, 5).to(torch.complex64), 1])

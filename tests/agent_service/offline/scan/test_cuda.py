@@ -73,6 +73,8 @@ def _sources() -> dict[str, str]:
         ("cumprod_int32", aten.cumprod.default, [torch.randint(0, 3, (64, 70), dtype=torch.int32), 1], {}, [{}]),
         ("cumprod_bf16_split", aten.cumprod.default, [r(2, 65536, dtype=bf16), -1], {}, [{}, {"mode": "block"}]),
         ("zero_dim", aten.cumsum.default, [torch.tensor(2.5), 0], {}, [{}]),
+        ("moe_offsets_float_counts_to_int32", aten.cumsum.default, [torch.randint(0, 64, (256,)).float(), 0],
+         {"dtype": torch.int32}, [{}]),
     ]
     sources = {}
     for name, op, args, kwargs, knob_sets in cases:
