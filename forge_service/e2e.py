@@ -415,8 +415,9 @@ class Noise:
 
     def compiled_reference(self, plain_output: Any) -> Any:
         """What a compiled model with the kernels is compared with: eager's output, or torch.compile
-        alone's where the model draws random numbers (the compiled pair draws alike; eager does not)."""
-        return plain_output if self.draws_random else self.reference
+        alone's (where measured) if the model draws random numbers: the compiled pair draws alike,
+        eager does not."""
+        return plain_output if self.draws_random and plain_output is not None else self.reference
 
 
 def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, inputs: Any, device: str,
@@ -586,6 +587,7 @@ def main() -> int:
                 compile_noise = max_rel_error(compiled["compile_output"], reference)
                 result["compile_parity_rel_error"] = compile_noise
     noise = rounding_noise(None if draws_random else compile_noise, result["rounding_rel_error"])
+    references = Noise(reference, result["rounding_rel_error"], compile_noise, draws_random)
     if "cast_error" in result:
         result.update(parity_ok=False, parity_max_rel_error=None, parity_tolerance=parity_tolerance(reference, noise))
     else:
@@ -596,9 +598,8 @@ def main() -> int:
             result["failing_ops"] = failing_ops(cast, model, start, reference, result["parity_tolerance"])
     for plain_name, cast_name in FIELDS.values():
         output = compiled.pop(f"{cast_name}_output", None)
-        plain_output = compiled.get(f"{plain_name}_output")
         if output is not None:
-            error = max_rel_error(output, plain_output if draws_random and plain_output is not None else reference)
+            error = max_rel_error(output, references.compiled_reference(compiled.get(f"{plain_name}_output")))
             compiled[f"{cast_name}_parity_rel_error"] = error
             compiled[f"{cast_name}_parity_ok"] = error <= parity_tolerance(reference, noise)
     compiled.pop("compile_output", None)

@@ -51,6 +51,24 @@ def vector_width(dtype: str) -> int:
     return 16 // ELEMENT_BYTES[dtype]
 
 
+def linear_offset(index: str, sizes: Sequence[int], strides: Sequence[int]) -> str:
+    """C expression of where element ``index`` of a row-major walk over ``sizes`` lies, at ``strides``.
+
+    ``index`` (a C expression) is below the product of ``sizes``, so the outermost coordinate needs
+    no modulo; dims of size 1 and zero strides add no term."""
+    dims = [(size, stride) for size, stride in zip(sizes, strides, strict=True) if size != 1]
+    terms, divisor = [], 1
+    for i in range(len(dims) - 1, -1, -1):
+        size, stride = dims[i]
+        coordinate = f"({index})" if divisor == 1 else f"(({index}) / {divisor}LL)"
+        if i:
+            coordinate = f"({coordinate} % {size}LL)"
+        if stride:
+            terms.append(f"{coordinate} * {stride}LL")
+        divisor *= size
+    return " + ".join(reversed(terms)) or "0"
+
+
 def cfloat(value: float) -> str:
     """A float literal C++ reads back exactly (inf/nan spelled as macros)."""
     if value != value:

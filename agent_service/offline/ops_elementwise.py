@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agent_service.offline.call import TensorArg, UnsupportedCard, split_op_name
+from agent_service.offline.call import TensorArg, UnsupportedCard, split_op_name, tensor_argument
 from agent_service.offline.cxx import cfloat
 from agent_service.offline.elementwise import ChannelStats, ElementwisePlan, Operand
 from kforge_domain.card import OperatorCard
@@ -93,13 +93,6 @@ BINARY: dict[str, Callable[[str, str, float], str]] = {
     "minimum": lambda a, b, alpha: f"(({a}) != ({a}) || ({b}) != ({b}) ? ({a}) + ({b}) : fminf({a}, {b}))",
 }
 
-def _self_tensor(call: dict[str, Any], name: str = "self") -> TensorArg:
-    value = call.get(name)
-    if not isinstance(value, TensorArg):
-        raise UnsupportedCard(f"argument {name!r} is not a tensor")
-    return value
-
-
 def _check_single_output(card: OperatorCard) -> None:
     if len(card.outputs) != 1:
         raise UnsupportedCard(f"{card.op} writes {len(card.outputs)} outputs; the elementwise template writes one")
@@ -107,7 +100,7 @@ def _check_single_output(card: OperatorCard) -> None:
 
 def unary_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ElementwisePlan:
     _check_single_output(card)
-    x = _self_tensor(call)
+    x = tensor_argument(call)
     make, uses_math = UNARY[base]
     return ElementwisePlan(
         family="elementwise_unary",
@@ -158,7 +151,7 @@ def copy_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Elementwis
     if base == "to" and overload not in ("dtype", "dtype_layout"):
         raise UnsupportedCard(f"aten::to.{overload} may change device; only to.dtype and to.dtype_layout are templated")
     _check_copy_options(card, base, call)
-    x = _self_tensor(call)
+    x = tensor_argument(call)
     return ElementwisePlan(
         family="elementwise_copy",
         summary=f"{card.op}: {x.spec.dtype} {x.spec.stride} to {card.outputs[0].dtype} {card.outputs[0].stride}",
@@ -169,7 +162,7 @@ def copy_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Elementwis
 
 def binary_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ElementwisePlan:
     _check_single_output(card)
-    a = _self_tensor(call)
+    a = tensor_argument(call)
     other = call.get("other")
     alpha = _num(call.get("alpha", 1), "alpha") if call.get("alpha") is not None else 1.0
     if base == "div" and call.get("rounding_mode") is not None:
@@ -191,7 +184,7 @@ def binary_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Elementw
 def batch_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ElementwisePlan:
     if call.get("training"):
         raise UnsupportedCard("batch norm in training mode updates running statistics; not templated")
-    x = _self_tensor(call, "input")
+    x = tensor_argument(call, "input")
     mean, var = call.get("running_mean"), call.get("running_var")
     if not isinstance(mean, TensorArg) or not isinstance(var, TensorArg):
         raise UnsupportedCard("batch norm without running statistics normalises by batch statistics")

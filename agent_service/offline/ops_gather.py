@@ -10,21 +10,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from agent_service.offline.call import TensorArg, UnsupportedCard, split_op_name
-from agent_service.offline.cxx import FLOAT_DTYPES
+from agent_service.offline import cxx
+from agent_service.offline.call import TensorArg, UnsupportedCard, split_op_name, tensor_argument
 from agent_service.offline.elementwise import ElementwisePlan, Operand
 from agent_service.offline.gather import Branch, GatherPlan, Table, fill_bits, offset
 from agent_service.offline.layout import broadcast_strides
 from kforge_domain.card import OperatorCard
 
 MAX_TABLE = 8192  # source-map entries a nearest upsampling embeds where no formula gives them
-
-
-def _tensor(call: dict[str, Any], name: str) -> TensorArg:
-    value = call.get(name)
-    if not isinstance(value, TensorArg):
-        raise UnsupportedCard(f"argument {name!r} is not a tensor")
-    return value
 
 
 def _plan(card: OperatorCard, family: str, branches: list[Branch], preamble: str = "",
@@ -78,7 +71,7 @@ def _source_map(card: OperatorCard, x: TensorArg, dim: int) -> list[int]:
 
 def upsample_nearest_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
     """upsample_nearest{1,2,3}d and the nearest-exact variants: each spatial dim through its source map."""
-    x = _tensor(call, "input" if "input" in call else "self")
+    x = tensor_argument(call, "input" if "input" in call else "self")
     out = card.outputs[0]
     ndim = len(x.spec.shape)
     spatial = int(base[-2])
@@ -133,7 +126,7 @@ def cat_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
 
 def index_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
     """``x[..., idx, ...]``: one int64 or int32 index tensor (Nones before it), negative indices wrapped."""
-    x = _tensor(call, "self")
+    x = tensor_argument(call, "self")
     indices = call.get("indices")
     if not isinstance(indices, list):
         raise UnsupportedCard("index's indices are not a list")
@@ -162,7 +155,7 @@ def embedding_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Gathe
     """embedding's forward, ``weight[indices]``: the rows of a 2-d weight the int64 or int32 indices
     name (``padding_idx`` and the rest shape only the gradient). Unlike ``index``, a negative index
     is out of range: eager raises, the kernel reports it (``KF_BAD``) and reads row 0 instead."""
-    weight, idx = _tensor(call, "weight"), _tensor(call, "indices")
+    weight, idx = tensor_argument(call, "weight"), tensor_argument(call, "indices")
     if idx.spec.dtype not in ("int64", "int32"):
         raise UnsupportedCard(f"embedding by a {idx.spec.dtype} tensor; eager takes int64 or int32 indices")
     if len(weight.spec.shape) != 2:
@@ -182,7 +175,7 @@ def embedding_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Gathe
 
 def pad_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
     """constant_pad_nd and pad(mode='constant'): the input where it lies, the value elsewhere (negative pads crop)."""
-    x = _tensor(call, "self")
+    x = tensor_argument(call, "self")
     if call.get("mode", "constant") != "constant":
         raise UnsupportedCard(f"pad mode {call.get('mode')!r}; only constant padding is templated")
     pad = call.get("pad")
@@ -210,7 +203,7 @@ def pad_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
 
 def _condition(card: OperatorCard, name: str, call: dict[str, Any]) -> str:
     """``in<i>[...] != 0`` for a bool tensor broadcast to the output."""
-    cond = _tensor(call, name)
+    cond = tensor_argument(call, name)
     if cond.spec.dtype != "bool":
         raise UnsupportedCard(f"{name} is {cond.spec.dtype}; eager takes a bool tensor")
     out = card.outputs[0]
@@ -224,7 +217,7 @@ def _read(card: OperatorCard, t: TensorArg) -> str:
 
 def masked_fill_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
     """masked_fill.Scalar: the value where the (broadcast) mask holds, the input elsewhere."""
-    x = _tensor(call, "self")
+    x = tensor_argument(call, "self")
     _same_dtype(card, [x], "masked_fill")
     value = call.get("value")
     if isinstance(value, TensorArg):
@@ -237,7 +230,7 @@ def where_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPla
     """where.self: ``self`` where the condition holds, ``other`` elsewhere, all three broadcast; same dtypes."""
     if split_op_name(card.op)[1] != "self":
         raise UnsupportedCard(f"{card.op}: a Python number operand promotes; only where.self is templated")
-    a, b = _tensor(call, "self"), _tensor(call, "other")
+    a, b = tensor_argument(call, "self"), tensor_argument(call, "other")
     _same_dtype(card, [a, b], "where")
     return _plan(card, "gather_select",
                  [Branch(_condition(card, "condition", call), _read(card, a)), Branch("", _read(card, b))])
@@ -253,35 +246,26 @@ def repeat_interleave_plan(card: OperatorCard, base: str, call: dict[str, Any]) 
     if overload != "self_int":
         raise UnsupportedCard(f"{card.op}: repeats given as a tensor make the output's size and each element's "
                               "source depend on its values; only int repeats (self_int) are templated")
-    x = _tensor(call, "self")
+    x = tensor_argument(call, "self")
     _same_dtype(card, [x], "repeat_interleave")
     repeats, dim = int(call["repeats"]), call.get("dim")
     shape, out = x.spec.shape, card.outputs[0]
     if dim is None:
         want = [math.prod(shape) * repeats]
-        coords = _row_major_coords(f"o0 / {repeats}LL", shape)
+        source = cxx.linear_offset(f"o0 / {repeats}LL", shape, x.spec.stride)
     else:
         dim = int(dim) % max(len(shape), 1)
         want = [n * repeats if d == dim else n for d, n in enumerate(shape)]
         coords = _coords(len(shape))
         coords[dim] = f"o{dim} / {repeats}LL"
+        source = offset(coords, x.spec.stride)
     if out.shape != want:
         raise UnsupportedCard(f"repeat_interleave of {shape} by {repeats} along {dim} gives {want}, "
                               f"the card's output is {out.shape}")
-    return _plan(card, "gather_repeat", [Branch("", f"in{x.index}[{offset(coords, x.spec.stride)}]")])
+    return _plan(card, "gather_repeat", [Branch("", f"in{x.index}[{source}]")])
 
 
 # ---- reshape that copies -----------------------------------------------------------------------
-
-
-def _row_major_coords(flat: str, shape: list[int]) -> list[str]:
-    """The coordinates over ``shape`` of row-major index ``flat`` (a C expression), outermost first."""
-    coords: list[str] = []
-    inner = 1
-    for n in reversed(shape):
-        coords.insert(0, "0LL" if n == 1 else f"(({flat}) / {inner}LL) % {n}LL" if inner != 1 else f"({flat}) % {n}LL")
-        inner *= n
-    return coords
 
 
 def _views(shape: list[int], stride: list[int], to: list[int]) -> bool:
@@ -305,7 +289,7 @@ def reshape_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Element
     copied by the elementwise copy template over that shape (tiled transposes, vector stores); the
     gather engine, which walks the output and decomposes each element's row-major index, serves the
     rest."""
-    x = _tensor(call, "self" if "self" in call else "input")
+    x = tensor_argument(call, "self" if "self" in call else "input")
     out = card.outputs[0]
     _same_dtype(card, [x], base)
     if math.prod(out.shape) != math.prod(x.spec.shape):
@@ -317,13 +301,13 @@ def reshape_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Element
     if any(out.stride[d] != contiguous[d] for d in range(len(out.shape)) if out.shape[d] != 1):
         raise UnsupportedCard(f"{card.op} wrote stride {out.stride}: only a contiguous copy is templated")
     as_input = out.model_copy(update={"shape": list(x.spec.shape), "stride": _row_major_strides(x.spec.shape)})
-    if out.dtype in FLOAT_DTYPES:
+    if out.dtype in cxx.FLOAT_DTYPES:
         return ElementwisePlan(family="elementwise_copy", summary=f"{card.op}: {x.spec.shape} stride {x.spec.stride} "
                                f"copied contiguous, read as {out.shape}", inputs=tuple(card.inputs),
                                outputs=(as_input,), operands=(Operand(x.index, x.spec.dtype),), expression="x0",
                                card_outputs=tuple(card.outputs))
     flat = offset(_coords(len(out.shape)), contiguous)
-    source = offset(_row_major_coords(flat, x.spec.shape), x.spec.stride)
+    source = cxx.linear_offset(flat, x.spec.shape, x.spec.stride)
     return _plan(card, "gather_reshape", [Branch("", f"in{x.index}[{source}]")])
 
 

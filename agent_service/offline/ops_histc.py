@@ -28,5 +28,5 @@ def histc_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> HistcPlan
     eager_range = (cuda_range if backend == "cuda" else cpu_range)(x.spec.dtype, bins, call["min"], call["max"])
     summary = (f"{card.op} of {x.spec.shape} {x.spec.dtype} into {bins} bins over "
                f"[{eager_range.low}, {eager_range.high}] ({backend})")
-    return HistcPlan(family="histc", summary=summary, backend=backend, inputs=tuple(card.inputs),
+    return HistcPlan(summary=summary, backend=backend, inputs=tuple(card.inputs),
                      outputs=tuple(card.outputs), x=x.index, bins=bins, range=eager_range)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent_service.offline.call import TensorArg, UnsupportedCard
+from agent_service.offline.call import TensorArg, UnsupportedCard, tensor_argument
 from agent_service.offline.group_norm_nhwc import ChannelsLastGroupNormPlan, is_channels_last
 from agent_service.offline.layout import dense_row_layout, is_contiguous, row_layout, storage_rows
 from agent_service.offline.pooling import AdaptivePoolPlan
@@ -15,13 +15,6 @@ from agent_service.offline.rowwise.plan import RowPlan
 from kforge_domain.card import OperatorCard
 
 FLOAT32_EPS = 1.1920928955078125e-07  # what aten's rms_norm uses when eps is None
-
-
-def _tensor(call: dict[str, Any], name: str) -> TensorArg:
-    value = call.get(name)
-    if not isinstance(value, TensorArg):
-        raise UnsupportedCard(f"argument {name!r} is not a tensor")
-    return value
 
 
 def _optional_tensor(call: dict[str, Any], name: str) -> int | None:
@@ -71,7 +64,7 @@ def _pair(value: Any, what: str, default: list[int] | None = None) -> tuple[int,
 
 
 def _max_pool(card: OperatorCard, call: dict[str, Any]) -> AdaptivePoolPlan:
-    x = _tensor(call, "self")
+    x = tensor_argument(call, "self")
     if len(card.outputs) != 1:
         raise UnsupportedCard(f"{card.op} returns indices too; only the values variant is templated")
     kernel = _pair(call["kernel_size"], "kernel_size")
@@ -111,7 +104,7 @@ def max_pool_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Adapti
 
 def avg_pool_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> AdaptivePoolPlan:
     """avg_pool2d with any kernel, stride, padding, ceil_mode and divisor: family ``avg_pool``."""
-    x = _tensor(call, "self")
+    x = tensor_argument(call, "self")
     kernel = _pair(call["kernel_size"], "kernel_size")
     stride = _pair(call.get("stride"), "stride", default=list(kernel))
     shape, out = x.spec.shape, card.outputs[0].shape
@@ -131,7 +124,7 @@ def avg_pool_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Adapti
 
 def reduction_plan(card: OperatorCard, base: str, call: dict[str, Any], *, kind: str) -> RowPlan:
     """sum, mean, amax over adjacent dims: family ``reduction``, row kind ``kind``."""
-    x = _tensor(call, "self")
+    x = tensor_argument(call, "self")
     dims = _dims(call.get("dim"), len(x.spec.shape))
     outer, length, inner = dense_row_layout(x.spec, dims, kept_any_order=True)
     if len(card.outputs) != 1:
@@ -144,7 +137,7 @@ def reduction_plan(card: OperatorCard, base: str, call: dict[str, Any], *, kind:
 
 def softmax_plan(card: OperatorCard, base: str, call: dict[str, Any], *, kind: str) -> RowPlan:
     """softmax or log-softmax (``kind``) over one dim: family ``softmax``."""
-    x = _tensor(call, "self")
+    x = tensor_argument(call, "self")
     dims = [int(call["dim"])]
     outer, length, inner = dense_row_layout(x.spec, dims)
     return RowPlan(family="softmax", summary=f"{card.op} over dim {call['dim']} of {x.spec.shape} {x.spec.dtype}",
@@ -155,7 +148,7 @@ def softmax_plan(card: OperatorCard, base: str, call: dict[str, Any], *, kind: s
 
 def adaptive_avg_pool_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan | AdaptivePoolPlan:
     """Adaptive average pooling: to 1 a row mean (family ``global_avg_pool``), else ``adaptive_avg_pool``."""
-    x = _tensor(call, "self")
+    x = tensor_argument(call, "self")
     size = call.get("output_size")
     if not isinstance(size, list) or not all(isinstance(s, int) for s in size):
         raise UnsupportedCard(f"adaptive average pooling output size {size!r} is not a list of ints")
@@ -170,7 +163,7 @@ def adaptive_avg_pool_plan(card: OperatorCard, base: str, call: dict[str, Any]) 
 
 def _normalised_rows(card: OperatorCard, call: dict[str, Any]) -> tuple[TensorArg, dict[str, Any]]:
     """Input ``input`` and the RowPlan fields of rows over its last ``len(normalized_shape)`` dims."""
-    x = _tensor(call, "input")
+    x = tensor_argument(call, "input")
     norm_dims = len(call["normalized_shape"])
     ndim = len(x.spec.shape)
     dims = list(range(ndim - norm_dims, ndim))
@@ -200,7 +193,7 @@ def rms_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPla
 
 def group_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan | ChannelsLastGroupNormPlan:
     """group_norm, native_group_norm: family ``group_norm`` (channels-last inputs: group_norm_nhwc)."""
-    x = _tensor(call, "input")
+    x = tensor_argument(call, "input")
     groups = int(call["num_groups"] if base == "group_norm" else call["group"])
     if len(x.spec.shape) < 2:
         raise UnsupportedCard("group norm input has no channel dim")

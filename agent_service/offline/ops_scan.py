@@ -39,6 +39,6 @@ def scan_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ScanPlan:
     want = eager_dtype(x.spec.dtype, call.get("dtype"))
     if out.dtype != want:
         raise UnsupportedCard(f"the card's output is {out.dtype}, eager's {base} gives {want}")
-    return ScanPlan(family="scan", summary=f"{card.op} over dim {dim} of {shape} {x.spec.dtype} to {out.dtype}",
+    return ScanPlan(summary=f"{card.op} over dim {dim} of {shape} {x.spec.dtype} to {out.dtype}",
                     kind=SCANS[base], inputs=tuple(card.inputs), outputs=tuple(card.outputs), x=x.index,
                     dim=dim % rank)

@@ -26,7 +26,6 @@ _CUDA_KNOB_MODES = {"blocks_per_sm": ("grid",)}
 class HistcPlan:
     """``bins`` counts of input ``x``'s elements in eager's ``range`` on ``backend``, into output 0."""
 
-    family: str
     summary: str
     backend: str
     inputs: tuple[TensorSpec, ...]
@@ -47,6 +46,10 @@ class HistcPlan:
                                   "result would depend on the order it adds counts in")
 
     @property
+    def family(self) -> str:
+        return "histc"
+
+    @property
     def source(self) -> TensorSpec:
         return self.inputs[self.x]
 
@@ -57,15 +60,7 @@ class HistcPlan:
     def offset_c(self, index: str) -> str:
         """C expression of where element ``index`` (in some fixed order of all elements) lies in x."""
         shape, strides, _ = coalesce(self.source.shape, self.source.stride, [])
-        terms, divisor = [], 1
-        for i in range(len(shape) - 1, -1, -1):
-            coordinate = f"({index})" if divisor == 1 else f"(({index}) / {divisor}LL)"
-            if i:
-                coordinate = f"({coordinate} % {shape[i]}LL)"
-            if strides[i]:
-                terms.append(f"{coordinate} * {strides[i]}LL")
-            divisor *= shape[i]
-        return " + ".join(reversed(terms)) or "0"
+        return cxx.linear_offset(index, shape, strides)
 
     # ---- eager's arithmetic in C -----------------------------------------------------------------
 

@@ -37,7 +37,6 @@ class Run:
 class ScanPlan:
     """An inclusive scan (``kind`` of :data:`KINDS`) of input ``x`` along ``dim`` into output 0."""
 
-    family: str
     summary: str
     kind: str
     inputs: tuple[TensorSpec, ...]
@@ -56,6 +55,10 @@ class ScanPlan:
         if not is_dense(y[0]) or min(y[0].stride, default=0) < 0 or min(x.stride, default=0) < 0:
             raise UnsupportedCard(f"output layout stride={y[0].stride} overlaps or has gaps")
         elements.check_conversion(x.dtype, y[0].dtype)
+
+    @property
+    def family(self) -> str:
+        return "scan"
 
     # ---- the runs --------------------------------------------------------------------------------
 
@@ -107,18 +110,9 @@ class ScanPlan:
 
     def row_offset_c(self, row: str, side: str) -> str:
         """C expression of where run ``row`` starts in x (``side`` ``"x"``) or y."""
-        terms, divisor = [], 1
         runs = self.runs
-        for i in range(len(runs) - 1, -1, -1):
-            run = runs[i]
-            stride = run.x_stride if side == "x" else run.y_stride
-            coordinate = f"({row})" if divisor == 1 else f"(({row}) / {divisor}LL)"
-            if i:
-                coordinate = f"({coordinate} % {run.size}LL)"
-            if stride:
-                terms.append(f"{coordinate} * {stride}LL")
-            divisor *= run.size
-        return " + ".join(reversed(terms)) or "0"
+        return cxx.linear_offset(row, [run.size for run in runs],
+                                 [run.x_stride if side == "x" else run.y_stride for run in runs])
 
     # ---- shared C pieces -------------------------------------------------------------------------
 

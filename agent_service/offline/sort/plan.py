@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent_service.offline import cxx
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.knobs import Knobs, KnobSpace
 from agent_service.offline.layout import is_dense
@@ -86,15 +87,8 @@ class SortPlan:
 
     def row_offset_c(self, spec: TensorSpec) -> str:
         """C expression of where row ``r`` starts in ``spec``: the dims other than ``dim``, last fastest."""
-        terms, divisor = [], 1
-        for d in reversed(range(len(spec.shape))):
-            size = self.source.shape[d]
-            if d == self.dim or size == 1:
-                continue
-            coordinate = f"((r / {divisor}LL) % {size}LL)" if divisor > 1 else f"(r % {size}LL)"
-            terms.append(f"{coordinate} * {spec.stride[d]}LL")
-            divisor *= size
-        return " + ".join(reversed(terms)) or "0"
+        others = [d for d in range(len(spec.shape)) if d != self.dim]
+        return cxx.linear_offset("r", [self.source.shape[d] for d in others], [spec.stride[d] for d in others])
 
     def header(self, qualifier: str, descending_keys: bool) -> str:
         """Typedef TB (an element's bits); kf_key; kf_xrow, kf_vrow, kf_irow (where row r starts)."""
