@@ -5,9 +5,10 @@ Each op runs on its own input, at sizes where it is one of the model's larger ca
 (small ones on the cpu), so ``--max-cards`` at least the number of ops searches every one:
 
     KF_EXAMPLE_SIZE=gpu kforge optimize bench/gpu/template_families_model.py --backend cuda \
-        --budget 4 --max-cards 40 --no-compile-baseline
+        --budget 4 --max-cards 40 --no-compile-baseline --sample-budget-mb 8192 --time-limit 420
 
-Each card's status (a passing kernel, or why none passed) is the check; ``kforge report`` lists them.
+(the default 512 MiB of reference samples is spent on the largest cards, and the rest are skipped
+unsearched). Each card's status (a passing kernel, or why none passed) is the check; ``kforge report`` lists them.
 """
 
 from __future__ import annotations
