@@ -1,9 +1,11 @@
 """The end-to-end measurement child: eager, .cast, torch.compile, in one process."""
 
+import copy
 import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from forge_service.e2e import (
     noise_reason,
     parity_tolerance,
     parity_verdict,
+    room_to_recompile,
     speedup_interval,
     weakest_kernel,
 )
@@ -269,3 +272,59 @@ def test_a_model_that_draws_random_numbers_keeps_the_dtypes_tolerance_and_compil
 def test_a_deterministic_model_is_not_taken_for_one_that_draws_random_numbers(tmp_path: Path) -> None:
     result = _measure(_softmax_cast(tmp_path, SOFTMAX, "softmax"))
     assert result["draws_random"] is False
+
+
+class _BreakingLayer(torch.nn.Module):
+    """A layer with a graph break in its forward: dynamo resumes the rest in a frame of its own,
+    guarded per layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x)
+        shift = int(y.abs().sum().item() > 0)  # data-dependent: dynamo breaks the graph here
+        return torch.relu(y) + shift
+
+
+class _BreakingStack(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(_BreakingLayer() for _ in range(6))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def _counting_backend(runs: list[int]) -> Callable[..., object]:
+    """A dynamo backend that runs each graph as traced and counts the compiled graphs' calls."""
+    def backend(gm: torch.fx.GraphModule, example: object) -> object:
+        def counted(*args: object) -> object:
+            runs[0] += 1
+            return gm.forward(*args)
+        return counted
+    return backend
+
+
+def test_every_compilation_of_one_model_in_the_child_runs_compiled_whole() -> None:
+    """As the child does: torch.compile alone on a copy, then cast.compile rounds on the model.
+    With layers that break the graph, dynamo's default recompile limit ran the later rounds'
+    resumed frames in eager (6 of 12 graphs a call from the third round)."""
+    model = _BreakingStack().eval()
+    x = torch.randn(2, 8)
+    torch._dynamo.reset()
+    compiled_calls: list[int] = []
+    with torch.no_grad(), room_to_recompile():
+        torch.compile(copy.deepcopy(model))(x)
+        for _ in range(4):
+            runs = [0]
+            compiled = torch.compile(model, backend=_counting_backend(runs))
+            compiled(x)
+            runs[0] = 0
+            compiled(x)
+            compiled_calls.append(runs[0])
+    torch._dynamo.reset()
+    assert compiled_calls == [12] * 4
