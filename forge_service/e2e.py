@@ -473,13 +473,14 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
         lambda: sample_ms(lambda: call(plain, inputs), device, MIN_SECONDS / ROUNDS))
     # Each round's backend adds dynamo cache entries beside torch.compile's: see room_to_recompile.
     while serving:
-        report(f"compiling the model with cast.compile and {len(serving)} kernels")
+        kernels = f"{len(serving)} kernel" + ("s" if len(serving) > 1 else "")
+        report(f"compiling the model with cast.compile and {kernels}")
         started = time.perf_counter()
         measured = _cast_compiled(cast, model, start, inputs, device, kwargs, cast_name, pruned, plain_round)
         why = judge.why_worse(measured.get(f"{cast_name}_error", ""), measured.get(f"{cast_name}_output"),
                               measured.get(f"{cast_name}_ms"), measured.get(f"{cast_name}_plain_ms"),
                               measured.get(f"{cast_name}_interval"))
-        report(f"cast.compile with {len(serving)} kernels: {_ms_words(measured, cast_name)}, "
+        report(f"cast.compile with {kernels}: {_ms_words(measured, cast_name)}, "
                f"compiled and timed in {time.perf_counter() - started:.0f} s")
         if not why or len(pruned) >= prune_rounds:
             result.update(measured, **{f"{cast_name}_kernels": len(serving)})
