@@ -420,7 +420,8 @@ class Noise:
         return plain_output if self.draws_random and plain_output is not None else self.reference
 
 
-def room_to_recompile() -> contextlib.AbstractContextManager[Any]:
+@contextlib.contextmanager
+def room_to_recompile() -> Iterator[None]:
     """Dynamo's recompile limits raised while one process compiles one model several times.
 
     A frame reached from every layer (the resumption after a graph break inside a repeated layer)
@@ -428,9 +429,11 @@ def room_to_recompile() -> contextlib.AbstractContextManager[Any]:
     compilation would run that frame in eager, and the measurement would charge the kernels for
     it; a user compiles the model once and never meets the limit this way.
     """
-    return torch._dynamo.config.patch(recompile_limit=1024, accumulated_recompile_limit=1 << 16)
+    with torch._dynamo.config.patch(recompile_limit=1024, accumulated_recompile_limit=1 << 16):
+        yield
 
 
+@room_to_recompile()
 def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, inputs: Any, device: str,
                      mode: str, noise: Noise, prune_rounds: int = 0) -> dict[str, Any]:
     """torch.compile alone against ``cast.compile`` in one torch.compile ``mode``, in one process.
@@ -471,9 +474,10 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
     at_parity_before = False  # the last compilation ran no faster than torch.compile alone
     plain_round = None if twin is None else (
         lambda: sample_ms(lambda: call(plain, inputs), device, MIN_SECONDS / ROUNDS))
-    # Each round's backend adds dynamo cache entries beside torch.compile's: see room_to_recompile.
+    # Each round's backend adds dynamo cache entries beside torch.compile's: room_to_recompile
+    # keeps them all compiled.
     while serving:
-        kernels = f"{len(serving)} kernel" + ("s" if len(serving) > 1 else "")
+        kernels = f"{len(serving)} kernel{'s' if len(serving) > 1 else ''}"
         report(f"compiling the model with cast.compile and {kernels}")
         started = time.perf_counter()
         measured = _cast_compiled(cast, model, start, inputs, device, kwargs, cast_name, pruned, plain_round)
@@ -591,10 +595,9 @@ def main() -> int:
         compile_noise = args.noise_rel_error
         for mode in ("compiled", "cuda_graphs"):
             if mode in modes:
-                with room_to_recompile():
-                    compiled.update(measure_compiled(cast, model, start, inputs, args.device, COMPILE_MODES[mode],
-                                                     Noise(reference, result["rounding_rel_error"], compile_noise,
-                                                           draws_random), args.prune_graphs))
+                compiled.update(measure_compiled(cast, model, start, inputs, args.device, COMPILE_MODES[mode],
+                                                 Noise(reference, result["rounding_rel_error"], compile_noise,
+                                                       draws_random), args.prune_graphs))
             if "compile_output" in compiled:
                 compile_noise = max_rel_error(compiled["compile_output"], reference)
                 result["compile_parity_rel_error"] = compile_noise

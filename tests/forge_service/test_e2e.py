@@ -1,6 +1,5 @@
 """The end-to-end measurement child: eager, .cast, torch.compile, in one process."""
 
-import copy
 import json
 import re
 import subprocess
@@ -22,6 +21,7 @@ from forge_service.e2e import (
     parity_tolerance,
     parity_verdict,
     room_to_recompile,
+    shared_copy,
     speedup_interval,
     weakest_kernel,
 )
@@ -316,9 +316,11 @@ def test_every_compilation_of_one_model_in_the_child_runs_compiled_whole() -> No
     model = _BreakingStack().eval()
     x = torch.randn(2, 8)
     torch._dynamo.reset()
+    twin = shared_copy(model)
+    assert twin is not None
     compiled_calls: list[int] = []
     with torch.no_grad(), room_to_recompile():
-        torch.compile(copy.deepcopy(model))(x)
+        torch.compile(twin)(x)
         for _ in range(4):
             runs = [0]
             compiled = torch.compile(model, backend=_counting_backend(runs))
