@@ -13,7 +13,9 @@ wrapped numbers, each tier counting only when its category is higher):
   number keeps full precision in its own category (a bool stays a bool, which ``sub`` refuses);
   equal to it, the number takes their dtype, and where that would round it (a float in a bf16
   0-dim call) the op runs on float32 and its outputs are cast to the dtypes the original
-  returns (found on meta tensors);
+  returns (found on meta tensors); an int their dtype cannot hold is wrapped around to it where
+  the op computes in that integer dtype, as eager converts it (an int32 0-dim tensor floor-divided
+  by ``2**40`` divides by zero), and runs on an int64 stand-in where the op computes in float;
 * otherwise the number decides: it becomes a 0-dim tensor of the dtype a wrapped number
   promotes to (the default float dtype for a float, int64 for an int).
 """
@@ -51,6 +53,7 @@ def _is_tensor_type(kind: object) -> bool:
 
 
 _STATE = threading.local()  # set while a call is replayed on meta tensors (see TensorSlots._expected)
+_UNKNOWN = object()  # the op's outputs on meta tensors, before they are asked for
 
 
 class _Reentered(Exception):
@@ -96,14 +99,21 @@ class TensorSlots:
         tensors = [v for v in slot_values if isinstance(v, torch.Tensor)]
         given_args, given_kwargs = list(args), dict(kwargs)
         upcast = False
-        expected: object = None
+        expected: object = _UNKNOWN
         for where, value in self._numbers(args, kwargs):
             dtype, rounds = _stand_in_dtype(value, tensors)
-            if rounds:
-                if not upcast:
-                    expected = self._expected(given_args, given_kwargs)
-                dtype, upcast = (torch.int64 if _number_category(value) == _INT else torch.float32), True
-            stand_in = torch.tensor(value, dtype=dtype)
+            if rounds and expected is _UNKNOWN:
+                expected = self._expected(given_args, given_kwargs)
+            if rounds and _number_category(value) == _INT and not self._computes_in_float(
+                    expected, given_args, given_kwargs, dtype):
+                # eager converts the int to the integer dtype it computes in as C does, wrapped
+                # around: ``int32_tensor // 2**40`` divides by zero, and ``maximum`` compares the
+                # wrapped value (computing wider and casting back is right only for sums and products)
+                stand_in = torch.tensor(value, dtype=torch.int64).to(dtype)
+            else:
+                if rounds:  # a float rounded to a half dtype, or an int an op takes to float (true division)
+                    dtype, upcast = (torch.int64 if _number_category(value) == _INT else torch.float32), True
+                stand_in = torch.tensor(value, dtype=dtype)
             if isinstance(where, int):
                 args[where] = stand_in
             else:
@@ -120,6 +130,18 @@ class TensorSlots:
             if name in self.names and type(value) in NUMBER_TYPES:
                 found.append((name, value))  # type: ignore[arg-type]
         return found
+
+    def _computes_in_float(self, expected: object, args: list[object], kwargs: dict[str, object],
+                           dtype: torch.dtype) -> bool:
+        """Whether the op's outputs are floating or complex: it took its integer operands to float,
+        converting the number from its own value, unwrapped (``int32 / 2**40``). Where the op took
+        no number on meta, it is asked with the numbers as 0-dim ``dtype`` tensors instead."""
+        if expected is None:
+            numbers = {where for where, _ in self._numbers(args, kwargs)}
+            stand_in = torch.empty((), dtype=dtype, device="meta")
+            expected = self._expected([stand_in if i in numbers else a for i, a in enumerate(args)],
+                                      {k: stand_in if k in numbers else v for k, v in kwargs.items()})
+        return _floating(expected)
 
     def _expected(self, args: list[object], kwargs: dict[str, object]) -> object:
         """The op's outputs on meta tensors, numbers as given: their dtypes are what the call must
@@ -140,8 +162,8 @@ class TensorSlots:
 
 def _stand_in_dtype(value: Number, tensors: Sequence[torch.Tensor]) -> tuple[torch.dtype, bool]:
     """The dtype of the 0-dim tensor that promotes as the wrapped ``value`` would, and whether
-    that dtype cannot hold the value as the wrapped number did (then the op runs on a wider
-    stand-in and its outputs are cast to the dtypes the original returns)."""
+    that dtype cannot hold the value (then a float runs on a float32 stand-in whose outputs are
+    cast to the dtypes the original returns, and an int is wrapped around to the dtype)."""
     category = _number_category(value)
     dims = [t.dtype for t in tensors if t.dim() > 0]
     if dims and max(map(_dtype_category, dims)) >= category:
@@ -179,6 +201,14 @@ def _holds(dtype: torch.dtype, value: Number) -> bool:
         info = torch.iinfo(dtype)
         return info.min <= value <= info.max
     return True
+
+
+def _floating(outputs: object) -> bool:
+    if isinstance(outputs, torch.Tensor):
+        return outputs.dtype.is_floating_point or outputs.dtype.is_complex
+    if isinstance(outputs, (list, tuple)):
+        return any(_floating(o) for o in outputs)
+    return False
 
 
 def _cast_like(result: object, expected: object) -> object:
