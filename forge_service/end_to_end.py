@@ -340,7 +340,8 @@ def measure_end_to_end(config: RunConfig, cast_path: Path, backend: str, modes: 
         tail = outcome.stderr_tail or outcome.stdout.strip().splitlines()[-3:]
         e2e = EndToEnd(measured=False, error=" | ".join(tail) or f"exit code {outcome.returncode}")
     if e2e.measured:
-        announce(f"measured {cast_path.name} ({e2e.cast_kernels or 0} kernels): {end_to_end_line(e2e)}", log)
+        count = e2e.cast_kernels or 0
+        announce(f"measured {cast_path.name} ({count} kernel{'' if count == 1 else 's'}): {end_to_end_line(e2e)}", log)
     else:
         announce(f"the end-to-end check of {cast_path.name} did not complete: {e2e.error}", log)
     return e2e
