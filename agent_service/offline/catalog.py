@@ -16,6 +16,7 @@ from agent_service.offline import (
     ops_gather,
     ops_histc,
     ops_inplace,
+    ops_integer,
     ops_rowwise,
     ops_scan,
     ops_sort,
@@ -31,12 +32,25 @@ MAX_DIMS = 8
 #: A family's plan for an aten card: (card, op base name, bound call) -> plan, or UnsupportedCard.
 PlanBuilder = Callable[[OperatorCard, str, dict[str, Any]], KernelPlan]
 
+
+def _integers_first(otherwise: PlanBuilder) -> PlanBuilder:
+    """Integer arithmetic where the card writes an integer, else ``otherwise`` (a float formula, or
+    the logical ops where the operands are bools)."""
+    def build(card: OperatorCard, base: str, call: dict[str, Any]) -> KernelPlan:
+        if ops_integer.integer_result(card):
+            return ops_integer.integer_plan(card, base, call)
+        return otherwise(card, base, call)
+
+    return build
+
+
 #: aten op base name (``aten::<base>.<overload>``) -> the builder of its family's plan. The
 #: elementwise formulas are keyed by op in ops_elementwise (UNARY, BINARY); every other op is
 #: named here.
 ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(ops_elementwise.UNARY, ops_elementwise.unary_plan),
-    **dict.fromkeys(ops_elementwise.BINARY, ops_elementwise.binary_plan),
+    **dict.fromkeys(ops_elementwise.BINARY, _integers_first(ops_elementwise.binary_plan)),
+    **dict.fromkeys(("floor_divide", "remainder"), ops_integer.integer_plan),
     **dict.fromkeys(ops_inplace.INPLACE_UNARY, ops_inplace.inplace_unary_plan),
     **dict.fromkeys(ops_inplace.INPLACE_BINARY, ops_inplace.inplace_binary_plan),
     "masked_fill_": ops_inplace.inplace_masked_fill_plan,
@@ -73,12 +87,14 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(("pad", "constant_pad_nd"), ops_gather.pad_plan),
     "masked_fill": ops_gather.masked_fill_plan,
     "where": ops_gather.where_plan,
+    "gather": ops_gather.gather_plan,
     "repeat_interleave": ops_gather.repeat_interleave_plan,
     # reshape, flatten and unflatten decompose (CompositeImplicitAutograd) to a view where the strides
     # allow one and to a contiguous copy where not: only the copies are captured as searchable cards
     **dict.fromkeys(("reshape", "flatten", "unflatten"), ops_gather.reshape_plan),
     **dict.fromkeys(ops_compare.COMPARISONS, ops_compare.compare_plan),
-    **dict.fromkeys(("logical_not", *ops_compare.LOGICAL, *ops_compare.BOOL_BITWISE), ops_compare.logical_plan),
+    **dict.fromkeys(("logical_not", *ops_compare.LOGICAL), ops_compare.logical_plan),
+    **dict.fromkeys(ops_compare.BOOL_BITWISE, _integers_first(ops_compare.logical_plan)),
     **dict.fromkeys(ops_scan.SCANS, ops_scan.scan_plan),
     "histc": ops_histc.histc_plan,
     **dict.fromkeys(ops_sort.SORTS, ops_sort.sort_plan),

@@ -95,17 +95,23 @@ class ElementwisePlan:
         """The output layouts kf_launch refuses to run without."""
         return self.outputs if self.card_outputs is None else self.card_outputs
 
+    def __post_init__(self) -> None:
+        """Refuse what the kernel cannot compute when the plan is made, so a refusal is known
+        before any source is rendered (coverage and card selection ask for plans only)."""
+        if self.outputs[0].dtype not in cxx.FLOAT_DTYPES:
+            raise UnsupportedCard(f"output dtype {self.outputs[0].dtype} is not a float dtype the templates handle")
+        for op in self.operands:
+            if self.inputs[op.tensor].dtype not in cxx.FLOAT_DTYPES:
+                raise UnsupportedCard(f"input dtype {self.inputs[op.tensor].dtype} is not a float dtype "
+                                      "the templates handle")
+
     def _layout(self) -> tuple[list[int], list[int], list[list[int]]]:
         out = self.outputs[0]
-        if out.dtype not in cxx.FLOAT_DTYPES:
-            raise UnsupportedCard(f"output dtype {out.dtype} is not a float dtype the templates handle")
         if not is_dense(out):
             raise UnsupportedCard(f"output layout stride={out.stride} overlaps or has gaps")
         strides = []
         for op in self.operands:
             spec = self.inputs[op.tensor]
-            if spec.dtype not in cxx.FLOAT_DTYPES:
-                raise UnsupportedCard(f"input dtype {spec.dtype} is not a float dtype the templates handle")
             strides.append(list(op.strides) if op.strides is not None else broadcast_strides(spec, out.shape))
         return coalesce(out.shape, out.stride, strides)
 

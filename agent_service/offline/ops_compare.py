@@ -26,7 +26,7 @@ COMPARISONS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": "
 LOGICAL = {"logical_and": "&&", "logical_or": "||", "logical_xor": "!="}
 #: bitwise ops of bool tensors are their logical ops; of int tensors they are not templated
 BOOL_BITWISE = {"bitwise_and": "&&", "__and__": "&&", "bitwise_or": "||", "__or__": "||",
-                "bitwise_xor": "!=", "__xor__": "!="}
+                "bitwise_xor": "!=", "__xor__": "!=", "bitwise_not": "!"}
 
 #: The value of one element from its raw bits, and rounding a float to float16/bfloat16:
 #: name -> (cuda definition, cpu definition); a plan defines only those its expression calls.
@@ -65,7 +65,7 @@ _EXACT_IN_HALVES = ("bool", "uint8", "int8")  # every value of these is a float1
 _INT_BITS = {"int64": 64, "int32": 32, "int8": 8, "uint8": 8}
 
 
-def _operand(call: dict[str, Any], name: str) -> TensorArg | bool | int | float:
+def operand(call: dict[str, Any], name: str) -> TensorArg | bool | int | float:
     value = call.get(name)
     if isinstance(value, TensorArg):
         return value
@@ -74,7 +74,7 @@ def _operand(call: dict[str, Any], name: str) -> TensorArg | bool | int | float:
     raise UnsupportedCard(f"argument {name!r} is {value!r}, not a tensor or a real number")
 
 
-def _read(card: OperatorCard, t: TensorArg) -> str:
+def element_value(card: OperatorCard, t: TensorArg) -> str:
     """The element of ``t`` (broadcast to the output) at the output coordinates, as its value."""
     out = card.outputs[0]
     raw = f"in{t.index}[{offset([f'o{d}' for d in range(len(out.shape))], broadcast_strides(t.spec, out.shape))}]"
@@ -106,20 +106,27 @@ def constant(value: bool | int | float, dtype: str) -> str:
         return converted.hex() + ("" if dtype == "float64" else "f")
     if dtype == "bool":
         return "1" if value else "0"
+    wrapped = wrap_int(value, dtype)
+    return f"({_COMPUTE[dtype]})({wrapped}LL)" if wrapped != -(2**63) else "INT64_MIN"
+
+
+def wrap_int(value: bool | int | float, dtype: str) -> int:
+    """The integer ``value`` as a ``dtype`` element holds it (eager's static_cast: two's complement
+    wrap-around); :class:`UnsupportedCard` for a float or a value beyond int64."""
     if isinstance(value, float) or dtype not in _INT_BITS or not -(2**63) <= int(value) < 2**63:
-        raise UnsupportedCard(f"number {value!r} compared in {dtype}")
+        raise UnsupportedCard(f"number {value!r} in {dtype}")
     bits = _INT_BITS[dtype]
-    wrapped = int(value) % (1 << bits)  # eager's static_cast: two's complement wrap-around
+    wrapped = int(value) % (1 << bits)
     if dtype != "uint8" and wrapped >= 1 << (bits - 1):
         wrapped -= 1 << bits
-    return f"({_COMPUTE[dtype]})({wrapped}LL)" if wrapped != -(2**63) else "INT64_MIN"
+    return wrapped
 
 
 def _converted(card: OperatorCard, operand: TensorArg | bool | int | float, dtype: str) -> str:
     """``operand`` as a value of the common ``dtype``, converted as eager converts it."""
     if not isinstance(operand, TensorArg):
         return constant(operand, dtype)
-    value, source = _read(card, operand), operand.spec.dtype
+    value, source = element_value(card, operand), operand.spec.dtype
     if dtype in _ROUND and source != dtype and source not in _EXACT_IN_HALVES:
         return f"{_ROUND[dtype]}((float)({value}))"
     if dtype == "bool":
@@ -142,7 +149,7 @@ def _check_bool_output(card: OperatorCard) -> None:
 def compare_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
     """eq, ne, lt, le, gt, ge (.Tensor and .Scalar): both operands in their common dtype, then compared."""
     _check_bool_output(card)
-    a, b = _operand(call, "self"), _operand(call, "other")
+    a, b = operand(call, "self"), operand(call, "other")
     dtype = common_dtype(a, b)
     if dtype not in _COMPUTE:
         raise UnsupportedCard(f"{card.op} compares in {dtype}; not templated")
@@ -154,7 +161,7 @@ def _truth(card: OperatorCard, operand: TensorArg | bool | int | float) -> str:
     if isinstance(operand, TensorArg):
         if operand.spec.dtype not in _COMPUTE:
             raise UnsupportedCard(f"a {operand.spec.dtype} operand is not templated")
-        return f"(({_read(card, operand)}) != 0)"
+        return f"(({element_value(card, operand)}) != 0)"
     return "1" if operand else "0"
 
 
@@ -165,11 +172,12 @@ def _is_bool(operand: TensorArg | bool | int | float) -> bool:
 def logical_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
     """logical_not/and/or/xor of any dtypes (an element is true where it is not 0; NaN is true);
     bitwise and/or/xor where every operand is bool (then they are the logical ops)."""
-    operands = [_operand(call, "self")] + ([] if base == "logical_not" else [_operand(call, "other")])
+    unary = base in ("logical_not", "bitwise_not")
+    operands = [operand(call, "self")] + ([] if unary else [operand(call, "other")])
     if base in BOOL_BITWISE and not all(_is_bool(o) for o in operands):
         raise UnsupportedCard(f"{card.op} of a non-bool operand is an integer bitwise op; only bool is templated")
     _check_bool_output(card)
     truths = [_truth(card, o) for o in operands]
-    if base == "logical_not":
+    if unary:
         return _plan(card, "logical", f"!{truths[0]}")
     return _plan(card, "logical", f"{truths[0]} {LOGICAL.get(base) or BOOL_BITWISE[base]} {truths[1]}")

@@ -10,8 +10,10 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_service.offline.call import TensorArg, UnsupportedCard, split_op_name, tensor_argument
-from agent_service.offline.cxx import cfloat
+from agent_service.offline.convert import conversion_helpers, converted
+from agent_service.offline.cxx import FLOAT_DTYPES, cfloat
 from agent_service.offline.elementwise import ChannelStats, ElementwisePlan, Operand
+from agent_service.offline.gather import Branch, GatherPlan, offset
 from kforge_domain.card import OperatorCard
 
 
@@ -55,6 +57,14 @@ def _elu(call: dict[str, Any]) -> str:
             f"{cfloat(alpha * scale)} * (KF_EXP(x0 * {cfloat(input_scale)}) - 1.0f)")
 
 
+def _softplus(call: dict[str, Any]) -> str:
+    """eager's formula: the input itself above ``threshold`` (in units of 1 / beta), log1p(exp) below."""
+    beta, threshold = _num(call.get("beta", 1.0), "beta"), _num(call.get("threshold", 20.0), "threshold")
+    scaled = "x0" if beta == 1.0 else f"x0 * {cfloat(beta)}"
+    below = "log1pf(KF_EXP(" + scaled + "))" + ("" if beta == 1.0 else f" / {cfloat(beta)}")
+    return f"({scaled}) > {cfloat(threshold)} ? x0 : {below}"
+
+
 # op base name -> (expression in x0, uses exp/tanh/erf)
 UNARY: dict[str, tuple[Callable[[dict[str, Any]], str], bool]] = {
     "relu": (lambda c: "x0 < 0.0f ? 0.0f : x0", False),
@@ -79,6 +89,7 @@ UNARY: dict[str, tuple[Callable[[dict[str, Any]], str], bool]] = {
     "clamp": (_clamp, False),
     "pow": (_pow, False),
     "elu": (_elu, True),
+    "softplus": (_softplus, True),
 }
 
 # op base name -> expression of a (x0) and b (x1 or a scalar literal), alpha applied to b
@@ -142,8 +153,9 @@ def _named(value: object) -> str:
     return str(value).removeprefix("enum:")
 
 
-def copy_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ElementwisePlan:
-    """A copy into the card's output layout or dtype (a cast between float dtypes, a contiguous copy).
+def copy_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ElementwisePlan | GatherPlan:
+    """A copy into the card's output layout or dtype (a cast between float dtypes, a contiguous copy);
+    where an int or bool dtype is involved, the gather engine's conversion as eager's ``copy_`` converts.
 
     ``type_as(self, other)`` is ``self.to(other.dtype)``: ``other`` is an input the kernel never reads."""
     _check_single_output(card)
@@ -152,6 +164,15 @@ def copy_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Elementwis
         raise UnsupportedCard(f"aten::to.{overload} may change device; only to.dtype and to.dtype_layout are templated")
     _check_copy_options(card, base, call)
     x = tensor_argument(call)
+    out = card.outputs[0]
+    if x.spec.dtype not in FLOAT_DTYPES or out.dtype not in FLOAT_DTYPES:
+        if "complex" in x.spec.dtype or "complex" in out.dtype:
+            raise UnsupportedCard(f"{card.op} of {x.spec.dtype} into {out.dtype}: complex dtypes are not templated")
+        read = f"in{x.index}[{offset([f'o{d}' for d in range(len(out.shape))], x.spec.stride)}]"
+        value = converted(read, x.spec.dtype, out.dtype)
+        return GatherPlan(family="gather_convert", summary=f"{card.op}: {x.spec.dtype} {x.spec.stride} to {out.dtype} "
+                          f"{out.stride}", inputs=tuple(card.inputs), outputs=tuple(card.outputs),
+                          branches=(Branch("", value),), helpers=conversion_helpers(value))
     return ElementwisePlan(
         family="elementwise_copy",
         summary=f"{card.op}: {x.spec.dtype} {x.spec.stride} to {card.outputs[0].dtype} {card.outputs[0].stride}",

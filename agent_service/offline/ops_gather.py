@@ -1,5 +1,5 @@
-"""Aten cards the gather engine covers: nearest upsampling, cat, index by one tensor, embedding,
-constant pad, masked_fill, where, repeat_interleave by an int, and reshapes that copy.
+"""Aten cards the gather engine covers: nearest upsampling, cat, index by one tensor, gather along a
+dim, embedding, constant pad, masked_fill, where, repeat_interleave by an int, and reshapes that copy.
 
 Each builder turns the bound call into a :class:`GatherPlan`, whose branches name where each
 output element comes from; a call outside what it handles raises :class:`UnsupportedCard`.
@@ -8,10 +8,12 @@ output element comes from; a call outside what it handles raises :class:`Unsuppo
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from agent_service.offline import cxx
 from agent_service.offline.call import TensorArg, UnsupportedCard, split_op_name, tensor_argument
+from agent_service.offline.convert import conversion_helpers, converted
 from agent_service.offline.elementwise import ElementwisePlan, Operand
 from agent_service.offline.gather import Branch, GatherPlan, Table, fill_bits, offset
 from agent_service.offline.layout import broadcast_strides
@@ -226,14 +228,50 @@ def masked_fill_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Gat
     return _plan(card, "gather_select", [Branch(_condition(card, "mask", call), fill), Branch("", _read(card, x))])
 
 
+def _where_operand(card: OperatorCard, value: object, name: str) -> str:
+    """A where operand at the output coordinates, as the output dtype's bits: a tensor converted as
+    eager's promotion converts it, a Python number as eager stores it in that dtype."""
+    out = card.outputs[0]
+    if isinstance(value, TensorArg):
+        return converted(_read(card, value), value.spec.dtype, out.dtype)
+    if isinstance(value, (bool, int, float)):
+        return fill_bits(value, out.dtype)
+    raise UnsupportedCard(f"where's {name} is {value!r}, not a tensor or a real number")
+
+
 def where_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
-    """where.self: ``self`` where the condition holds, ``other`` elsewhere, all three broadcast; same dtypes."""
-    if split_op_name(card.op)[1] != "self":
-        raise UnsupportedCard(f"{card.op}: a Python number operand promotes; only where.self is templated")
-    a, b = tensor_argument(call, "self"), tensor_argument(call, "other")
-    _same_dtype(card, [a, b], "where")
-    return _plan(card, "gather_select",
-                 [Branch(_condition(card, "condition", call), _read(card, a)), Branch("", _read(card, b))])
+    """where (``.self``, and ``.ScalarSelf``, ``.ScalarOther``, ``.Scalar`` with Python numbers): ``self``
+    where the condition holds, ``other`` elsewhere, all broadcast, each in the result dtype."""
+    if "complex" in card.outputs[0].dtype:
+        raise UnsupportedCard(f"{card.op} into {card.outputs[0].dtype}: complex dtypes are not templated")
+    chosen = _where_operand(card, call.get("self"), "self")
+    other = _where_operand(card, call.get("other"), "other")
+    plan = _plan(card, "gather_select", [Branch(_condition(card, "condition", call), chosen), Branch("", other)])
+    return replace(plan, helpers=conversion_helpers(chosen + other))
+
+
+# ---- gather along a dim ------------------------------------------------------------------------
+
+
+def gather_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """torch.gather: output element ``o`` reads the input at ``o`` with ``dim``'s coordinate replaced by
+    ``index[o]``. An index out of range makes eager raise; the kernel reports it (``KF_BAD``) and reads
+    index 0 instead."""
+    x, idx = tensor_argument(call, "self"), tensor_argument(call, "index")
+    dim, ndim = call.get("dim"), len(x.spec.shape)
+    if idx.spec.dtype != "int64":
+        raise UnsupportedCard(f"gather by a {idx.spec.dtype} index; eager takes int64")
+    if not isinstance(dim, int) or isinstance(dim, bool) or ndim == 0 or not -ndim <= dim < ndim:
+        raise UnsupportedCard(f"gather along dim {dim!r} of a {ndim}-dim input is not templated")
+    dim %= ndim
+    out = card.outputs[0]
+    if len(idx.spec.shape) != ndim or out.shape != idx.spec.shape:
+        raise UnsupportedCard(f"gather of {x.spec.shape} by {idx.spec.shape} into {out.shape}: not index-shaped")
+    _same_dtype(card, [x], "gather")
+    preamble = (f"int64_t j = (int64_t)in{idx.index}[{offset(_coords(ndim), idx.spec.stride)}];\n"
+                f"if (j < 0 || j >= {x.spec.shape[dim]}LL) {{ KF_BAD(); j = 0; }}")
+    coords = [*_coords(dim), "j", *_coords(ndim)[dim + 1:]]
+    return _plan(card, "gather_index", [Branch("", f"in{x.index}[{offset(coords, x.spec.stride)}]")], preamble)
 
 
 # ---- repeat_interleave by an int ---------------------------------------------------------------

@@ -32,7 +32,9 @@ def test_calls_that_convert_or_select_a_data_dependent_count_are_refused() -> No
     assert "constant padding" in _refusal(aten.pad.default, [torch.randn(1, 2, 6), [1, 1], "reflect"])
     assert "tensor value" in _refusal(aten.masked_fill.Tensor,
                                       [torch.randn(3, 4), torch.randn(3, 4) > 0, torch.tensor(1.0)])
-    assert "where.self" in _refusal(aten.where.ScalarOther, [torch.randn(3) > 0, torch.randn(3), 1.0])
+    complex_x = torch.randn(3, dtype=torch.complex64)
+    assert "complex" in _refusal(aten.where.ScalarOther, [torch.randn(3) > 0, complex_x, 1.0])
+    assert "int64" in _refusal(aten.gather.default, [torch.randn(4, 5), 1, torch.zeros(4, 2, dtype=torch.int32)])
     assert "bool" in _refusal(aten.where.self, [torch.ones(3, dtype=torch.uint8), torch.randn(3), torch.randn(3)])
     assert "repeats given as a tensor" in _refusal(aten.repeat_interleave.self_Tensor,
                                                   [torch.randn(3, 4), torch.tensor([1, 0, 2]), 0])
@@ -70,3 +72,31 @@ def test_nearest_maps_without_a_formula_are_embedded_as_tables() -> None:
     assert plan.tables[0].values == (0, 1, 1, 2, 3, 3, 4, 5, 5)  # floor((o + 0.5) / 1.5)
     doubled, _ = aten_card(aten.upsample_nearest2d.vec, [torch.randn(1, 2, 6, 6), None, [2.0, 2.0]])
     assert not plan_for_card(doubled, "cpu").tables
+
+
+def test_a_gather_index_out_of_range_is_reported_and_never_read(tmp_path: Path) -> None:
+    """gather wraps no negative index: eager raises on it and on one past the dim's end, and the cpu
+    kernel returns an error (its caller then runs eager, which raises)."""
+    x = torch.randn(3, 5)
+    card, _ = aten_card(aten.gather.default, [x, 1, torch.tensor([[0, 4], [1, 2], [3, 3]])])
+    library = compile_cpu(plan_for_card(card, "cpu").render("cpu", {}, CPU), tmp_path)
+    for bad in (5, -1, 2**40):
+        assert run_kernel(library, [x, torch.tensor([[0, 4], [1, bad], [3, 3]])], [torch.empty(3, 2)]) != 0
+    index, out = torch.tensor([[4, 0], [2, 2], [1, 3]]), torch.empty(3, 2)
+    assert run_kernel(library, [x, index], [out]) == 0
+    assert torch.equal(out, torch.gather(x, 1, index))
+
+
+def test_where_converts_each_operand_to_the_result_dtype_as_eager(tmp_path: Path) -> None:
+    """An int tensor beside a Python float promotes to the default float dtype, a float number is stored
+    as bfloat16 stores it: every element is eager's bits."""
+    mask = torch.tensor([True, False, True, False, False, True])
+    cases = [(aten.where.ScalarOther, [mask, torch.tensor([1, -2, 3, 2**40, 5, -7]), 0.1]),
+             (aten.where.self, [mask, torch.tensor([1.5, -2, 3, 1e30, 5, -7]).to(bf16), torch.arange(6)]),
+             (aten.where.ScalarSelf, [mask, -1e4, torch.arange(6, dtype=torch.uint8)])]
+    for op, args in cases:
+        card, (expected,) = aten_card(op, args)
+        library = compile_cpu(plan_for_card(card, "cpu").render("cpu", {}, CPU), tmp_path)
+        got = torch.empty_like(expected)
+        assert run_kernel(library, [a for a in args if isinstance(a, torch.Tensor)], [got]) == 0
+        assert got.dtype == expected.dtype and torch.equal(got, expected), (op, got, expected)

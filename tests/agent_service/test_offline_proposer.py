@@ -42,8 +42,9 @@ def test_same_request_gives_the_same_source() -> None:
 def test_unsupported_cards_get_a_reason() -> None:
     matmul, _ = aten_card(aten.mm.default, [torch.randn(4, 4), torch.randn(4, 4)])
     assert "no offline template covers aten::mm.default" in propose_offline(_request(matmul)).no_proposal_reason
-    ints, _ = aten_card(aten.add.Tensor, [torch.ones(4, dtype=torch.int32), torch.ones(4, dtype=torch.int32)])
-    assert "float" in propose_offline(_request(ints)).no_proposal_reason
+    ones = torch.ones(4, dtype=torch.complex64)
+    complex_add, _ = aten_card(aten.add.Tensor, [ones, ones])
+    assert "float" in propose_offline(_request(complex_add)).no_proposal_reason
     gappy, _ = aten_card(aten.sum.dim_IntList, [torch.randn(3, 4, 5), [0, 2]])
     assert "not adjacent" in propose_offline(_request(gappy)).no_proposal_reason
     strided, _ = aten_card(aten._softmax.default, [torch.randn(8, 12)[:, ::2], -1, False])

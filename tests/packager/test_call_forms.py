@@ -284,10 +284,13 @@ UNARY_SPECS = [
            "x ** -1", "2 ** x", "x ** torch.tensor(2)", "torch.pow(x, 2, out=out)"),
     _unary("elu", aten.elu.default, "F.elu(x)", "F.elu(x, alpha=0.5)", "F.elu(x, 1)", "F.selu(x)", "F.celu(x)",
            "nn.ELU()(x)"),
+    _unary("softplus", aten.softplus.default, "F.softplus(x)", "F.softplus(x, beta=2)", "F.softplus(x, 1, 20)",
+           "F.softplus(x, threshold=0.5)", "nn.Softplus()(x)", "F.softplus(x, 0.5, 1)", "F.mish(x)"),
 ]
 
 # one card for each binary op whose other operand may be a Python number
-NUMBER_CARDS = ("add_python_float", "sub_alpha_column", "rsub_python_int", "mul_python_float", "div_column")
+NUMBER_CARDS = ("add_python_float", "sub_alpha_column", "rsub_python_int", "mul_python_float", "div_column",
+                "floor_divide_by_8", "remainder_by_minus_5")
 BINARY_SPECS = [
     _binary("add", aten.add.Tensor, X, replace(X, seed=1), "a + b"),
     _binary("add_python_float", aten.add.Tensor, X, 1e-5, "a + b"),
@@ -327,6 +330,13 @@ COPY_SPECS = [
              (replace(X, dtype=bf16), TensorRecipe((1,), f32, seed=1)),
              ("x.type_as(y)", "torch.Tensor.type_as(x, y)", "x.to(y.dtype)", "x.to(y)", "y.type_as(x)",
               "x.type(y.type())", "x.type_as(x)"), (ELEMENTWISE_SHAPES, ((1,), (4, 33), (0,), ()))),
+    # an int or bool copied into a float, or the reverse: the gather engine's conversions
+    _rowwise("to_float_of_int64", "gather_convert", aten.to.dtype, ("x",), (TensorRecipe((4, 33), torch.int64),),
+             ("x.float()", "x.to(torch.float32)", "x.to(torch.bfloat16)", "x.double()", "x.half()", "x.long()",
+              "x.to(torch.float32, copy=True)", "x.type(torch.float32)"), (ELEMENTWISE_SHAPES,)),
+    _rowwise("to_int32_of_transposed_f32", "gather_convert", aten.to.dtype, ("x",), (replace(X, layout="transposed"),),
+             ("x.int()", "x.to(torch.int32)", "x.long()", "x.to(torch.uint8)", "x.bool()", "x.int().float()"),
+             (ELEMENTWISE_SHAPES,)),
     _rowwise("contiguous_of_transposed", "elementwise_copy", aten.contiguous.default, ("x",),
              (replace(X, layout="transposed"),),
              ("x.contiguous()", "x.contiguous(memory_format=torch.channels_last)", "x.reshape(-1)",
@@ -496,6 +506,20 @@ GATHER_SPECS = [
              (ELEMENTWISE_SHAPES, BROADCAST_SHAPES)),
     _rowwise("where", "gather_select", aten.where.self, ("c", "a", "b"), (BOOL_X, X, TensorRecipe((33,), seed=2)),
              WHERE_SPELLINGS, (BROADCAST_SHAPES, ELEMENTWISE_SHAPES, BROADCAST_SHAPES)),
+    _rowwise("where_bf16_by_f32_row", "gather_select", aten.where.self, ("c", "a", "b"),
+             (BOOL_X, replace(X, dtype=torch.bfloat16), TensorRecipe((33,), seed=2)), WHERE_SPELLINGS,
+             (BROADCAST_SHAPES, ELEMENTWISE_SHAPES, BROADCAST_SHAPES)),
+    _rowwise("where_scalar_other", "gather_select", aten.where.ScalarOther, ("c", "a"), (BOOL_X, X),
+             ("torch.where(c, a, -1e4)", "torch.where(c, a, 0.5)", "torch.where(c, a, a.new_tensor(-1e4))",
+              "torch.where(c, a.bfloat16(), -1e4)", "torch.where(c, a.long(), -1e4)", "torch.where(c, a, 2**40)",
+              "torch.where(c, -1e4, a)", "torch.where(c, a, -1e4).float()", "a.masked_fill(~c, -1e4)"),
+             (BROADCAST_SHAPES, ELEMENTWISE_SHAPES)),
+    _rowwise("gather_rows", "gather_index", aten.gather.default, ("x", "i"),
+             (X, TensorRecipe((4, 5), torch.int64, seed=1, positive=True)),
+             ("torch.gather(x, 1, i)", "x.gather(1, i)", "torch.gather(x, -1, i)", "torch.gather(x, 0, i)",
+              "torch.gather(x, 1, i, sparse_grad=True)", "torch.gather(x, 1, i, out=out)",
+              "torch.take_along_dim(x, i, 1)", "torch.gather(x, 1, i.int())", "torch.gather(x, 1, -i)"),
+             (ELEMENTWISE_SHAPES, ((4, 5), (2, 3), (4, 0), (4, 40), (1, 1)))),
 ]
 
 # Comparisons and logical ops (bool outputs): in eager's common dtype of the operands, so exact.
@@ -536,6 +560,37 @@ COMPARE_SPECS = [
     _rowwise("logical_not", "logical", aten.logical_not.default, ("x",), (X,),
              ("torch.logical_not(x)", "x.logical_not()", "~(x > 0)", "torch.logical_not(x, out=out)",
               "torch.logical_not(x.bool())", "x == 0"), (ELEMENTWISE_SHAPES,)),
+]
+
+# Integer arithmetic (integer outputs): in eager's common dtype, wrapping, so exact; a quotient by a number only.
+INTEGER_SPELLINGS = ("a // b", "torch.floor_divide(a, b)", "a.floor_divide(b)",
+                     "torch.div(a, b, rounding_mode='floor')", "torch.div(a, b, rounding_mode='trunc')",
+                     "torch.floor_divide(a, b, out=out)", "a % b",
+                     "torch.remainder(a, b)", "torch.fmod(a, b)", "a + b", "a - b", "a * b", "torch.add(a, b, alpha=3)",
+                     "b - a", "a / b", "a.float() // b")
+
+
+def _integer(name: str, op: torch._ops.OpOverload, a: TensorRecipe, b: object, card_spelling: str) -> OpSpec:
+    spellings = (card_spelling, *(s for s in INTEGER_SPELLINGS if s != card_spelling))
+    return OpSpec(name, "integer_arithmetic", op, ("a", "b"), (a, b), spellings,
+                  (Slot(ELEMENTWISE_SHAPES), Slot(BROADCAST_SHAPES, numbers=True)))
+
+
+INTEGER_SPECS = [
+    _integer("floor_divide_by_8", aten.floor_divide.default, INT_X, 8, "a // b"),
+    _integer("remainder_by_minus_5", aten.remainder.Scalar, INT_X, -5, "a % b"),
+    _integer("div_trunc_int32_by_3", aten.div.Tensor_mode, replace(INT_X, dtype=torch.int32), 3,
+             "torch.div(a, b, rounding_mode='trunc')"),
+    _integer("add_int32_to_int64_row", aten.add.Tensor, replace(INT_X, dtype=torch.int32),
+             TensorRecipe((33,), torch.int64, seed=1), "a + b"),
+    _integer("mul_int64_by_uint8_column", aten.mul.Tensor, INT_X, TensorRecipe((4, 1), torch.uint8, seed=2), "a * b"),
+    _integer("xor_int64_row", aten.__xor__.Tensor, INT_X, TensorRecipe((33,), torch.int64, seed=1), "a ^ b"),
+    _rowwise("bitwise_not_int32", "integer_arithmetic", aten.bitwise_not.default, ("x",),
+             (replace(INT_X, dtype=torch.int32),), ("~x", "torch.bitwise_not(x)", "x.bitwise_not()", "~x.long()",
+                                                   "torch.bitwise_not(x, out=out)", "~(x > 0)"), (ELEMENTWISE_SHAPES,)),
+    _rowwise("bitwise_not_bool", "logical", aten.bitwise_not.default, ("x",), (BOOL_X,),
+             ("~x", "torch.bitwise_not(x)", "x.bitwise_not()", "torch.logical_not(x)", "~x.int()"),
+             (ELEMENTWISE_SHAPES,)),
 ]
 
 # Scans (cumsum, cumprod): each run walked in order in eager's cpu accumulator, so a hit is eager's exactly;
@@ -602,7 +657,7 @@ MODULE_SPECS = [
             ("setattr(m.norm, 'eps', 1e-3)", "setattr(m.norm, 'num_groups', 2)")),
 ]
 
-SPECS = (UNARY_SPECS + BINARY_SPECS + COPY_SPECS + ROW_SPECS + GATHER_SPECS + COMPARE_SPECS + SCAN_SPECS
+SPECS = (UNARY_SPECS + BINARY_SPECS + COPY_SPECS + ROW_SPECS + GATHER_SPECS + COMPARE_SPECS + INTEGER_SPECS + SCAN_SPECS
          + HISTC_SPECS + SORT_SPECS + MODULE_SPECS)
 
 
@@ -966,7 +1021,8 @@ def test_every_aten_family_is_served_by_the_native_front(packaged: dict[str, Pac
     for name, item in packaged.items():
         with item.cast.applied_to():
             without += [name for o in item.cast._aten if o.front is None]
-    assert sorted(without) == ["add_python_float", "index_rows", "mul_python_float", "to_dtype_layout"]
+    assert sorted(without) == ["add_python_float", "div_trunc_int32_by_3", "floor_divide_by_8", "index_rows",
+                               "mul_python_float", "to_dtype_layout"]
 
 
 def test_a_to_naming_another_device_of_its_type_falls_back(packaged: dict[str, PackagedCard],
@@ -1001,7 +1057,7 @@ def test_gradients_through_each_cards_own_call_match_eager(packaged: dict[str, P
 def test_python_numbers_in_tensor_slots_promote_as_eager(packaged: dict[str, PackagedCard]) -> None:
     """Every number with every dtype, as a 0-dim and as a dimensioned tensor: ``x + 1e-5`` reaches the
     override with the number where the schema wants a tensor, and a miss must promote as eager does."""
-    cards = [spec for spec in BINARY_SPECS if spec.name in NUMBER_CARDS]
+    cards = [spec for spec in BINARY_SPECS + INTEGER_SPECS if spec.name in NUMBER_CARDS]
     calls = [Call(spec, spec.spellings[0], (TensorRecipe(shape, dtype), number), "inference")
              for spec in cards for shape in ((), X.shape) for dtype in DTYPES for number in NUMBERS]
     failures = mismatches(packaged, calls)
@@ -1056,7 +1112,7 @@ def test_every_family_and_op_the_offline_proposer_covers_has_a_card_here() -> No
         "module_rms_norm", "module_activation", "module_gated_activation", "module_norm_activation",
         "gather_upsample_nearest", "gather_cat", "gather_index", "gather_embedding", "gather_pad", "gather_select",
         "gather_repeat", "gather_reshape",
-        "compare", "logical", "scan", "histc", "sort",
+        "compare", "logical", "integer_arithmetic", "gather_convert", "scan", "histc", "sort",
     }
     assert {s.op._schema.name.removeprefix("aten::") for s in UNARY_SPECS if s.op} == set(ops_elementwise.UNARY)
     assert {s.op._schema.name.removeprefix("aten::") for s in BINARY_SPECS if s.op} == set(ops_elementwise.BINARY)

@@ -20,6 +20,7 @@ from tests.packager.test_call_forms import (
     BOOL_X,
     BROADCAST_SHAPES,
     EXAMPLES_PER_CARD,
+    INT_X,
     Call,
     OpSpec,
     Outcome,
@@ -52,7 +53,8 @@ FILL_SPELLINGS = ("x.fill_(v)", "torch.fill_(x, v)", "torch.Tensor.fill_(x, v)",
                   "x.fill_(torch.tensor(1e39))", "x.fill_(True)", "x.fill_(x[0, 0])", "x.zero_()")
 ZERO_SPELLINGS = ("x.zero_()", "torch.zero_(x)", "nn.init.zeros_(x)", "x.fill_(0)", "x.mul_(0)")
 #: In-place ops the gather engine serves, by the prefix of their spec's name; the rest are elementwise.
-GATHER_FAMILIES = {"masked_fill": "gather_select_inplace", "copy": "gather_copy_inplace",
+GATHER_FAMILIES = {"int_add": "integer_arithmetic_inplace", "masked_fill": "gather_select_inplace",
+                   "copy": "gather_copy_inplace",
                    "fill_tensor": "gather_copy_inplace", "fill": "gather_fill_inplace", "zero": "gather_fill_inplace"}
 
 
@@ -70,6 +72,9 @@ SPECS = {spec.name: spec for spec in [
              ("a.add_(b, alpha=2)", *ADD_SPELLINGS)),
     _inplace("add_python_float", aten.add_.Tensor, ("a", "b"), (X, 1.5), ("a.__iadd__(b)", *ADD_SPELLINGS[1:])),
     _inplace("add_row", aten.add_.Tensor, ("a", "b"), (X, TensorRecipe((33,), seed=1)), ADD_SPELLINGS),
+    _inplace("int_add_row", aten.add_.Tensor, ("a", "b"), (INT_X, TensorRecipe((33,), torch.int32, seed=1)),
+             ("a.add_(b)", "a.__iadd__(b)", "a.add_(b, alpha=3)", "a.sub_(b)", "a.mul_(b)", "a.add_(b.float())",
+              "a.add_(2**40)", "a + b")),
     _inplace("masked_fill_", aten.masked_fill_.Scalar, ("x", "m"), (X, BOOL_X),
              ("x.masked_fill_(m, -1e4)", "x.masked_fill_(m, 0.5)", "x.masked_fill_(~m, -1e4)", "x.masked_fill(m, -1e4)",
               "x.masked_fill_(m, torch.tensor(-1e4))", "x.masked_fill_(m, float('-inf'))")),

@@ -1,0 +1,109 @@
+"""Integer arithmetic the gather engine covers: add, sub, rsub, mul, floor division, remainder,
+division with a rounding mode, the bitwise ops, maximum and minimum, of integer tensors and Python ints,
+exact as eager's.
+
+Eager computes in the operands' common dtype (``torch.result_type``) and wraps on overflow. The
+kernel computes in 64 bits, sums and products in ``uint64_t`` (C wraps only unsigned arithmetic),
+and casts to the output's type, which wraps as eager's narrower types do. A quotient or remainder
+is taken by a number only, never by a tensor: on the cpu eager raises on a zero divisor where a
+kernel's division would kill the process, and a card does not fix a tensor's values. The numbers 0
+and -1 are refused too: the quotient of the type's minimum by -1 overflows, which traps on x86.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_service.offline.call import TensorArg, UnsupportedCard
+from agent_service.offline.gather import Branch, GatherPlan, offset
+from agent_service.offline.ops_compare import common_dtype, element_value, operand, wrap_int
+from kforge_domain.card import OperatorCard
+
+INTEGER_DTYPES = ("int64", "int32", "int8", "uint8")
+#: op base name -> C statement over ``a`` and ``b`` (int64_t) that sets ``r``; alpha scales ``b`` (``a`` for rsub)
+SUMS = {
+    "add": "r = (int64_t)((uint64_t)a + (uint64_t)b);",
+    "sub": "r = (int64_t)((uint64_t)a - (uint64_t)b);",
+    "rsub": "r = (int64_t)((uint64_t)b - (uint64_t)a);",
+    "mul": "r = (int64_t)((uint64_t)a * (uint64_t)b);",
+}
+#: Python's floor division and remainder: truncation's result moved where the signs differ
+DIVISIONS = {
+    "floor": "r = a / b; if (a % b != 0 && ((a % b < 0) != (b < 0))) r -= 1;",
+    "trunc": "r = a / b;",
+    "remainder": "r = a % b; if (r != 0 && ((r < 0) != (b < 0))) r += b;",
+}
+#: bitwise ops of integers (of bools they are logical ops: agent_service.offline.ops_compare)
+BITWISE = {"bitwise_and": "r = a & b;", "__and__": "r = a & b;", "bitwise_or": "r = a | b;", "__or__": "r = a | b;",
+           "bitwise_xor": "r = a ^ b;", "__xor__": "r = a ^ b;", "bitwise_not": "r = ~a;"}
+EXTREMA = {"maximum": "r = a > b ? a : b;", "minimum": "r = a < b ? a : b;"}
+INTEGER_OPS = (*SUMS, "floor_divide", "remainder", "div", *BITWISE, *EXTREMA)
+
+
+def integer_result(card: OperatorCard) -> bool:
+    """The card writes one integer output: integer arithmetic, not the float engine's."""
+    return len(card.outputs) == 1 and card.outputs[0].dtype in INTEGER_DTYPES
+
+
+def _as_int64(card: OperatorCard, value: TensorArg | bool | int | float, dtype: str) -> str:
+    """An operand as an ``int64_t`` of the common ``dtype``'s value (a number wrapped to it first)."""
+    if isinstance(value, TensorArg):
+        if value.spec.dtype not in (*INTEGER_DTYPES, "bool"):
+            raise UnsupportedCard(f"a {value.spec.dtype} operand in integer arithmetic is not templated")
+        return f"(int64_t)({element_value(card, value)})"
+    return _literal(wrap_int(value, dtype))
+
+
+def _literal(value: int) -> str:
+    """An int64 C literal (the minimum has none: ``-9223372036854775808LL`` negates an unsigned)."""
+    return "INT64_MIN" if value == -(2**63) else f"(int64_t)({value}LL)"
+
+
+def _statement(base: str, call: dict[str, Any]) -> str:
+    formulas = {**SUMS, **BITWISE, **EXTREMA, "remainder": DIVISIONS["remainder"], "floor_divide": DIVISIONS["floor"]}
+    if base in formulas:
+        return formulas[base]
+    if base != "div":
+        raise UnsupportedCard(f"no integer formula for {base}; integer arithmetic covers {', '.join(INTEGER_OPS)}")
+    mode = call.get("rounding_mode")
+    if mode not in ("floor", "trunc"):
+        raise UnsupportedCard(f"integer div with rounding_mode={mode!r} divides truly into a float; not templated")
+    return DIVISIONS[mode]
+
+
+def _divisor(base: str, other: TensorArg | bool | int | float, dtype: str) -> None:
+    """Refuse a divisor the kernel cannot divide by as eager does (see the module's docstring)."""
+    if base not in ("floor_divide", "remainder", "div"):
+        return
+    if isinstance(other, TensorArg):
+        raise UnsupportedCard(f"integer {base} by a tensor: a zero divisor raises in eager and traps in a kernel")
+    if wrap_int(other, dtype) in (0, -1):
+        raise UnsupportedCard(f"integer {base} by {other!r} in {dtype}: division by 0 raises and by -1 may overflow")
+
+
+def integer_plan(card: OperatorCard, base: str, call: dict[str, Any], *, in_place: bool = False) -> GatherPlan:
+    """One integer op of two operands, the first a tensor, into the card's integer output; ``in_place``:
+    ``self`` is the output (the kernel contract passes it pre-filled) and is read from there."""
+    if not integer_result(card):
+        raise UnsupportedCard(f"{card.op} writes {[o.dtype for o in card.outputs]}; integer arithmetic "
+                              f"writes one output of {', '.join(INTEGER_DTYPES)}")
+    a = operand(call, "self")
+    b = a if base == "bitwise_not" else operand(call, "other")  # ``~a`` reads its one operand
+    dtype = common_dtype(a, b)
+    out = card.outputs[0]
+    if dtype != out.dtype:
+        raise UnsupportedCard(f"{card.op} computes in {dtype} but writes {out.dtype}; not templated")
+    _divisor(base, b, dtype)
+    values = [_as_int64(card, a, dtype), _as_int64(card, b, dtype)]
+    if in_place:
+        values[0] = f"(int64_t)(out[{offset([f'o{d}' for d in range(len(out.shape))], out.stride)}])"
+    alpha = call.get("alpha", 1)
+    if alpha is not None and alpha != 1:
+        if base not in ("add", "sub", "rsub") or isinstance(alpha, (bool, float)) or not isinstance(alpha, int):
+            raise UnsupportedCard(f"{card.op} with alpha={alpha!r} is not templated")
+        scaled = 0 if base == "rsub" else 1  # rsub is other - alpha * self
+        values[scaled] = f"(int64_t)((uint64_t){values[scaled]} * (uint64_t){_literal(wrap_int(alpha, dtype))})"
+    value = (f"([&]() -> int64_t {{ const int64_t a = {values[0]}, b = {values[1]}; int64_t r; "
+             f"{_statement(base, call)} return r; }}())")
+    return GatherPlan(family="integer_arithmetic", summary=f"{card.op} to {out.shape} {out.dtype} stride {out.stride}",
+                      inputs=tuple(card.inputs), outputs=tuple(card.outputs), branches=(Branch("", f"(T)({value})"),))
