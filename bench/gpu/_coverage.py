@@ -4,15 +4,16 @@ Shared by the benchmarks that capture a model (gpu/paper_models, gpu/forge_e2e, 
 Shares are over aten cards, which partition the forward's work; module cards overlap them.
 
 Two covered figures are reported, so that neither hides the other: an aten card is covered by an
-aten template when the catalog plans it, and covered through a module when, beside that, every
-one of its calls ran inside one module card the catalog plans (``forge_service.scheduler.
-runs_only_inside``): a deployed module kernel replaces the module's whole forward, those calls
-included. The issue's target reads the covered share of the time outside vendor ops, so each
-figure is also given as covered / (1 - vendor share).
+aten template when the offline proposer renders a candidate for it, and covered through a module
+when, beside that, every one of its calls ran inside one module card the proposer covers
+(``forge_service.scheduler.runs_only_inside``): a deployed module kernel replaces the module's
+whole forward, those calls included. The issue's target reads the covered share of the time
+outside vendor ops, so each figure is also given as covered / (1 - vendor share).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from importlib import import_module
 from typing import Any
@@ -25,24 +26,28 @@ RefusalFn = Callable[[Any], str]
 
 
 def offline_refusal() -> RefusalFn | str:
-    """Why the offline proposer has no template for a card on the card's own device ("" when it
-    has one), or why that cannot be told here. The catalog plans a card the same way for cpu and
-    cuda; only its device must match the backend asked."""
+    """Why the offline proposer makes no candidate for a card on the card's own device ("" when it
+    makes one), or why that cannot be told here. The root candidate is rendered, not only planned,
+    so a refusal that only rendering finds (a layout, a dtype) is counted as uncovered."""
     try:
-        catalog = import_module("agent_service.offline.catalog")
-        unsupported = import_module("agent_service.offline.call").UnsupportedCard
+        propose = import_module("agent_service.offline.proposer").propose_offline
+        request = import_module("kforge_domain.propose_request").ProposeRequest
+        device_info = import_module("kforge_domain.device").DeviceInfo
     except Exception as exc:
         return f"agent_service unavailable: {type(exc).__name__}: {exc}"
+    # the devices the templates are sized for; a candidate's source, not its speed, is asked for
+    devices = {"cpu": device_info(backend="cpu", name="cpu", sm_count=os.cpu_count() or 1),
+               "cuda": device_info(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132,
+                                   l2_bytes=60 << 20, copy_bandwidth_gbps=4000.0)}
 
     def refusal(card: Any) -> str:
         backend = "cuda" if str(card.device).startswith("cuda") else str(card.device)
+        device = devices.get(backend, device_info(backend=backend))
         try:
-            catalog.plan_for_card(card, backend)
-        except unsupported as exc:
-            return str(exc) or type(exc).__name__
+            proposal = propose(request(card=card, device=device, backend=backend, parent=None, tried_knobs=[], seed=0))
         except Exception as exc:
             return f"the catalog failed: {type(exc).__name__}: {exc}"
-        return ""
+        return "" if proposal.has_proposal else (proposal.no_proposal_reason or "no proposal")
 
     return refusal
 

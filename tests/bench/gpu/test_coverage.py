@@ -105,3 +105,18 @@ def test_the_capture_is_reused_when_present(cards: CardSet, tmp_path: Path) -> N
     cards.save(tmp_path)
     again = paper_coverage.capture("no_such_spec", "", tmp_path)  # no capture runs: the spec does not exist
     assert [c.id for c in again.cards] == [c.id for c in cards.cards]
+
+
+def test_a_card_planned_but_never_rendered_is_not_covered() -> None:
+    """Coverage asks the proposer for a candidate, not the catalog for a plan: an output with gaps is
+    refused only when the elementwise source is rendered."""
+    from agent_service.offline.catalog import plan_for_card
+    from tests.agent_service.agent_cards import aten_card
+
+    card, _ = aten_card(torch.ops.aten.relu.default, [torch.randn(4, 33)])
+    gapped = card.model_copy(update={"outputs": [card.outputs[0].model_copy(update={"stride": [66, 1]})]})
+    assert plan_for_card(gapped, "cpu").family == "elementwise_unary"
+    refusal = offline_refusal()
+    assert callable(refusal)
+    assert refusal(card) == ""
+    assert "gaps" in refusal(gapped)
