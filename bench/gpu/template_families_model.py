@@ -1,5 +1,6 @@
-"""One model running an op of every gather, comparison, in-place, scan, histc, copying-reshape and sort template,
-for checking their cuda kernels against eager through the real sandbox in one ``kforge optimize`` run.
+"""One model running an op of every gather, comparison, integer, conversion, in-place, scan, histc,
+copying-reshape and sort template, for checking their cuda kernels against eager through the real
+sandbox in one ``kforge optimize`` run.
 
 Each op runs on its own input, at sizes where it is one of the model's larger cards on the GPU
 (small ones on the cpu), so ``--max-cards`` at least the number of ops searches every one:
@@ -54,6 +55,13 @@ class TemplateFamilies(nn.Module):
             image.permute(0, 2, 3, 1).flatten(1),                               # flatten that copies
             *counts.sort(stable=True),                                          # sort of MoE expert ids
             *counts.topk(64),                                                   # topk of ints, k > 32
+            counts // 8,                                                        # integer floor_divide
+            counts % 8,                                                         # integer remainder
+            (counts ^ 5) | (counts & 3),                                        # integer bitwise ops
+            counts.to(DTYPE),                                                   # int64 to bfloat16
+            torch.where(h > 0, h, -1e4),                                        # where with a number
+            torch.gather(h[:picks.shape[0]], 1, (picks % WIDTH).unsqueeze(1).expand(-1, 8).contiguous()),
+            F.softplus(h),                                                      # softplus
         )
         work = h.clone()
         work.relu_()                                                            # in-place unary

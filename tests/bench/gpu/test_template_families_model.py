@@ -1,5 +1,6 @@
 """The template-family model captures, on the cpu, into cards the offline proposer covers: one
-run of it on a GPU checks every gather, comparison, in-place, scan and histc family's cuda kernels."""
+run of it on a GPU checks every gather, comparison, integer, conversion, in-place, scan and histc
+family's cuda kernels."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ FAMILY_OPS = {
     "aten::__and__.Tensor", "aten::gt.Scalar", "aten::lt.Scalar", "aten::cumsum.default", "aten::relu_.default",
     "aten::add_.Tensor", "aten::masked_fill_.Scalar", "aten::copy_.default", "aten::fill_.Scalar",
     "aten::to.dtype_layout", "aten::histc.default", "aten::reshape.default", "aten::flatten.using_ints",
-    "aten::sort.stable", "aten::topk.default",
+    "aten::sort.stable", "aten::topk.default", "aten::floor_divide.default", "aten::remainder.Scalar",
+    "aten::__xor__.Scalar", "aten::__or__.Tensor", "aten::__and__.Scalar", "aten::to.dtype",
+    "aten::where.ScalarOther", "aten::gather.default", "aten::softplus.default",
 }
 
 
