@@ -18,7 +18,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -420,6 +420,31 @@ class Noise:
         return plain_output if self.draws_random and plain_output is not None else self.reference
 
 
+#: Why a compiled mode's kernels are left out when the check has no time left to compile with them.
+NO_TIME = ("not compiled with the kernels: another compilation would overrun the end-to-end check's time limit, "
+           "and a kernel not shown to pay off in compiled graphs is not used there")
+DEADLINE_MARGIN = 1.25  # a compilation may take this much longer than the longest one so far
+
+
+@dataclass
+class Deadline:
+    """The child's time limit. A large model compiles in minutes and pruning compiles it once a
+    round: a round starts only where the longest round so far still fits, so the check reports what
+    it measured instead of being killed with nothing (which would ship no kernel at all)."""
+
+    limit_s: float | None
+    started: float = field(default_factory=time.perf_counter)
+    longest_s: float = 0.0
+
+    def took(self, seconds: float) -> None:
+        self.longest_s = max(self.longest_s, seconds)
+
+    def room_for_another(self) -> bool:
+        if self.limit_s is None:
+            return True
+        return time.perf_counter() - self.started + self.longest_s * DEADLINE_MARGIN <= self.limit_s
+
+
 @contextlib.contextmanager
 def room_to_recompile() -> Iterator[None]:
     """Dynamo's recompile limits raised while one process compiles one model several times.
@@ -435,7 +460,8 @@ def room_to_recompile() -> Iterator[None]:
 
 @room_to_recompile()
 def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, inputs: Any, device: str,
-                     mode: str, noise: Noise, prune_rounds: int = 0) -> dict[str, Any]:
+                     mode: str, noise: Noise, prune_rounds: int = 0, deadline: Deadline | None = None
+                     ) -> dict[str, Any]:
     """torch.compile alone against ``cast.compile`` in one torch.compile ``mode``, in one process.
 
     In the default mode torch.compile alone runs on a :func:`shared_copy` of the model, so it and
@@ -447,7 +473,8 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
     within the tolerance the model's rounding ``noise`` sets), the weakest
     kernel leaves and the model is compiled again, up to that many times: one process, one plain
     compile, instead of a measurement per kernel. ``{cast}_pruned`` says which left and why; the
-    figures are the last compilation's.
+    figures are the last compilation's. Where the ``deadline`` leaves no room for another
+    compilation, the kernels still serving leave with :data:`NO_TIME`.
     """
     kernels_mode = "compiled" if mode == "default" else "cuda_graphs"
     plain_name, cast_name = FIELDS[kernels_mode]
@@ -469,6 +496,8 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
     judge = GraphJudge(noise.compiled_reference(result[f"{plain_name}_output"]),
                        noise.tolerance(result[f"{plain_name}_output"], mode), statistics.median(plain_samples))
     report(f"{label}: {judge.plain_ms:.3f} ms, compiled and timed in {time.perf_counter() - started:.0f} s")
+    deadline = deadline or Deadline(None)
+    deadline.took(time.perf_counter() - started)
     pruned: dict[str, str] = {}
     serving = [k for k in cast.kernels.values() if k.serves_graphs(kernels_mode)]
     at_parity_before = False  # the last compilation ran no faster than torch.compile alone
@@ -478,9 +507,15 @@ def measure_compiled(cast: Any, model: torch.nn.Module, start: StartState, input
     # keeps them all compiled.
     while serving:
         kernels = f"{len(serving)} kernel{'s' if len(serving) > 1 else ''}"
+        if not deadline.room_for_another():
+            pruned.update(dict.fromkeys((k.card_id for k in serving), NO_TIME))
+            report(f"leaving {kernels} out of the compiled graphs: {NO_TIME}")
+            result[f"{cast_name}_kernels"] = 0
+            break
         report(f"compiling the model with cast.compile and {kernels}")
         started = time.perf_counter()
         measured = _cast_compiled(cast, model, start, inputs, device, kwargs, cast_name, pruned, plain_round)
+        deadline.took(time.perf_counter() - started)
         why = judge.why_worse(measured.get(f"{cast_name}_error", ""), measured.get(f"{cast_name}_output"),
                               measured.get(f"{cast_name}_ms"), measured.get(f"{cast_name}_plain_ms"),
                               measured.get(f"{cast_name}_interval"))
@@ -560,6 +595,9 @@ def main() -> int:
     parser.add_argument("--prune-graphs", type=int, default=0, metavar="N",
                         help="in each compiled mode, leave out the weakest kernel and compile again while the "
                              "model is worse with the kernels, at most N times")
+    parser.add_argument("--deadline-s", type=float, default=None,
+                        help="start no compilation the longest one so far would carry past this many seconds "
+                             "from the start; the kernels it would have judged are left out of that mode")
     parser.add_argument("--noise-rel-error", type=float, default=None,
                         help="torch.compile's departure from eager, measured earlier (with --no-compile)")
     args = parser.parse_args()
@@ -574,6 +612,7 @@ def main() -> int:
     from packager import load_cast
 
     started = time.perf_counter()
+    deadline = Deadline(args.deadline_s, started)
     loaded = load_model_spec(args.model)
     device = torch.device(args.device)
     model = loaded.model.to(device)  # in the mode the spec built it, as capture ran it
@@ -597,7 +636,7 @@ def main() -> int:
             if mode in modes:
                 compiled.update(measure_compiled(cast, model, start, inputs, args.device, COMPILE_MODES[mode],
                                                  Noise(reference, result["rounding_rel_error"], compile_noise,
-                                                       draws_random), args.prune_graphs))
+                                                       draws_random), args.prune_graphs, deadline))
             if "compile_output" in compiled:
                 compile_noise = max_rel_error(compiled["compile_output"], reference)
                 result["compile_parity_rel_error"] = compile_noise

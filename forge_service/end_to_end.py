@@ -25,6 +25,9 @@ from servicekit.terminal import COLUMNS
 log = logging.getLogger(__name__)
 
 E2E_TIMEOUT_S = 900
+#: The child starts no compilation that would likely carry it past this (forge_service.e2e.Deadline):
+#: the rest of the timeout is left for its last timings and its report.
+CHILD_DEADLINE_S = E2E_TIMEOUT_S - 120
 #: What a measurement of each mode compares, as a run's progress names it.
 MODE_PAIRS = {"eager": "eager against the .cast", "compiled": "torch.compile against cast.compile",
               "cuda_graphs": "both with CUDA graphs (reduce-overhead)"}
@@ -320,12 +323,14 @@ def measure_end_to_end(config: RunConfig, cast_path: Path, backend: str, modes: 
     torch.compile's departure from eager from an earlier measurement, for the parity verdict of
     a measurement that does not compile. With ``prune_graphs`` the child leaves up to that many
     kernels out of each compiled mode, weakest first, while the compiled model is worse with them
-    (``cast_compile_pruned``, ``cast_cuda_graphs_pruned``).
+    (``cast_compile_pruned``, ``cast_cuda_graphs_pruned``), and starts no compilation that would
+    likely carry it past :data:`CHILD_DEADLINE_S` (the kernels it would have judged leave that mode).
     """
     checked = ", ".join(MODE_PAIRS[m] for m in ["eager", *modes] if m in MODE_PAIRS)
     announce(f"measuring the model end to end with {cast_path.name}: {checked}", log)
     cmd = [sys.executable, "-m", "forge_service.e2e", "--model", config.model_spec, "--cast", str(cast_path),
-           "--device", backend, "--grad-mode", config.grad_mode, "--modes", ",".join(["eager", *modes])]
+           "--device", backend, "--grad-mode", config.grad_mode, "--modes", ",".join(["eager", *modes]),
+           "--deadline-s", str(CHILD_DEADLINE_S)]
     if noise_rel_error is not None:
         cmd += ["--noise-rel-error", repr(noise_rel_error)]
     if prune_graphs and modes:

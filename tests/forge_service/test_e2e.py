@@ -13,7 +13,9 @@ import torch
 from forge_service.config import RunConfig
 from forge_service.e2e import (
     MAX_ROUNDS,
+    NO_TIME,
     ROUNDS,
+    Deadline,
     is_tight,
     kernels_leaving,
     max_rel_error,
@@ -209,6 +211,39 @@ def test_the_child_drops_first_the_loaded_kernel_least_faster_than_eager(tmp_pat
     assert {k.card_id for k in kernels_leaving(even, serving, at_parity_before=True)} == {relu.id, softmax.id}
     slower = "the compiled model ran slower with the kernels (1.100 ms against 1.000 ms for torch.compile alone)"
     assert [k.card_id for k in kernels_leaving(slower, serving, at_parity_before=True)] == [relu.id]
+
+
+def test_with_no_time_left_to_compile_again_the_kernels_leave_the_compiled_mode_and_eager_stands(
+        tmp_path: Path) -> None:
+    """A deadline the plain compilation already used up: the child compiles nothing more, leaves the
+    kernel out of compiled graphs with the reason, and reports eager and torch.compile alone."""
+    torch.manual_seed(0)
+    card = softmax_card(torch.randn(64, 256))
+    cast = tmp_path / "kept.cast"
+    build_cast(cast, ModelIdentity(str(MODEL), "tiny_mlp", "r1"),
+               [entry(card, SOFTMAX, compile_kernel(SOFTMAX, tmp_path, "softmax"))], [],
+               verdicts=compiled_kept(card))
+    proc = subprocess.run([sys.executable, "-m", "forge_service.e2e", "--model", str(MODEL), "--cast", str(cast),
+                           "--modes", "eager,compiled", "--prune-graphs", "4", "--deadline-s", "0"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    assert result["cast_compile_pruned"] == {card.id: NO_TIME}
+    assert result["cast_compile_kernels"] == 0 and "cast_compile_ms" not in result
+    assert result["compile_ms"] > 0 and result["eager_ms"] > 0 and result["parity_ok"]
+    assert "compiling the model with cast.compile" not in proc.stderr
+    assert f"leaving 1 kernel out of the compiled graphs: {NO_TIME}" in proc.stderr
+
+
+def test_a_deadline_has_room_for_a_round_only_while_the_longest_so_far_fits() -> None:
+    assert Deadline(None, longest_s=1e9).room_for_another()
+    deadline = Deadline(3600.0)
+    assert deadline.room_for_another()
+    deadline.took(100.0)
+    deadline.took(10.0)  # the longest round sets the estimate
+    assert deadline.longest_s == 100.0 and deadline.room_for_another()
+    deadline.took(3000.0)
+    assert not deadline.room_for_another()
 
 
 def test_the_speedup_interval_is_over_rounds_and_tight_only_when_they_agree() -> None:
