@@ -6,6 +6,7 @@ kernel handles raises :class:`UnsupportedCard` with the reason.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,10 @@ def _keep_nan(expr: str) -> str:
 
 
 def _clamp(call: dict[str, Any]) -> str:
+    """clamp, clamp_min, clamp_max by numbers; a NaN bound makes every element NaN, as in eager."""
+    bounds = [_num(call[b], f"clamp {b}") for b in ("min", "max") if call.get(b) is not None]
+    if any(math.isnan(b) for b in bounds):
+        return cfloat(math.nan)
     expr = "x0"
     if call.get("min") is not None:
         expr = f"fmaxf({expr}, {cfloat(_num(call['min'], 'clamp min'))})"
@@ -55,6 +60,19 @@ def _elu(call: dict[str, Any]) -> str:
     input_scale = _num(call.get("input_scale", 1.0), "input_scale")
     return (f"x0 > 0.0f ? x0 * {cfloat(scale)} : "
             f"{cfloat(alpha * scale)} * (KF_EXP(x0 * {cfloat(input_scale)}) - 1.0f)")
+
+
+def _threshold(call: dict[str, Any]) -> str:
+    """``value`` where the input is at most ``threshold``; NaN fails the test and stays NaN, as in eager."""
+    return (f"x0 <= {cfloat(_num(call['threshold'], 'threshold'))} ? {cfloat(_num(call['value'], 'value'))} "
+            ": x0")
+
+
+def _round(call: dict[str, Any]) -> str:
+    """round to an integer, ties to even (C's rintf in the default rounding mode, as eager's nearbyint)."""
+    if call.get("decimals", 0) != 0:
+        raise UnsupportedCard(f"round to {call['decimals']!r} decimals is not templated")
+    return "rintf(x0)"
 
 
 def _softplus(call: dict[str, Any]) -> str:
@@ -90,6 +108,26 @@ UNARY: dict[str, tuple[Callable[[dict[str, Any]], str], bool]] = {
     "pow": (_pow, False),
     "elu": (_elu, True),
     "softplus": (_softplus, True),
+    "mish": (lambda c: "x0 * KF_TANH(log1pf(KF_EXP(x0)))", True),
+    "clamp_min": (_clamp, False),
+    "clamp_max": (_clamp, False),
+    "threshold": (_threshold, False),
+    "erf": (lambda c: "KF_ERF(x0)", True),
+    "expm1": (lambda c: "expm1f(x0)", False),
+    "log1p": (lambda c: "log1pf(x0)", False),
+    "log2": (lambda c: "log2f(x0)", False),
+    "exp2": (lambda c: "exp2f(x0)", False),
+    "tan": (lambda c: "tanf(x0)", False),
+    "atan": (lambda c: "atanf(x0)", False),
+    "square": (lambda c: "x0 * x0", False),
+    # rounding: C's, which eager's kernels call (round: to nearest, ties to even)
+    "floor": (lambda c: "floorf(x0)", False),
+    "ceil": (lambda c: "ceilf(x0)", False),
+    "trunc": (lambda c: "truncf(x0)", False),
+    "round": (_round, False),
+    # eager's (0 < x) - (x < 0): NaN and both zeros give +0
+    "sign": (lambda c: "(float)((0.0f < x0) - (x0 < 0.0f))", False),
+    "sgn": (lambda c: "(float)((0.0f < x0) - (x0 < 0.0f))", False),
 }
 
 # op base name -> expression of a (x0) and b (x1 or a scalar literal), alpha applied to b

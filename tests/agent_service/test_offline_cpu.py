@@ -77,6 +77,23 @@ ATEN_CASES = [
     Case("leaky_relu", "elementwise_unary", lambda: (aten.leaky_relu.default, [r(50), 0.2])),
     Case("hardswish", "elementwise_unary", lambda: (aten.hardswish.default, [r(50) * 4])),
     Case("softplus", "elementwise_unary", lambda: (aten.softplus.default, [r(50) * 12])),
+    Case("mish_bf16", "elementwise_unary", lambda: (aten.mish.default, [r(4, 50, dtype=bf16) * 8])),
+    Case("clamp_min", "elementwise_unary", lambda: (aten.clamp_min.default, [r(50), 0.25])),
+    Case("clamp_max_f16", "elementwise_unary", lambda: (aten.clamp_max.default, [r(50, dtype=f16), -0.5])),
+    Case("threshold", "elementwise_unary", lambda: (aten.threshold.default, [r(50), 0.1, -3.0])),
+    Case("erf", "elementwise_unary", lambda: (aten.erf.default, [r(3, 50) * 2])),
+    Case("expm1", "elementwise_unary", lambda: (aten.expm1.default, [r(50)])),
+    Case("log1p", "elementwise_unary", lambda: (aten.log1p.default, [r(50)]), positive=(0,)),
+    Case("log2_bf16", "elementwise_unary", lambda: (aten.log2.default, [r(50, dtype=bf16)]), positive=(0,)),
+    Case("exp2", "elementwise_unary", lambda: (aten.exp2.default, [r(50)])),
+    Case("tan", "elementwise_unary", lambda: (aten.tan.default, [r(50)])),
+    Case("atan", "elementwise_unary", lambda: (aten.atan.default, [r(50) * 5])),
+    Case("square_transposed", "elementwise_unary", lambda: (aten.square.default, [r(8, 6).t()])),
+    Case("floor", "elementwise_unary", lambda: (aten.floor.default, [r(50) * 9])),
+    Case("ceil_bf16", "elementwise_unary", lambda: (aten.ceil.default, [r(50, dtype=bf16) * 9])),
+    Case("trunc", "elementwise_unary", lambda: (aten.trunc.default, [r(50) * 9])),
+    Case("round", "elementwise_unary", lambda: (aten.round.default, [r(50) * 9])),
+    Case("sign_f16", "elementwise_unary", lambda: (aten.sign.default, [r(50, dtype=f16)])),
     Case("softplus_beta_threshold_bf16", "elementwise_unary",
          lambda: (aten.softplus.default, [r(4, 50, dtype=bf16) * 12, 2.0, 5.0])),
     Case("clamp", "elementwise_unary", lambda: (aten.clamp.default, [r(50), -0.5, 0.7])),
@@ -471,3 +488,17 @@ def test_a_channels_last_group_norm_writes_the_contiguous_output_cuda_eager_give
         return [out.contiguous() for out in reference(card, op, inputs)]
 
     _verify(card, contiguous_reference, inputs_for, "group_norm", build_dir)
+
+
+def test_rounding_signs_and_nan_bounds_are_eagers_exactly(build_dir: Path) -> None:
+    """Ties round to even, NaN and both zeros have sign +0, and a NaN clamp bound makes every element NaN."""
+    x = torch.tensor([0.5, 1.5, 2.5, -0.5, -2.5, float("nan"), -0.0, 0.0, 3.7, -3.7])
+    cases = [(aten.round.default, [x]), (aten.sign.default, [x]), (aten.clamp_min.default, [x, float("nan")]),
+             (aten.clamp.default, [x, None, float("nan")]), (aten.threshold.default, [x, 0.5, -1.0])]
+    for op, args in cases:
+        card, (expected,) = aten_card(op, args)
+        source = propose_offline(ProposeRequest(card=card, device=CPU, backend="cpu")).source
+        got = torch.full_like(expected, 7.0)
+        assert run_kernel(compile_cpu(source, build_dir), [x], [got]) == 0
+        assert torch.equal(got.nan_to_num(123.0), expected.nan_to_num(123.0)), (op, got, expected)
+        assert torch.equal(got.isnan(), expected.isnan()), (op, got, expected)
