@@ -88,6 +88,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     "masked_fill": ops_gather.masked_fill_plan,
     "where": ops_gather.where_plan,
     "gather": ops_gather.gather_plan,
+    **dict.fromkeys(("argmax", "argmin"), ops_gather.arg_extreme_plan),
     "repeat_interleave": ops_gather.repeat_interleave_plan,
     # reshape, flatten and unflatten decompose (CompositeImplicitAutograd) to a view where the strides
     # allow one and to a contiguous copy where not: only the copies are captured as searchable cards

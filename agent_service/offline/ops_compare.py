@@ -57,6 +57,7 @@ def helpers_for(expression: str, table: Mapping[str, tuple[str, str]] = HELPERS)
 
 
 _VALUE = {"float16": "kf_val_f16", "bfloat16": "kf_val_bf16", "float32": "kf_val_f32", "float64": "kf_val_f64"}
+VALUE_HELPERS = _VALUE  # a float dtype -> the helper giving an element's value from its raw bits
 _ROUND = {"float16": "kf_round_f16", "bfloat16": "kf_round_bf16"}
 #: the C type a comparison runs in, per common dtype (float16 and bfloat16 values held in float)
 _COMPUTE = {"float64": "double", "float32": "float", "float16": "float", "bfloat16": "float", "int64": "int64_t",

@@ -1,5 +1,6 @@
 """Aten cards the gather engine covers: nearest upsampling, cat, index by one tensor, gather along a
-dim, embedding, constant pad, masked_fill, where, repeat_interleave by an int, and reshapes that copy.
+dim, embedding, constant pad, masked_fill, where, argmax and argmin, repeat_interleave by an int, and
+reshapes that copy.
 
 Each builder turns the bound call into a :class:`GatherPlan`, whose branches name where each
 output element comes from; a call outside what it handles raises :class:`UnsupportedCard`.
@@ -17,6 +18,8 @@ from agent_service.offline.convert import conversion_helpers, converted
 from agent_service.offline.elementwise import ElementwisePlan, Operand
 from agent_service.offline.gather import Branch, GatherPlan, Table, fill_bits, offset
 from agent_service.offline.layout import broadcast_strides
+from agent_service.offline.ops_compare import VALUE_HELPERS as _VALUE
+from agent_service.offline.ops_compare import helpers_for
 from kforge_domain.card import OperatorCard
 
 MAX_TABLE = 8192  # source-map entries a nearest upsampling embeds where no formula gives them
@@ -272,6 +275,38 @@ def gather_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPl
                 f"if (j < 0 || j >= {x.spec.shape[dim]}LL) {{ KF_BAD(); j = 0; }}")
     coords = [*_coords(dim), "j", *_coords(ndim)[dim + 1:]]
     return _plan(card, "gather_index", [Branch("", f"in{x.index}[{offset(coords, x.spec.stride)}]")], preamble)
+
+
+# ---- argmax and argmin ------------------------------------------------------------------------
+
+
+def arg_extreme_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """argmax, argmin along one dim (``keepdim`` or not) or over the flattened input: each output
+    element walks its row in order and keeps the first index of the largest (smallest) value, a NaN
+    counting past every number and the first NaN winning, as eager's kernels choose on both backends."""
+    x = tensor_argument(call, "self")
+    out, shape, dim = card.outputs[0], x.spec.shape, call.get("dim")
+    if out.dtype != "int64" or x.spec.dtype not in (*_VALUE, "int64", "int32", "int8", "uint8"):
+        raise UnsupportedCard(f"{card.op} of {x.spec.dtype} into {out.dtype} is not templated")
+    if not shape or x.spec.numel == 0:
+        raise UnsupportedCard(f"{card.op} of a {len(shape)}-dim input of {x.spec.numel} elements is not templated")
+    if dim is None:
+        length, at = x.spec.numel, cxx.linear_offset("k", shape, x.spec.stride)
+    elif isinstance(dim, int) and not isinstance(dim, bool) and -len(shape) <= dim < len(shape):
+        dim %= len(shape)
+        outer = _coords(len(out.shape))
+        coords = [*outer[:dim], "k", *(outer[dim + 1:] if call.get("keepdim") else outer[dim:])]
+        length, at = shape[dim], offset(coords, x.spec.stride)
+    else:
+        raise UnsupportedCard(f"{card.op} along dim {dim!r} is not templated")
+    read = f"in{x.index}[{at}]"
+    value = f"{_VALUE[x.spec.dtype]}({read})" if x.spec.dtype in _VALUE else f"(int64_t)({read})"
+    beats = ">" if base == "argmax" else "<"
+    choose = (f"([&]() -> int64_t {{ int64_t k = 0, found = 0; auto best = {value}; "
+              f"for (k = 1; k < {length}LL && best == best; ++k) {{ auto v = {value}; "
+              f"if (v != v || v {beats} best) {{ best = v; found = k; }} }} return found; }}())")
+    plan = _plan(card, "arg_extreme", [Branch("", f"(T)({choose})")])
+    return replace(plan, helpers=helpers_for(choose))
 
 
 # ---- repeat_interleave by an int ---------------------------------------------------------------

@@ -201,6 +201,8 @@ ATEN_CASES = [
          lambda: (aten.where.ScalarOther, [torch.randn(4, 6) > 0, r(4, 6, dtype=bf16), -1e4])),
     Case("where_scalar_self_of_transposed", "gather_select",
          lambda: (aten.where.ScalarSelf, [torch.randn(6, 4).t() > 0, 0.1, r(6, 4).t()])),
+    Case("argmax_rows_bf16", "arg_extreme", lambda: (aten.argmax.default, [r(6, 40, dtype=bf16), 1])),
+    Case("argmin_middle_keepdim", "arg_extreme", lambda: (aten.argmin.default, [r(3, 7, 5), 1, True])),
     Case("gather_last_dim", "gather_index",
          lambda: (aten.gather.default, [r(4, 10), 1, torch.tensor([[0, 9, 3], [1, 1, 1], [2, 0, 8], [4, 5, 6]])]),
          positive=(1,)),  # fresh indices |randn|: in range, as eager requires

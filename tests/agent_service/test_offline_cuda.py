@@ -54,6 +54,7 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         ("silu_f16_odd", aten.silu.default, [r(7, 9, dtype=f16)], {}, [{}]),
         ("softplus_beta_bf16", aten.softplus.default, [r(64, 24, dtype=bf16), 2.0, 10.0], {}, [{}]),
         ("mish_bf16", aten.mish.default, [r(64, 24, dtype=bf16)], {}, [{}]),
+        ("argmax_rows_bf16", aten.argmax.default, [r(64, 300, dtype=bf16), -1], {}, [{}]),
         ("round_and_friends_f16", aten.round.default, [r(64, 24, dtype=f16)], {}, [{}]),
         ("sign_f32", aten.sign.default, [r(64, 24)], {}, [{}]),
         ("clamp_min_nan_bound", aten.clamp_min.default, [r(64, 24), float("nan")], {}, [{}]),

@@ -100,3 +100,21 @@ def test_where_converts_each_operand_to_the_result_dtype_as_eager(tmp_path: Path
         got = torch.empty_like(expected)
         assert run_kernel(library, [a for a in args if isinstance(a, torch.Tensor)], [got]) == 0
         assert got.dtype == expected.dtype and torch.equal(got, expected), (op, got, expected)
+
+
+def test_argmax_and_argmin_take_eagers_index_for_ties_nans_and_signed_zeros(tmp_path: Path) -> None:
+    """The first of equal values, the first NaN over any number, -0.0 equal to 0.0: every row's index is eager's."""
+    nan = float("nan")
+    rows = torch.tensor([[1.0, 3.0, 3.0, -2.0], [nan, 5.0, nan, 1.0], [-0.0, 0.0, -1.0, -1.0], [2.0, 2.0, 2.0, 2.0],
+                         [-5.0, nan, 7.0, -7.0], [0.5, -0.5, 0.25, 0.5]])
+    cases = [(aten.argmax.default, [rows, 1]), (aten.argmin.default, [rows, 1]), (aten.argmax.default, [rows, 0, True]),
+             (aten.argmin.default, [rows.t(), 0]), (aten.argmax.default, [rows]), (aten.argmin.default, [rows[:, 1:]]),
+             (aten.argmax.default, [rows.to(bf16), -1]),
+             (aten.argmax.default, [torch.tensor([[3, 9, 9], [-4, -4, 2]]), 1])]
+    for op, args in cases:
+        card, (expected,) = aten_card(op, args)
+        plan = plan_for_card(card, "cpu")
+        assert plan.family == "arg_extreme"
+        got = torch.full_like(expected, -7)
+        assert run_kernel(compile_cpu(plan.render("cpu", {}, CPU), tmp_path), [args[0]], [got]) == 0
+        assert torch.equal(got, expected), (op, args[1:], got, expected)

@@ -538,6 +538,10 @@ GATHER_SPECS = [
               "torch.where(c, a.bfloat16(), -1e4)", "torch.where(c, a.long(), -1e4)", "torch.where(c, a, 2**40)",
               "torch.where(c, -1e4, a)", "torch.where(c, a, -1e4).float()", "a.masked_fill(~c, -1e4)"),
              (BROADCAST_SHAPES, ELEMENTWISE_SHAPES)),
+    _rowwise("argmax_rows", "arg_extreme", aten.argmax.default, ("x",), (X,),
+             ("x.argmax(-1)", "torch.argmax(x, dim=1)", "x.argmax(1, keepdim=True)", "x.argmax()", "x.argmin(-1)",
+              "torch.argmax(x, -1, out=out)", "x.max(-1).indices", "x.argmax(0)", "torch.argmax(x.double(), -1)"),
+             (((4, 33), (4, 0), (2, 4, 33), (33,), (), (1, 1)),)),
     _rowwise("gather_rows", "gather_index", aten.gather.default, ("x", "i"),
              (X, TensorRecipe((4, 5), torch.int64, seed=1, positive=True)),
              ("torch.gather(x, 1, i)", "x.gather(1, i)", "torch.gather(x, -1, i)", "torch.gather(x, 0, i)",
@@ -1136,7 +1140,7 @@ def test_every_family_and_op_the_offline_proposer_covers_has_a_card_here() -> No
         "module_rms_norm", "module_activation", "module_gated_activation", "module_norm_activation",
         "gather_upsample_nearest", "gather_cat", "gather_index", "gather_embedding", "gather_pad", "gather_select",
         "gather_repeat", "gather_reshape",
-        "compare", "logical", "integer_arithmetic", "gather_convert", "scan", "histc", "sort",
+        "compare", "logical", "integer_arithmetic", "gather_convert", "arg_extreme", "scan", "histc", "sort",
     }
     assert {s.op._schema.name.removeprefix("aten::") for s in UNARY_SPECS if s.op} == set(ops_elementwise.UNARY)
     assert {s.op._schema.name.removeprefix("aten::") for s in BINARY_SPECS if s.op} == set(ops_elementwise.BINARY)
