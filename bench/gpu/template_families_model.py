@@ -62,6 +62,8 @@ class TemplateFamilies(nn.Module):
             torch.where(h > 0, h, -1e4),                                        # where with a number
             torch.gather(h[:picks.shape[0]], 1, (picks % WIDTH).unsqueeze(1).expand(-1, 8).contiguous()),
             F.softplus(h),                                                      # softplus
+            h.argmax(-1),                                                       # argmax along rows
+            torch.round(h * 4).sign(),                                          # round and sign
         )
         work = h.clone()
         work.relu_()                                                            # in-place unary

@@ -25,7 +25,8 @@ FAMILY_OPS = {
     "aten::to.dtype_layout", "aten::histc.default", "aten::reshape.default", "aten::flatten.using_ints",
     "aten::sort.stable", "aten::topk.default", "aten::floor_divide.default", "aten::remainder.Scalar",
     "aten::__xor__.Scalar", "aten::__or__.Tensor", "aten::__and__.Scalar", "aten::to.dtype",
-    "aten::where.ScalarOther", "aten::gather.default", "aten::softplus.default",
+    "aten::where.ScalarOther", "aten::gather.default", "aten::softplus.default", "aten::argmax.default",
+    "aten::round.default", "aten::sign.default",
 }
 
 
