@@ -163,7 +163,8 @@ class TensorSlots:
 def _stand_in_dtype(value: Number, tensors: Sequence[torch.Tensor]) -> tuple[torch.dtype, bool]:
     """The dtype of the 0-dim tensor that promotes as the wrapped ``value`` would, and whether
     that dtype cannot hold the value (then a float runs on a float32 stand-in whose outputs are
-    cast to the dtypes the original returns, and an int is wrapped around to the dtype)."""
+    cast to the dtypes the original returns; an int is wrapped around to the dtype, or runs on an
+    int64 stand-in where the op computes in float)."""
     category = _number_category(value)
     dims = [t.dtype for t in tensors if t.dim() > 0]
     if dims and max(map(_dtype_category, dims)) >= category:
