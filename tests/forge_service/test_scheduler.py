@@ -70,19 +70,20 @@ def test_target_cards_override_the_vendor_rule() -> None:
 
 
 def test_a_card_the_proposer_has_nothing_for_never_takes_a_slot() -> None:
-    erf = make_card("aten::erf.default", (512, 512), time_share=0.6, eager_us=100.0)  # no offline template
+    lgamma = make_card("aten::lgamma.default", (512, 512), time_share=0.6, eager_us=100.0)  # no offline template
     relu = make_card("aten::relu.default", (512, 512), time_share=0.3, eager_us=100.0)
     sigmoid = make_card("aten::sigmoid.default", (8, 8), time_share=0.1, eager_us=5.0)
     config = RunConfig(model_spec="m.py", max_cards=1)
-    plans = {p.card.op: p for p in plan_cards([erf, relu, sigmoid], config, 1000.0, proposer_refusal(config, "cpu"))}
-    erf_plan = plans["aten::erf.default"]
-    assert not erf_plan.selected and erf_plan.budget == 0
-    assert erf_plan.reason == NOT_PROPOSABLE.format(why="no offline template covers aten::erf.default")
+    plans = {p.card.op: p for p in plan_cards([lgamma, relu, sigmoid], config, 1000.0, proposer_refusal(config, "cpu"))}
+    lgamma_plan = plans["aten::lgamma.default"]
+    assert not lgamma_plan.selected and lgamma_plan.budget == 0
+    assert lgamma_plan.reason == NOT_PROPOSABLE.format(why="no offline template covers aten::lgamma.default")
     assert plans["aten::relu.default"].selected and plans["aten::relu.default"].budget == 8
     assert plans["aten::sigmoid.default"].reason == NOT_IN_TOP.format(k=1)
     llm = RunConfig(model_spec="m.py", max_cards=1, proposer="openai/gpt-4.1")
     assert proposer_refusal(llm, "cpu") is None  # an LLM writes for any card
-    assert [p.card.op for p in plan_cards([erf, relu, sigmoid], llm, 1000.0) if p.selected] == ["aten::erf.default"]
+    chosen = [p.card.op for p in plan_cards([lgamma, relu, sigmoid], llm, 1000.0) if p.selected]
+    assert chosen == ["aten::lgamma.default"]
 
 
 class StandardModules(nn.Module):
