@@ -68,6 +68,11 @@ def _threshold(call: dict[str, Any]) -> str:
             ": x0")
 
 
+def _sign(call: dict[str, Any]) -> str:
+    """eager's (0 < x) - (x < 0): NaN and both zeros give +0."""
+    return "(float)((0.0f < x0) - (x0 < 0.0f))"
+
+
 def _round(call: dict[str, Any]) -> str:
     """round to an integer, ties to even (C's rintf in the default rounding mode, as eager's nearbyint)."""
     if call.get("decimals", 0) != 0:
@@ -125,9 +130,8 @@ UNARY: dict[str, tuple[Callable[[dict[str, Any]], str], bool]] = {
     "ceil": (lambda c: "ceilf(x0)", False),
     "trunc": (lambda c: "truncf(x0)", False),
     "round": (_round, False),
-    # eager's (0 < x) - (x < 0): NaN and both zeros give +0
-    "sign": (lambda c: "(float)((0.0f < x0) - (x0 < 0.0f))", False),
-    "sgn": (lambda c: "(float)((0.0f < x0) - (x0 < 0.0f))", False),
+    "sign": (_sign, False),
+    "sgn": (_sign, False),  # of a real tensor, sign
 }
 
 # op base name -> expression of a (x0) and b (x1 or a scalar literal), alpha applied to b

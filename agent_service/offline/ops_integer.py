@@ -38,6 +38,8 @@ BITWISE = {"bitwise_and": "r = a & b;", "__and__": "r = a & b;", "bitwise_or": "
            "bitwise_xor": "r = a ^ b;", "__xor__": "r = a ^ b;", "bitwise_not": "r = ~a;"}
 EXTREMA = {"maximum": "r = a > b ? a : b;", "minimum": "r = a < b ? a : b;"}
 INTEGER_OPS = (*SUMS, "floor_divide", "remainder", "div", *BITWISE, *EXTREMA)
+#: every op's statement but div's, which its rounding mode picks
+FORMULAS = {**SUMS, **BITWISE, **EXTREMA, "remainder": DIVISIONS["remainder"], "floor_divide": DIVISIONS["floor"]}
 
 
 def integer_result(card: OperatorCard) -> bool:
@@ -60,9 +62,8 @@ def _literal(value: int) -> str:
 
 
 def _statement(base: str, call: dict[str, Any]) -> str:
-    formulas = {**SUMS, **BITWISE, **EXTREMA, "remainder": DIVISIONS["remainder"], "floor_divide": DIVISIONS["floor"]}
-    if base in formulas:
-        return formulas[base]
+    if base in FORMULAS:
+        return FORMULAS[base]
     if base != "div":
         raise UnsupportedCard(f"no integer formula for {base}; integer arithmetic covers {', '.join(INTEGER_OPS)}")
     mode = call.get("rounding_mode")

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -136,18 +137,29 @@ def test_the_parity_tolerance_is_the_dtypes_or_follows_compiles_departure() -> N
     assert parity_tolerance(bf16, 0.64) == pytest.approx(0.8)  # torch.compile alone departs past the cap
 
 
-def test_each_deployment_mode_is_measured_with_its_own_parity(tmp_path: Path) -> None:
-    """torch.compile against cast.compile in one process, the kernel inside the compiled graph."""
+def _softmax_cast_kept_for_compiled_graphs(tmp_path: Path) -> tuple[Any, Path]:
+    """A .cast of one softmax kernel whose verdicts keep it in compiled graphs, and its card."""
     torch.manual_seed(0)
     card = softmax_card(torch.randn(64, 256))
     cast = tmp_path / "kept.cast"
     build_cast(cast, ModelIdentity(str(MODEL), "tiny_mlp", "r1"),
                [entry(card, SOFTMAX, compile_kernel(SOFTMAX, tmp_path, "softmax"))], [],
                verdicts=compiled_kept(card))
+    return card, cast
+
+
+def _run_child(cast: Path, *extra: str) -> tuple[dict, str]:
+    """The measuring child on the tiny MLP with ``cast``: its result and its progress (stderr)."""
     proc = subprocess.run([sys.executable, "-m", "forge_service.e2e", "--model", str(MODEL), "--cast", str(cast),
-                           "--modes", "eager,compiled"], capture_output=True, text=True, timeout=600)
+                           *extra], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    result = json.loads(proc.stdout)
+    return json.loads(proc.stdout), proc.stderr
+
+
+def test_each_deployment_mode_is_measured_with_its_own_parity(tmp_path: Path) -> None:
+    """torch.compile against cast.compile in one process, the kernel inside the compiled graph."""
+    card, cast = _softmax_cast_kept_for_compiled_graphs(tmp_path)
+    result, _ = _run_child(cast, "--modes", "eager,compiled")
     assert result["compile_ms"] > 0 and result["cast_compile_ms"] > 0 and result["cast_compile_kernels"] == 1
     assert result["cast_compile_parity_ok"] and result["cast_compile_parity_rel_error"] < 1e-5
     assert result["cast_compile_kernel_stats"][card.id]["hits"] > 0
@@ -217,22 +229,13 @@ def test_with_no_time_left_to_compile_again_the_kernels_leave_the_compiled_mode_
         tmp_path: Path) -> None:
     """A deadline the plain compilation already used up: the child compiles nothing more, leaves the
     kernel out of compiled graphs with the reason, and reports eager and torch.compile alone."""
-    torch.manual_seed(0)
-    card = softmax_card(torch.randn(64, 256))
-    cast = tmp_path / "kept.cast"
-    build_cast(cast, ModelIdentity(str(MODEL), "tiny_mlp", "r1"),
-               [entry(card, SOFTMAX, compile_kernel(SOFTMAX, tmp_path, "softmax"))], [],
-               verdicts=compiled_kept(card))
-    proc = subprocess.run([sys.executable, "-m", "forge_service.e2e", "--model", str(MODEL), "--cast", str(cast),
-                           "--modes", "eager,compiled", "--prune-graphs", "4", "--deadline-s", "0"],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    result = json.loads(proc.stdout)
+    card, cast = _softmax_cast_kept_for_compiled_graphs(tmp_path)
+    result, progress = _run_child(cast, "--modes", "eager,compiled", "--prune-graphs", "4", "--deadline-s", "0")
     assert result["cast_compile_pruned"] == {card.id: NO_TIME}
     assert result["cast_compile_kernels"] == 0 and "cast_compile_ms" not in result
     assert result["compile_ms"] > 0 and result["eager_ms"] > 0 and result["parity_ok"]
-    assert "compiling the model with cast.compile" not in proc.stderr
-    assert f"leaving 1 kernel out of the compiled graphs: {NO_TIME}" in proc.stderr
+    assert "compiling the model with cast.compile" not in progress
+    assert f"leaving 1 kernel out of the compiled graphs: {NO_TIME}" in progress
 
 
 def test_a_deadline_has_room_for_a_round_only_while_the_longest_so_far_fits() -> None:
