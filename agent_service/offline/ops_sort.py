@@ -13,18 +13,20 @@ that one, found in PyTorch's source:
   eager's. Bool is refused: eager's cpu topk does not take it.
 - cuda sort (aten/src/ATen/native/cuda/Sort.cpp ``sort_cuda_kernel``; ``sortKeyValueInplace``
   in Sort.cu): rows up to 4096 are sorted in place, rows of at most 32 by ``SmallBitonicSort``
-  when ``stable`` is false (unstable: refused), rows up to 128 by ``WarpMergeSort::StableSort``
-  with ``LTOp/GTOp<T, true>`` (NaN largest, -0.0 equal to 0.0), longer rows by cub's
-  ``BlockRadixSort`` (to 4096) or segmented radix sort (``launch_stable_sort_kernel``), both
-  stable, on the values' bits: there a NaN with its sign bit set sorts before -inf (NaN order
-  ``"bits"``). Every path with more than 32 elements is stable whatever ``stable`` says.
+  when ``stable`` is false (unstable, but deterministic: the kernel replays its network, order
+  ``cuda_bitonic``), rows up to 128 by ``WarpMergeSort::StableSort`` with ``LTOp/GTOp<T, true>``
+  (NaN largest, -0.0 equal to 0.0), longer rows by cub's ``BlockRadixSort`` (to 4096) or
+  segmented radix sort (``launch_stable_sort_kernel``), both stable, on the values' bits: there a
+  NaN with its sign bit set sorts before -inf (NaN order ``"bits"``). Every path with more than
+  32 elements is stable whatever ``stable`` says.
 - cuda topk (aten/src/ATen/native/cuda/TensorTopK.cpp/.cu): a radix select whose float keys
-  order -0.0 below 0.0, gathers the elements beyond the k-th and then those equal to it, each
-  in index order, and sorts the k results with ``sortKeyValueInplace(..., stable=false)``:
-  bitonic (unstable) for k <= 32, stable above. For integers beyond 32 that is the stable order;
-  float ties between zeros of either sign depend on whether the k-th value is a zero, an order
-  the kernel does not reproduce, so float topk is refused, as are k <= 32 and ``sorted=False``
-  (the gathered order is not a sorted one).
+  order -0.0 below 0.0 and every NaN largest, gathers the elements beyond the k-th and then those
+  equal to it, each in index order, and sorts the k results with ``sortKeyValueInplace(...,
+  stable=false)``: the bitonic network for k <= 32, the stable paths above it. The kernel does the
+  same three steps (order ``cuda_topk``); integers with k > 32 take the plain stable order, which
+  is the same there. ``sorted=False`` is refused (its order is the gather's, and eager's
+  multi-block select is not checked to gather in index order), as is bool (eager's cuda topk
+  does not take it).
 """
 
 from __future__ import annotations
@@ -54,13 +56,13 @@ def _sort_plan(card: OperatorCard, base: str, overload: str, call: dict[str, Any
     dim = _dim(call, len(x.spec.shape))
     length = x.spec.shape[dim] if x.spec.shape else 1
     stable = bool(call.get("stable")) if overload == "stable" else False
+    order = "stable"
     if not stable and length > 1:
         if backend == "cpu":
             raise UnsupportedCard(f"{card.op} with stable=False: eager's cpu sort (std::sort or x86-simd-sort) "
                                   "orders ties its own way; only stable=True is templated on cpu")
         if length <= CUDA_BITONIC_MAX:
-            raise UnsupportedCard(f"{card.op} with stable=False over {length} elements: eager's cuda sort uses "
-                                  f"an unstable bitonic sort for rows of at most {CUDA_BITONIC_MAX}")
+            order = "cuda_bitonic"
     bits = backend == "cuda" and length > CUDA_COMPARATOR_MAX
     descending = bool(call.get("descending", False))
     outputs = tuple(card.outputs)
@@ -68,7 +70,7 @@ def _sort_plan(card: OperatorCard, base: str, overload: str, call: dict[str, Any
         raise UnsupportedCard(f"{card.op} writes {1 if base == 'argsort' else 2} outputs, the card has {len(outputs)}")
     return SortPlan(summary=f"{card.op} over dim {dim} of {x.spec.shape} {x.spec.dtype}"
                     f"{' descending' if descending else ''}", inputs=tuple(card.inputs), outputs=outputs,
-                    x=x.index, dim=dim, k=length, descending=descending,
+                    x=x.index, dim=dim, k=length, descending=descending, order=order,
                     nan_order="bits" if bits else "comparator")
 
 
@@ -79,22 +81,21 @@ def _topk_plan(card: OperatorCard, call: dict[str, Any], backend: str) -> SortPl
     dtype = x.spec.dtype
     if len(card.outputs) != 2:
         raise UnsupportedCard(f"{card.op} writes 2 outputs, the card has {len(card.outputs)}")
-    if backend == "cpu" and dtype == "bool":
-        raise UnsupportedCard("eager's cpu topk does not take bool")
+    if dtype == "bool":
+        raise UnsupportedCard(f"eager's {backend} topk does not take bool")
+    order = "cpu_topk" if backend == "cpu" else "stable"
     if backend == "cuda":
-        if dtype in FLOAT_INF_BITS:
-            raise UnsupportedCard(f"a {dtype} topk on cuda: eager's radix select orders -0.0 below 0.0 and its "
-                                  "order of ties between zeros depends on the k-th value; not reproduced")
         if not in_order:
             raise UnsupportedCard("topk with sorted=False on cuda: eager returns the gathered order, not a sorted one")
-        if k <= CUDA_BITONIC_MAX:
-            raise UnsupportedCard(f"topk with k={k} on cuda: eager sorts the k results with an unstable bitonic "
-                                  f"sort for k <= {CUDA_BITONIC_MAX}")
-    order = "cpu_topk" if backend == "cpu" else "stable"
+        if k < 1:
+            raise UnsupportedCard("topk with k=0 writes nothing")
+        if dtype in FLOAT_INF_BITS or k <= CUDA_BITONIC_MAX:
+            order = "cuda_topk"
+    bits = order == "cuda_topk" and k > CUDA_COMPARATOR_MAX
     return SortPlan(summary=f"{card.op} k={k} over dim {dim} of {x.spec.shape} {dtype}"
                     f"{' largest' if largest else ' smallest'}", inputs=tuple(card.inputs),
                     outputs=tuple(card.outputs), x=x.index, dim=dim, k=k, descending=largest, order=order,
-                    sorted_topk=in_order)
+                    nan_order="bits" if bits else "comparator", sorted_topk=in_order)
 
 
 def sort_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> SortPlan:

@@ -55,6 +55,8 @@ class TemplateFamilies(nn.Module):
             image.permute(0, 2, 3, 1).flatten(1),                               # flatten that copies
             *counts.sort(stable=True),                                          # sort of MoE expert ids
             *counts.topk(64),                                                   # topk of ints, k > 32
+            *h[:, :256].float().softmax(-1).topk(8),                            # an MoE router's float topk
+            *counts.view(-1, 8).sort(),                                         # unstable sort of short rows
             counts // 8,                                                        # integer floor_divide
             counts % 8,                                                         # integer remainder
             (counts ^ 5) | (counts & 3),                                        # integer bitwise ops

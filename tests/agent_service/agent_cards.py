@@ -31,7 +31,7 @@ from packager.variant import (
 
 REPO = Path(__file__).resolve().parents[2]
 INCLUDE = REPO / "gpu_sandbox_service" / "include"
-NVCC = shutil.which("nvcc")
+NVCC = shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc",) if Path(p).exists()), None)
 
 
 def spec(t: torch.Tensor) -> TensorSpec:
@@ -95,7 +95,7 @@ def compile_cuda(source: str, workdir: Path) -> Path:
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     src, lib = workdir / f"k_{digest}.cu", workdir / f"k_{digest}.so"
     src.write_text(source)
-    proc = subprocess.run(["nvcc", "-arch=sm_90", "-O3", "-shared", "-Xcompiler", "-fPIC", "-I", str(INCLUDE),
+    proc = subprocess.run([str(NVCC), "-arch=sm_90", "-O3", "-shared", "-Xcompiler", "-fPIC", "-I", str(INCLUDE),
                            "-o", str(lib), str(src)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return lib

@@ -1,7 +1,8 @@
 """The sort family proposes a card only where eager's order of ties is the one its kernels write.
 
-Eager's unstable paths (cpu ``std::sort``/x86-simd-sort, cuda's bitonic sort of rows up to 32),
-cuda's float topk and outputs the kernel cannot write are refused, each with its reason.
+Eager's cpu unstable paths (``std::sort``/x86-simd-sort), cuda's unsorted topk and outputs the
+kernel cannot write are refused, each with its reason; cuda's bitonic sort of rows up to 32 and
+its topk are replayed step for step (checked against eager on a GPU in ``offline/sort/test_cuda_orders.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from agent_service.offline.call import UnsupportedCard
+from agent_service.offline.call import UnsupportedCard, bind_aten_call
 from agent_service.offline.catalog import plan_for_card
 from agent_service.offline.ops_sort import sort_plan
 from agent_service.offline.sort.plan import SortPlan
@@ -59,17 +60,35 @@ def test_unstable_eager_sorts_are_refused_with_their_reason() -> None:
     assert "std::sort or x86-simd-sort" in _refusal(aten.sort.default, [ints(4, 100)])
     assert "only stable=True" in _refusal(aten.sort.stable, [ints(4, 100)], {"stable": False})
     assert "only stable=True" in _refusal(aten.argsort.default, [ints(4, 100)])
-    assert "unstable bitonic sort for rows of at most 32" in _refusal(aten.sort.default, [ints(4, 32)], backend="cuda")
-    assert "unstable bitonic" in _refusal(aten.topk.default, [ints(4, 500), 32], backend="cuda")
 
 
-def test_cuda_topk_of_floats_and_unsorted_topk_are_refused() -> None:
-    assert "radix select orders -0.0 below 0.0" in _refusal(aten.topk.default, [torch.randn(4, 500), 64],
-                                                            backend="cuda")
+
+def test_cuda_unstable_short_sorts_and_topk_replay_eager_steps() -> None:
+    short = _plan(aten.sort.default, [ints(4, 32)], backend="cuda")
+    assert (short.order, short.k, short.shared_bytes()) == ("cuda_bitonic", 32, 0)
+    assert _plan(aten.argsort.default, [ints(4, 8)], backend="cuda").order == "cuda_bitonic"
+    assert _plan(aten.sort.stable, [ints(4, 8)], {"stable": True}, backend="cuda").order == "stable"
+    assert _plan(aten.sort.default, [ints(4, 33)], backend="cuda").order == "stable"
+    router = _plan(aten.topk.default, [torch.randn(512, 256), 8], backend="cuda")
+    assert (router.order, router.k, router.nan_order, router.descending) == ("cuda_topk", 8, "comparator", True)
+    assert router.shared_bytes() == 256 * 8  # no pick list below 33
+    assert _plan(aten.topk.default, [ints(4, 500), 32], backend="cuda").order == "cuda_topk"  # bitonic k
+    assert _plan(aten.topk.default, [ints(4, 500), 33], backend="cuda").order == "stable"  # same order for ints
+    wide = _plan(aten.topk.default, [torch.randn(4, 1000), 129, -1, False], backend="cuda")
+    assert (wide.order, wide.nan_order, wide.descending, wide.padded_k) == ("cuda_topk", "bits", False, 256)
+    assert wide.shared_bytes() == 1024 * 8 + 256 * 4
+
+
+def test_unsorted_cuda_topk_bool_and_empty_topk_are_refused() -> None:
     assert "sorted=False" in _refusal(aten.topk.default, [ints(4, 500), 64, -1, True, False], backend="cuda")
-    card = _as_dtype(_card(aten.topk.default, [ints(4, 50), 3], None, "cpu"), "bool")
-    with pytest.raises(UnsupportedCard, match="does not take bool"):
-        plan_for_card(card, "cpu")
+    assert "no output to write" in _refusal(aten.topk.default, [ints(4, 50), 0], backend="cuda")  # the catalog
+    empty = _card(aten.topk.default, [ints(4, 50), 0], None, "cuda")
+    with pytest.raises(UnsupportedCard, match="k=0 writes nothing"):
+        sort_plan(empty, "topk", bind_aten_call(empty))
+    for backend in ("cpu", "cuda"):
+        card = _as_dtype(_card(aten.topk.default, [ints(4, 50), 3], None, backend), "bool")
+        with pytest.raises(UnsupportedCard, match=f"eager's {backend} topk does not take bool"):
+            plan_for_card(card, backend)
 
 
 def test_what_the_kernels_cannot_hold_or_write_is_refused() -> None:

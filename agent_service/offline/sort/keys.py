@@ -12,6 +12,10 @@ radix sorts treat them alike since NVIDIA/cub#218). NaN is placed one of two way
 Signed integers flip their sign bit; unsigned and bool keep their bits. A descending sort takes
 the complement, so an ascending sort of ``(key, index)`` gives the descending order with ties
 still by ascending index (a stable descending sort).
+
+Eager's cuda topk selects by a third order, its radix select's (``TopKTypeConfig::convert`` in
+aten/src/ATen/native/cuda/SortingRadixSelect.cuh): the same flip without merging the zeros, so
+-0.0 is below 0.0, and every NaN the largest key.
 """
 
 from __future__ import annotations
@@ -43,22 +47,35 @@ def bits_type(dtype: str) -> str:
     return BITS_TYPES[DTYPE_BYTES[dtype]]
 
 
+def _order_body(dtype: str, *, merge_zeros: bool, nan_largest: bool) -> str:
+    """C statements returning ``u``'s bits mapped to an unsigned key in ``dtype``'s value order."""
+    width = 8 * DTYPE_BYTES[dtype]
+    sign = f"((TB)1 << {width - 1})"
+    if dtype in FLOAT_INF_BITS:
+        zeros = f"  if ((TB)(u & (TB)~{sign}) == 0) u = 0;\n" if merge_zeros else ""
+        nan = f"  if ((TB)(u & (TB)~{sign}) > (TB){FLOAT_INF_BITS[dtype]}) return (TB)~(TB)0;\n" if nan_largest else ""
+        return f"{zeros}{nan}  return (u & {sign}) ? (TB)~u : (TB)(u | {sign});\n"
+    if dtype in SIGNED:
+        return f"  return (TB)(u ^ {sign});\n"
+    return "  return u;\n"
+
+
 def key_function(dtype: str, nan_order: str, descending: bool, qualifier: str) -> str:
     """C definition of ``TB kf_key(TB u)`` for elements of ``dtype`` (``TB`` their bits type)."""
     check_dtype(dtype)
     if nan_order not in NAN_ORDERS:
         raise ValueError(f"unknown NaN order {nan_order}")
-    width = 8 * DTYPE_BYTES[dtype]
-    sign = f"((TB)1 << {width - 1})"
-    if dtype in FLOAT_INF_BITS:
-        nan = f"  if ((TB)(u & (TB)~{sign}) > (TB){FLOAT_INF_BITS[dtype]}) return (TB)~(TB)0;\n"
-        body = (f"  if ((TB)(u & (TB)~{sign}) == 0) u = 0;\n"
-                f"{nan if nan_order == 'comparator' else ''}"
-                f"  return (u & {sign}) ? (TB)~u : (TB)(u | {sign});\n")
-    elif dtype in SIGNED:
-        body = f"  return (TB)(u ^ {sign});\n"
-    else:
-        body = "  return u;\n"
+    body = _order_body(dtype, merge_zeros=True, nan_largest=nan_order == "comparator")
     key = f"{qualifier} TB kf_order_key(TB u) {{\n{body}}}\n"
     flip = "(TB)~kf_order_key(u)" if descending else "kf_order_key(u)"
     return key + f"{qualifier} TB kf_key(TB u) {{ return {flip}; }}\n"
+
+
+def radix_select_key_function(dtype: str, descending: bool, qualifier: str) -> str:
+    """C definition of ``TB kf_select_key(TB u)``: eager's cuda topk order (-0.0 below 0.0, NaN largest),
+    complemented where the largest are selected."""
+    check_dtype(dtype)
+    body = _order_body(dtype, merge_zeros=False, nan_largest=True)
+    flip = "(TB)~kf_select_order(u)" if descending else "kf_select_order(u)"
+    return (f"{qualifier} TB kf_select_order(TB u) {{\n{body}}}\n"
+            f"{qualifier} TB kf_select_key(TB u) {{ return {flip}; }}\n")

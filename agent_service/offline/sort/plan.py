@@ -16,17 +16,21 @@ from kforge_domain.dtypes import DTYPE_BYTES
 
 CUDA_SHARED_BYTES = 48 * 1024  # a block's static shared memory: the (key, index) pairs of one row
 CUDA_THREADS = (256, 128, 512, 1024)
+ORDERS = ("stable", "cpu_topk", "cuda_bitonic", "cuda_topk")
+BITONIC_SIZE = 32  # eager's cuda SmallBitonicSort: a 32-slot network, rows of up to 32
 
 
 @dataclass(frozen=True)
 class SortPlan:
     """Input ``x`` sorted along ``dim``; the first ``k`` of each row's order written to the outputs.
 
-    ``outputs`` are (values, indices) or, for argsort, (indices,). ``order`` is ``"stable"``
-    (ties by ascending index: sort, argsort, and cuda's topk) or ``"cpu_topk"`` (eager's cpu
-    selection, see :mod:`.cpu`). ``nan_order`` is a :data:`~.keys.NAN_ORDERS` entry. Which cards
-    eager orders this way, found in PyTorch's sorting sources, is set out in
-    :mod:`agent_service.offline.ops_sort`; the others never reach a plan.
+    ``outputs`` are (values, indices) or, for argsort, (indices,). ``order`` is one of
+    :data:`ORDERS`: ``"stable"`` (ties by ascending index: sort, argsort, and cuda's topk of
+    integers beyond 32), ``"cpu_topk"`` (eager's cpu selection, see :mod:`.cpu`),
+    ``"cuda_bitonic"`` (cuda's unstable sort of rows up to 32) or ``"cuda_topk"`` (cuda's radix
+    select, gather and sort of the k results; see :mod:`.cuda`). ``nan_order`` is a
+    :data:`~.keys.NAN_ORDERS` entry. Which cards eager orders each way, found in PyTorch's sorting
+    sources, is set out in :mod:`agent_service.offline.ops_sort`; the others never reach a plan.
     """
 
     summary: str
@@ -42,6 +46,10 @@ class SortPlan:
 
     def __post_init__(self) -> None:
         keys.check_dtype(self.source.dtype)
+        if self.order not in ORDERS:
+            raise ValueError(f"unknown sort order {self.order}")
+        if self.order == "cuda_bitonic" and self.length > BITONIC_SIZE:
+            raise UnsupportedCard(f"eager's bitonic sort takes rows of up to {BITONIC_SIZE}, not {self.length}")
         if self.indices.dtype != "int64":
             raise UnsupportedCard(f"the indices output is {self.indices.dtype}, eager's is int64")
         if self.values is not None and self.values.dtype != self.source.dtype:
@@ -74,6 +82,11 @@ class SortPlan:
         return self.outputs[-1]
 
     @property
+    def selects_only(self) -> bool:
+        """A cuda topk whose k results eager leaves in the gathered order: no value key to sort them by."""
+        return self.order == "cuda_topk" and (self.k == 1 or not self.sorted_topk)
+
+    @property
     def length(self) -> int:
         return self.source.shape[self.dim] if self.source.shape else 1
 
@@ -92,8 +105,11 @@ class SortPlan:
 
     def header(self, qualifier: str, descending_keys: bool) -> str:
         """Typedef TB (an element's bits); kf_key; kf_xrow, kf_vrow, kf_irow (where row r starts)."""
-        out = [f"typedef {keys.bits_type(self.source.dtype)} TB;\n",
-               keys.key_function(self.source.dtype, self.nan_order, descending_keys, qualifier)]
+        out = [f"typedef {keys.bits_type(self.source.dtype)} TB;\n"]
+        if not self.selects_only:
+            out.append(keys.key_function(self.source.dtype, self.nan_order, descending_keys, qualifier))
+        if self.order == "cuda_topk":
+            out.append(keys.radix_select_key_function(self.source.dtype, self.descending, qualifier))
         rows = {"kf_xrow": self.source, "kf_irow": self.indices}
         if self.values is not None:
             rows["kf_vrow"] = self.values
@@ -106,17 +122,26 @@ class SortPlan:
     @property
     def padded(self) -> int:
         """The row length padded to a power of two: the bitonic network's size."""
-        n = 1
-        while n < self.length:
-            n *= 2
-        return n
+        return _power_of_two(self.length)
+
+    @property
+    def padded_k(self) -> int:
+        """``k`` padded to a power of two: the network that orders the k selected."""
+        return _power_of_two(self.k)
+
+    def shared_bytes(self) -> int:
+        """Shared memory a block of the cuda kernel takes: none for the thread-per-row bitonic sort."""
+        if self.order == "cuda_bitonic":
+            return 0
+        picks = 4 * self.padded_k if self.order == "cuda_topk" and self.k > BITONIC_SIZE else 0
+        return self.padded * (self.key_bytes + 4) + picks
 
     @property
     def key_bytes(self) -> int:
         return DTYPE_BYTES[self.source.dtype]
 
     def check_cuda_fits(self) -> None:
-        need = self.padded * (self.key_bytes + 4)
+        need = self.shared_bytes()
         if need > CUDA_SHARED_BYTES:
             raise UnsupportedCard(f"a row of {self.length} ({self.padded} padded) takes {need} bytes of shared "
                                   f"memory; one block sorts rows of up to {CUDA_SHARED_BYTES} bytes")
@@ -127,7 +152,7 @@ class SortPlan:
         if backend == "cpu":
             return KnobSpace({"threads": cpu_thread_choices(device, (self.source,))})
         self.check_cuda_fits()
-        most = max(32, self.padded // 2)
+        most = 1024 if self.order == "cuda_bitonic" else max(32, self.padded // 2)
         return KnobSpace({"threads_per_block": tuple(t for t in CUDA_THREADS if t <= most) or (32,)})
 
     def render(self, backend: str, knobs: Knobs, device: DeviceInfo) -> str:
@@ -135,3 +160,11 @@ class SortPlan:
         if backend == "cuda":
             return cuda.render(self, knobs, device)
         return cpu.render(self, knobs)
+
+
+def _power_of_two(n: int) -> int:
+    """The least power of two that is at least ``n`` (1 for 0 or 1)."""
+    p = 1
+    while p < n:
+        p *= 2
+    return p

@@ -1,0 +1,120 @@
+"""Eager's cuda sorting orders, ties included: the unstable bitonic sort of short rows and topk.
+
+Every mode's source compiles for sm_90 with nvcc here. Where a GPU is present, each kernel is
+run on rows full of ties, signed zeros and NaNs of either sign, and its indices and the values'
+bits must equal eager's exactly: the order of equal keys is the algorithm's, so only eager on the
+same device can say what it is.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from agent_service.offline.catalog import plan_for_card
+from agent_service.offline.sort.plan import SortPlan
+from kforge_domain.card import OperatorCard
+from kforge_domain.device import DeviceInfo
+from tests.agent_service.agent_cards import NVCC, aten_card, compile_cuda, cuda_bundle, nvcc_object, run_kernel
+
+aten = torch.ops.aten
+H200 = DeviceInfo(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132, l2_bytes=60 << 20)
+GPU = torch.cuda.is_available()
+FLOATS = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _cuda_card(op: Any, args: list[Any]) -> OperatorCard:
+    card, _ = aten_card(op, args, {})
+    tensors = [{**t, "device": "cuda"} for t in card.key["tensors"]]
+    return card.model_copy(update={"device": "cuda", "key": {**card.key, "tensors": tensors}})
+
+
+def _plan(card: OperatorCard) -> SortPlan:
+    plan = plan_for_card(card, "cuda")
+    assert isinstance(plan, SortPlan)
+    return plan
+
+
+def ties(rows: int, n: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    """Rows of few distinct values; floats also get -0.0, 0.0 and NaNs of both signs."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randint(-2, 3, (rows, n), generator=gen)
+    if not dtype.is_floating_point:
+        return x.to(dtype)
+    x = x.to(torch.float32)
+    special = torch.tensor([-0.0, 0.0, float("nan"), -float("nan"), float("inf"), -float("inf")])
+    where = torch.randint(0, 4, (rows, n), generator=gen) == 0
+    picks = special[torch.randint(0, len(special), (rows, n), generator=gen)]
+    return torch.where(where, picks, x).to(dtype)
+
+
+def _cases() -> list[tuple[str, Any, list[Any]]]:
+    cases: list[tuple[str, Any, list[Any]]] = []
+    for n in (2, 3, 8, 17, 32):
+        for dtype in (torch.float32, torch.bfloat16, torch.int64):
+            for descending in (False, True):
+                cases.append((f"sort_{n}_{dtype}_{descending}", aten.sort.default,
+                              [ties(67, n, dtype, n), -1, descending]))
+    cases.append(("argsort_8", aten.argsort.default, [ties(40, 8, torch.float32, 1), -1, True]))
+    cases.append(("sort_dim0", aten.sort.default, [ties(8, 30, torch.float32, 2), 0]))
+    for n, k in ((8, 1), (8, 2), (128, 8), (256, 8), (256, 32), (256, 33), (500, 64), (1000, 128),
+                 (1000, 129), (300, 300)):
+        for dtype in (*FLOATS, torch.int64, torch.int32):
+            if not dtype.is_floating_point and k > 32:
+                continue  # the plain stable order, checked by the families model
+            for largest in (True, False):
+                cases.append((f"topk_{n}_{k}_{dtype}_{largest}", aten.topk.default,
+                              [ties(9, n, dtype, n + k), k, -1, largest]))
+    cases.append(("topk_dim0", aten.topk.default, [ties(200, 6, torch.float32, 3), 8, 0]))
+    return cases
+
+
+def _source(op: Any, args: list[Any]) -> str:
+    plan = _plan(_cuda_card(op, args))
+    return plan.render("cuda", plan.knob_space("cuda", H200).default(), H200)
+
+
+def test_the_replayed_orders_are_chosen_where_eager_takes_them() -> None:
+    orders = {name: _plan(_cuda_card(op, args)).order for name, op, args in _cases()}
+    assert all(o == "cuda_bitonic" for name, o in orders.items() if name.startswith(("sort", "argsort")))
+    assert all(o == "cuda_topk" for name, o in orders.items() if name.startswith("topk"))
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_every_order_compiles_for_sm90_without_warnings(tmp_path: Path) -> None:
+    picked = ["sort_8_torch.float32_False", "sort_32_torch.int64_True", "argsort_8", "topk_8_1_torch.float32_True",
+              "topk_256_8_torch.bfloat16_True", "topk_256_33_torch.float16_False", "topk_1000_129_torch.float32_True",
+              "topk_256_32_torch.int64_True"]
+    cases = {name: (op, args) for name, op, args in _cases()}
+    sources = {name.replace(".", "_"): _source(*cases[name]) for name in picked}
+    rc, err = nvcc_object(cuda_bundle(sources), tmp_path / "sorts.cu")
+    assert rc == 0, err[-4000:]
+    assert "warning" not in err, err[-4000:]
+
+
+@pytest.mark.skipif(not GPU, reason="compares with eager's cuda kernels")
+def test_indices_and_value_bits_equal_eagers_on_ties_zeros_and_nans(tmp_path: Path) -> None:
+    cases = _cases()
+    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:  # one nvcc per kernel, side by side
+        libraries = list(pool.map(lambda case: compile_cuda(_source(case[1], case[2]), tmp_path), cases))
+    wrong = []
+    for (name, op, args), library in zip(cases, libraries, strict=True):
+        x = args[0].cuda()
+        expected = op(x, *args[1:])
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        outputs = [torch.empty_like(e) for e in expected]
+        assert run_kernel(library, [x], outputs) == 0, name
+        torch.cuda.synchronize()
+        for got, want in zip(outputs, expected, strict=True):
+            if want.is_floating_point():  # compare bits: NaN payloads and zero signs included
+                bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[want.element_size()]
+                got, want = got.view(bits), want.view(bits)
+            if not torch.equal(got, want):
+                wrong.append(name)
+                break
+    assert not wrong, f"{len(wrong)} of {len(cases)} differ from eager: {wrong}"
