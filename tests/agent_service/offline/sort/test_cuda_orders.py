@@ -8,7 +8,10 @@ same device can say what it is.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import random
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,7 @@ import pytest
 import torch
 
 from agent_service.offline.catalog import plan_for_card
+from agent_service.offline.sort.cuda import SMALL_BITONIC
 from agent_service.offline.sort.plan import SortPlan
 from kforge_domain.card import OperatorCard
 from kforge_domain.device import DeviceInfo
@@ -72,6 +76,54 @@ def _cases() -> list[tuple[str, Any, list[Any]]]:
                               [ties(9, n, dtype, n + k), k, -1, largest]))
     cases.append(("topk_dim0", aten.topk.default, [ties(200, 6, torch.float32, 3), 8, 0]))
     return cases
+
+
+def eager_bitonic(keys: list[int], n: int) -> list[int]:
+    """``bitonicSortKVInPlace`` as eager's 16 threads run it (SortUtils.cuh): the slots' indices after it."""
+    slots = [(keys[j] if j < n else 0, j if j < n else 0, j < n) for j in range(32)]
+
+    def swap(a: int, b: int, direction: bool) -> None:
+        (ka, _, va), (kb, _, vb) = slots[a], slots[b]
+        if ((ka < kb and va) or not vb) == direction:
+            slots[a], slots[b] = slots[b], slots[a]
+
+    size = 2
+    while size < 32:
+        stride = size // 2
+        while stride > 0:
+            for thread in range(16):
+                pos = 2 * thread - (thread & (stride - 1))
+                swap(pos, pos + stride, (thread & (size // 2)) != 0)
+            stride //= 2
+        size *= 2
+    stride = 16
+    while stride > 0:
+        for thread in range(16):
+            pos = 2 * thread - (thread & (stride - 1))
+            swap(pos, pos + stride, False)
+        stride //= 2
+    return [index for _, index, _ in slots[:n]]
+
+
+def test_the_one_thread_replay_of_eagers_network_swaps_as_its_16_threads_do(tmp_path: Path) -> None:
+    """The kernel's serial network, built for the host, against eager's threads transcribed: ties
+    and every row length land the same, and the keys come out sorted."""
+    host = SMALL_BITONIC.replace("static __device__ __forceinline__", "static inline")
+    source = ("#include <stdint.h>\ntypedef uint32_t TB;\n" + host + 'extern "C" void run(TB *key, int32_t *idx, '
+              "uint32_t valid) { kf_small_bitonic(key, idx, valid); }\n")
+    (tmp_path / "net.cpp").write_text(source)
+    subprocess.run(["g++", "-O1", "-shared", "-fPIC", "-o", str(tmp_path / "net.so"), str(tmp_path / "net.cpp")],
+                   check=True, capture_output=True)
+    run = ctypes.CDLL(str(tmp_path / "net.so")).run
+    rng = random.Random(0)
+    for trial in range(400):
+        n = 2 + trial % 31
+        keys = [rng.randrange(3 if trial % 2 else 1000) for _ in range(n)]
+        key_array = (ctypes.c_uint32 * 32)(*keys, *[0] * (32 - n))
+        idx_array = (ctypes.c_int32 * 32)(*range(n), *[0] * (32 - n))
+        run(key_array, idx_array, ctypes.c_uint32((1 << n) - 1))
+        assert list(idx_array[:n]) == eager_bitonic(keys, n), (n, keys)
+        assert list(key_array[:n]) == sorted(keys)
 
 
 def _source(op: Any, args: list[Any]) -> str:
