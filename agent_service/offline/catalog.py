@@ -90,6 +90,8 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     "gather": ops_gather.gather_plan,
     **dict.fromkeys(("argmax", "argmin"), ops_gather.arg_extreme_plan),
     "repeat_interleave": ops_gather.repeat_interleave_plan,
+    "flip": ops_gather.flip_plan,
+    "roll": ops_gather.roll_plan,
     # reshape, flatten and unflatten decompose (CompositeImplicitAutograd) to a view where the strides
     # allow one and to a contiguous copy where not: only the copies are captured as searchable cards
     **dict.fromkeys(("reshape", "flatten", "unflatten"), ops_gather.reshape_plan),

@@ -1,6 +1,6 @@
 """Aten cards the gather engine covers: nearest upsampling, cat, index by one tensor, gather along a
-dim, embedding, constant pad, masked_fill, where, argmax and argmin, repeat_interleave by an int, and
-reshapes that copy.
+dim, embedding, constant pad, masked_fill, where, argmax and argmin, repeat_interleave by an int,
+flip and roll, and reshapes that copy.
 
 Each builder turns the bound call into a :class:`GatherPlan`, whose branches name where each
 output element comes from; a call outside what it handles raises :class:`UnsupportedCard`.
@@ -336,6 +336,64 @@ def repeat_interleave_plan(card: OperatorCard, base: str, call: dict[str, Any]) 
         raise UnsupportedCard(f"repeat_interleave of {shape} by {repeats} along {dim} gives {want}, "
                               f"the card's output is {out.shape}")
     return _plan(card, "gather_repeat", [Branch("", f"in{x.index}[{source}]")])
+
+
+# ---- flip and roll -----------------------------------------------------------------------------
+
+
+def _listed(value: Any) -> list[int]:
+    """An int list argument as a list (a lone int is a list of one)."""
+    return [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
+
+
+def _dims(value: Any, ndim: int, op: str) -> list[int]:
+    dims = _listed(value)
+    if any(not -max(ndim, 1) <= d < max(ndim, 1) for d in dims):
+        raise UnsupportedCard(f"{op} dims {dims} out of range for {ndim} dims")
+    return [d % max(ndim, 1) for d in dims]
+
+
+def flip_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """flip: output index ``o`` along each flipped dim reads input index ``n - 1 - o``."""
+    x = tensor_argument(call, "self")
+    _same_dtype(card, [x], "flip")
+    shape = x.spec.shape
+    if card.outputs[0].shape != shape:
+        raise UnsupportedCard(f"flip of {shape} gives {shape}, the card's output is {card.outputs[0].shape}")
+    coords = _coords(len(shape))
+    for d in set(_dims(call.get("dims", []), len(shape), "flip")) if shape else ():
+        coords[d] = f"{shape[d] - 1}LL - o{d}"
+    return _plan(card, "gather_shift", [Branch("", f"in{x.index}[{offset(coords, x.spec.stride)}]")])
+
+
+def roll_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """roll: along each rolled dim output index ``o`` reads ``(o - shift) mod n``; without dims the input
+    is rolled flattened in row-major order, as eager flattens it."""
+    x = tensor_argument(call, "self")
+    _same_dtype(card, [x], "roll")
+    shape = x.spec.shape
+    shifts = _listed(call["shifts"])
+    dims = _dims(call.get("dims") or [], len(shape), "roll")
+    if card.outputs[0].shape != shape or not math.prod(shape):
+        raise UnsupportedCard(f"roll of {shape} into {card.outputs[0].shape} moves nothing")
+    if not dims:
+        if len(shifts) != 1:
+            raise UnsupportedCard(f"roll without dims takes one shift, not {shifts}")
+        numel = math.prod(shape)
+        row_major = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+        linear = offset(_coords(len(shape)), row_major)
+        source = cxx.linear_offset(f"({linear} + {(-shifts[0]) % numel}LL) % {numel}LL", shape, x.spec.stride)
+        return _plan(card, "gather_shift", [Branch("", f"in{x.index}[{source}]")])
+    if len(shifts) != len(dims):
+        raise UnsupportedCard(f"roll shifts {shifts} and dims {dims} differ in length")
+    total = dict.fromkeys(dims, 0)
+    for shift, d in zip(shifts, dims, strict=True):
+        total[d] += shift
+    coords = _coords(len(shape))
+    for d, shift in total.items():
+        if (-shift) % shape[d]:
+            coords[d] = f"(o{d} + {(-shift) % shape[d]}LL) % {shape[d]}LL"
+    return _plan(card, "gather_shift", [Branch("", f"in{x.index}[{offset(coords, x.spec.stride)}]")])
 
 
 # ---- reshape that copies -----------------------------------------------------------------------

@@ -41,7 +41,7 @@ class TemplateFamilies(nn.Module):
         gathered = (
             self.embed(ids),                                                    # embedding
             F.interpolate(image, scale_factor=2.0, mode="nearest"),             # upsample_nearest2d
-            torch.cat([h, h.flip(0)], dim=-1),                                  # cat (and flip, uncovered)
+            torch.cat([h, h.flip(0)], dim=-1),                                  # cat and flip
             h[picks],                                                           # index.Tensor
             F.pad(h, (0, 64)),                                                  # constant_pad_nd
             h.masked_fill(h > 1.0, 0.0),                                        # masked_fill (and gt)

@@ -213,6 +213,11 @@ ATEN_CASES = [
          lambda: (aten.repeat_interleave.self_int, [r(2, 2, 5, 8, dtype=bf16).transpose(1, 2), 3, 2])),
     Case("repeat_interleave_flat_of_transposed", "gather_repeat",
          lambda: (aten.repeat_interleave.self_int, [r(4, 3).t(), 2]), kwargs={"output_size": 24}),
+    Case("flip_two_dims_of_transposed_bf16", "gather_shift",
+         lambda: (aten.flip.default, [r(5, 4, 3, dtype=bf16).transpose(0, 2), [0, -1]])),
+    Case("roll_windows_channels_last", "gather_shift",
+         lambda: (aten.roll.default, [_cl(r(2, 6, 5, 4)), [-2, 3, 1], [2, 3, 2]])),
+    Case("roll_flattened_of_sliced", "gather_shift", lambda: (aten.roll.default, [r(6, 10)[:, ::3], [-7]])),
     # reshape of a layout no view can express: eager copies in row-major order into a contiguous tensor
     Case("reshape_heads_of_transposed_bf16", "elementwise_copy",
          lambda: (aten.reshape.default, [r(2, 5, 3, 8, dtype=bf16).transpose(1, 2), [2, 3, 40]])),

@@ -489,6 +489,10 @@ REPEAT_SPELLINGS = ("x.repeat_interleave(2, dim=1)", "torch.repeat_interleave(x,
                     "x.repeat_interleave(3, dim=1)", "x.repeat_interleave(2, dim=0)", "x.repeat_interleave(2)",
                     "x.repeat_interleave(torch.tensor(2), dim=1)", "x.repeat_interleave(torch.tensor([2, 1, 0, 1]), 0)",
                     "x.unsqueeze(2).expand(-1, -1, 2).reshape(x.shape[0], -1)")
+FLIP_SPELLINGS = ("torch.flip(x, [1])", "x.flip(1)", "x.flip(-1)", "torch.flip(x, (0, 1))", "x.fliplr()", "x.flipud()",
+                  "torch.flip(x, [])", "x.flip(0)")
+ROLL_SPELLINGS = ("torch.roll(x, 1, 1)", "x.roll(1, dims=1)", "torch.roll(x, (1, -2), (0, 1))", "torch.roll(x, 5)",
+                  "x.roll(-1, -1)", "torch.roll(x, (3, 3), (1, 1))", "torch.roll(x, 0, 0)", "x.roll(40, 1)")
 RESHAPE_SPELLINGS = ("x.reshape(-1)", "torch.reshape(x, (-1,))", "x.reshape(x.numel())", "x.flatten()",
                      "torch.flatten(x)", "x.reshape(-1, 1)", "x.contiguous().reshape(-1)", "x.view(-1)",
                      "x.reshape(x.shape[-1], -1)", "x.mT.reshape(-1)", "x.reshape(-1).add_(1)")
@@ -520,6 +524,9 @@ GATHER_SPECS = [
              (replace(X, layout="transposed"),), ("x.repeat_interleave(3)", "torch.repeat_interleave(x, 3)",
                                                   "x.repeat_interleave(3, output_size=396)", *REPEAT_SPELLINGS),
              (ELEMENTWISE_SHAPES,)),
+    _rowwise("flip", "gather_shift", aten.flip.default, ("x",), (X,), FLIP_SPELLINGS, (ELEMENTWISE_SHAPES,)),
+    _rowwise("roll_of_transposed", "gather_shift", aten.roll.default, ("x",), (replace(X, layout="transposed"),),
+             ROLL_SPELLINGS, (ELEMENTWISE_SHAPES,)),
     # a reshape that copies (no view expresses it); every spelling that eager serves with a view never reaches it
     _rowwise("reshape_copy", "elementwise_copy", aten.reshape.default, ("x",), (replace(X, layout="transposed"),),
              RESHAPE_SPELLINGS, (ELEMENTWISE_SHAPES,)),
@@ -1139,7 +1146,7 @@ def test_every_family_and_op_the_offline_proposer_covers_has_a_card_here() -> No
         "layer_norm", "rms_norm", "group_norm", "adaptive_avg_pool", "global_avg_pool", "max_pool",
         "module_rms_norm", "module_activation", "module_gated_activation", "module_norm_activation",
         "gather_upsample_nearest", "gather_cat", "gather_index", "gather_embedding", "gather_pad", "gather_select",
-        "gather_repeat", "gather_reshape",
+        "gather_repeat", "gather_reshape", "gather_shift",
         "compare", "logical", "integer_arithmetic", "gather_convert", "arg_extreme", "scan", "histc", "sort",
     }
     assert {s.op._schema.name.removeprefix("aten::") for s in UNARY_SPECS if s.op} == set(ops_elementwise.UNARY)

@@ -26,7 +26,7 @@ FAMILY_OPS = {
     "aten::sort.stable", "aten::topk.default", "aten::floor_divide.default", "aten::remainder.Scalar",
     "aten::__xor__.Scalar", "aten::__or__.Tensor", "aten::__and__.Scalar", "aten::to.dtype",
     "aten::where.ScalarOther", "aten::gather.default", "aten::softplus.default", "aten::argmax.default",
-    "aten::round.default", "aten::sign.default",
+    "aten::round.default", "aten::sign.default", "aten::flip.default",
 }
 
 
