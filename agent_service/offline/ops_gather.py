@@ -376,6 +376,8 @@ def roll_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan
     dims = _dims(call.get("dims") or [], len(shape), "roll")
     if card.outputs[0].shape != shape or not math.prod(shape):
         raise UnsupportedCard(f"roll of {shape} into {card.outputs[0].shape} moves nothing")
+    if not shape:  # one element: every roll leaves it where it is
+        return _plan(card, "gather_shift", [Branch("", f"in{x.index}[0]")])
     if not dims:
         if len(shifts) != 1:
             raise UnsupportedCard(f"roll without dims takes one shift, not {shifts}")

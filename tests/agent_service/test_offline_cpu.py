@@ -218,6 +218,7 @@ ATEN_CASES = [
     Case("roll_windows_channels_last", "gather_shift",
          lambda: (aten.roll.default, [_cl(r(2, 6, 5, 4)), [-2, 3, 1], [2, 3, 2]])),
     Case("roll_flattened_of_sliced", "gather_shift", lambda: (aten.roll.default, [r(6, 10)[:, ::3], [-7]])),
+    Case("roll_of_one_element", "gather_shift", lambda: (aten.roll.default, [torch.tensor(0.5), [3]])),
     # reshape of a layout no view can express: eager copies in row-major order into a contiguous tensor
     Case("reshape_heads_of_transposed_bf16", "elementwise_copy",
          lambda: (aten.reshape.default, [r(2, 5, 3, 8, dtype=bf16).transpose(1, 2), [2, 3, 40]])),
