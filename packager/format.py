@@ -30,6 +30,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import torch
+
 from kforge_domain.verdict import RunFigures
 from packager.archive import FORMAT_VERSION, write_archive
 from packager.errors import CastBuildError
@@ -311,6 +313,7 @@ def build_cast(
         format_version=FORMAT_VERSION,
         archs=tuple(sorted({r.arch for r in records})),
         toolchains=tuple(sorted({r.toolchain for r in records})),
+        torch_version=torch.__version__,
     )
     files[MANIFEST_FILE] = manifest.to_json().encode()
     try:

@@ -131,6 +131,8 @@ class CastManifest:
     format_version: int = FORMAT_VERSION
     archs: tuple[str, ...] = field(default=())
     toolchains: tuple[str, ...] = field(default=())
+    #: ``torch.__version__`` of the eager PyTorch every kernel was proved against ("" if not recorded).
+    torch_version: str = ""
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=1, sort_keys=True, allow_nan=False)
@@ -167,6 +169,7 @@ class CastManifest:
             format_version=version,
             archs=tuple(reader.get("archs", list)),
             toolchains=tuple(reader.get("toolchains", list)),
+            torch_version=reader.get("torch_version", str) if "torch_version" in reader.data else "",
         )
 
 

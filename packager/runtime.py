@@ -3,7 +3,9 @@
 Loading verifies the whole archive first (see :mod:`packager.archive`) and refuses a damaged or
 tampered file. Kernels built for another architecture, for an op this torch build lacks, or
 whose library does not load are reported in ``Cast.skipped`` and never run; eager PyTorch
-serves those calls.
+serves those calls. So are kernels that write eager's order of ties (sort, argsort, topk)
+when this process runs another torch release than the one they were proved against: that order
+is the algorithm of one release's kernels, not a property of the op.
 
 Three ways to deploy, as users serve models:
 
@@ -260,6 +262,26 @@ def _load_kernel(record: KernelRecord, files: dict[str, bytes], workdir: Path) -
     return LoadedKernel(record, launcher)
 
 
+#: Ops whose kernels reproduce the order in which one torch release's eager kernels leave ties.
+TIE_ORDER_OPS = ("sort", "argsort", "topk")
+
+
+def _release(version: str) -> str:
+    """``"2.11.0+cu130"`` -> ``"2.11"``: the release whose kernels a torch build runs."""
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
+def _release_mismatch(record: KernelRecord, built_with: str) -> str | None:
+    """Why a kernel cannot serve this torch release, or None."""
+    base = record.op.removeprefix("aten::").split(".")[0]
+    if record.kind != "aten" or base not in TIE_ORDER_OPS or not built_with:
+        return None
+    if _release(built_with) == _release(torch.__version__):
+        return None
+    return (f"writes eager's order of ties as torch {_release(built_with)} orders them; this process runs "
+            f"torch {torch.__version__}")
+
+
 def load_cast(path: Path | str, *, key: bytes | None = None) -> Cast:
     """Verify ``path`` (checksums, format version, signature when ``key`` is given) and load its kernels.
 
@@ -278,6 +300,8 @@ def load_cast(path: Path | str, *, key: bytes | None = None) -> Cast:
     for record in sorted(manifest.kernels, key=lambda r: -r.effective_speedup):
         if record.arch not in archs:
             reason = f"built for {record.arch}; this process runs {', '.join(archs)}"
+        elif mismatch := _release_mismatch(record, manifest.torch_version):
+            reason = mismatch
         elif record.card_id in kernels:
             reason = f"card already served by the {kernels[record.card_id].record.arch} kernel"
         else:

@@ -18,6 +18,7 @@ def test_manifest_records_identity_measurements_and_provenance(relu_softmax_cast
     assert manifest.model == MODEL and manifest.format_version == 1
     assert manifest.archs == (host_cpu_arch(),) and manifest.toolchains == ("g++ 12",)
     assert manifest.producer.startswith("kernel-forge") and manifest.created_at.endswith("+00:00")
+    assert manifest.torch_version == torch.__version__  # the eager every kernel was proved against
     relu = next(k for k in manifest.kernels if k.card_id == relu_softmax_cast.relu.id)
     assert relu.audit_class == "custom" and relu.op == "aten::relu.default"
     assert relu.card["key"] == relu_softmax_cast.relu.key
@@ -156,6 +157,15 @@ def test_a_manifest_without_cuda_graph_verdicts_reads_them_as_unmeasured(relu_so
     manifest["kernels"][0]["cuda_graphs"] = {"verdict": "kept", "reason": 3}
     with pytest.raises(CastCorruptError, match="cuda_graphs: field 'reason'"):
         CastManifest.from_json(json.dumps(manifest).encode())
+
+
+def test_a_manifest_without_a_torch_version_reads_as_unrecorded_and_a_wrong_type_is_refused(relu_softmax_cast) -> None:
+    manifest = json.loads(read_archive(relu_softmax_cast.path).files["manifest.json"])
+    manifest.pop("torch_version")
+    assert CastManifest.from_json(json.dumps(manifest)).torch_version == ""
+    manifest["torch_version"] = 2.11
+    with pytest.raises(CastCorruptError, match="field 'torch_version' should be str"):
+        CastManifest.from_json(json.dumps(manifest))
 
 
 def test_a_verdict_outside_the_vocabulary_is_refused(relu_softmax_cast) -> None:

@@ -6,7 +6,7 @@ import torch
 
 from packager import CastApplyError, load_cast
 from packager.format import build_cast
-from tests.packager.conftest import MODEL, RELU, SOFTMAX, entry, relu_card, softmax_card
+from tests.packager.conftest import MODEL, RELU, SOFTMAX, aten_card, entry, relu_card, softmax_card
 
 
 def test_kernels_for_another_architecture_are_skipped_not_fatal(tmp_path: Path, artifacts) -> None:
@@ -104,3 +104,34 @@ def test_close_deletes_the_extracted_artifacts(relu_softmax_cast) -> None:
     assert workdir.is_dir() and workdir.stat().st_mode & 0o077 == 0
     cast.close()
     assert not workdir.exists()
+
+
+def _topk_cast(path: Path, artifacts, built_with: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """A cast of a relu kernel and a topk kernel, built as if under torch ``built_with``: (relu id, topk id)."""
+    x = torch.randn(4, 8)
+    values, _ = torch.topk(x, 3)
+    topk = aten_card("aten::topk.default", [x, 3], {}, values)
+    topk = topk.model_copy(update={"outputs": [*topk.outputs, topk.outputs[0].model_copy(update={"dtype": "int64"})]})
+    relu = relu_card(x)
+    with monkeypatch.context() as patched:
+        patched.setattr(torch, "__version__", built_with)
+        build_cast(path, MODEL, [entry(relu, RELU, artifacts["relu"]), entry(topk, RELU, artifacts["relu"])], [])
+    return relu.id, topk.id
+
+
+def test_tie_order_kernels_from_another_torch_release_are_skipped(tmp_path: Path, artifacts,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    relu_id, topk_id = _topk_cast(tmp_path / "old.cast", artifacts, "1.13.1+cu117", monkeypatch)
+    cast = load_cast(tmp_path / "old.cast")
+    assert cast.manifest.torch_version == "1.13.1+cu117"
+    assert list(cast.kernels) == [relu_id]
+    (skipped,) = cast.skipped
+    assert skipped.card_id == topk_id
+    assert "order of ties as torch 1.13 orders them" in skipped.reason and torch.__version__ in skipped.reason
+
+
+def test_tie_order_kernels_of_the_same_release_load(tmp_path: Path, artifacts, monkeypatch: pytest.MonkeyPatch) -> None:
+    local_build = torch.__version__.split("+")[0] + "+local"  # another build of the same release
+    _, topk_id = _topk_cast(tmp_path / "same.cast", artifacts, local_build, monkeypatch)
+    cast = load_cast(tmp_path / "same.cast")
+    assert topk_id in cast.kernels and not cast.skipped
