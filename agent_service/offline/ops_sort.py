@@ -24,9 +24,9 @@ that one, found in PyTorch's source:
   equal to it, each in index order, and sorts the k results with ``sortKeyValueInplace(...,
   stable=false)``: the bitonic network for k <= 32, the stable paths above it. The kernel does the
   same three steps (order ``cuda_topk``); integers with k > 32 take the plain stable order, which
-  is the same there. ``sorted=False`` is refused (its order is the gather's, and eager's
-  multi-block select is not checked to gather in index order), as is bool (eager's cuda topk
-  does not take it).
+  is the same there. ``sorted=False`` is refused: eager then returns the gathered order itself,
+  which the GPU check (``tests/agent_service/offline/sort/test_cuda_orders.py``) does not cover.
+  Bool is refused too: eager's cuda topk does not take it.
 """
 
 from __future__ import annotations
