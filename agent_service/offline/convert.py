@@ -16,10 +16,10 @@ a conversion reads the source element's value and gives the target's bits, as c1
 from __future__ import annotations
 
 from agent_service.offline.gather import c_type
-from agent_service.offline.ops_compare import HELPERS, VALUE_HELPERS, helpers_for
+from agent_service.offline.ops_compare import HELPERS, helpers_for
+from agent_service.offline.ops_compare import VALUE_HELPERS as _VALUE
 
 #: A float element's bits to its value (the comparison helpers) and a value to a float dtype's bits.
-_VALUE = VALUE_HELPERS
 _BITS = {"float16": "kf_bits_of_f16", "bfloat16": "kf_bits_of_bf16", "float32": "kf_bits_of_f32",
          "float64": "kf_bits_of_f64"}
 ENCODERS = {

@@ -35,12 +35,11 @@ from typing import Any
 
 from agent_service.offline.call import UnsupportedCard, split_op_name, tensor_argument
 from agent_service.offline.sort.keys import FLOAT_INF_BITS
-from agent_service.offline.sort.plan import SortPlan
+from agent_service.offline.sort.plan import BITONIC_SIZE, SortPlan
 from kforge_domain.card import OperatorCard
 
 SORTS = ("sort", "argsort", "topk")
 OVERLOADS = {"sort": ("default", "stable"), "argsort": ("default", "stable"), "topk": ("default",)}
-CUDA_BITONIC_MAX = 32  # eager's cuda SmallBitonicSort (unstable) sorts rows up to this long
 CUDA_COMPARATOR_MAX = 128  # eager's cuda WarpMergeSort (comparator NaN order) sorts rows up to this long
 
 
@@ -61,7 +60,7 @@ def _sort_plan(card: OperatorCard, base: str, overload: str, call: dict[str, Any
         if backend == "cpu":
             raise UnsupportedCard(f"{card.op} with stable=False: eager's cpu sort (std::sort or x86-simd-sort) "
                                   "orders ties its own way; only stable=True is templated on cpu")
-        if length <= CUDA_BITONIC_MAX:
+        if length <= BITONIC_SIZE:
             order = "cuda_bitonic"
     bits = backend == "cuda" and length > CUDA_COMPARATOR_MAX
     descending = bool(call.get("descending", False))
@@ -89,7 +88,7 @@ def _topk_plan(card: OperatorCard, call: dict[str, Any], backend: str) -> SortPl
             raise UnsupportedCard("topk with sorted=False on cuda: eager returns the gathered order, not a sorted one")
         if k < 1:
             raise UnsupportedCard("topk with k=0 writes nothing")
-        if dtype in FLOAT_INF_BITS or k <= CUDA_BITONIC_MAX:
+        if dtype in FLOAT_INF_BITS or k <= BITONIC_SIZE:
             order = "cuda_topk"
     bits = order == "cuda_topk" and k > CUDA_COMPARATOR_MAX
     return SortPlan(summary=f"{card.op} k={k} over dim {dim} of {x.spec.shape} {dtype}"

@@ -33,6 +33,8 @@ from kforge_domain.device import DeviceInfo
 if TYPE_CHECKING:
     from agent_service.offline.sort.plan import SortPlan
 
+BITONIC_SIZE = 32  # eager's cuda SmallBitonicSort: a 32-slot network, rows of up to 32
+
 # The network's pass over (key, index) pairs in shared memory, lexicographic, ascending; ends synchronised.
 NETWORK = """template <int N> static __device__ __forceinline__ void kf_network(TB *key, int32_t *idx) {
   for (int size = 2; size <= N; size <<= 1) {
@@ -85,6 +87,11 @@ static __device__ __forceinline__ void kf_small_bitonic(TB *key, int32_t *idx, u
 """
 
 
+def _valid(n: int) -> str:
+    """The network's validity flags for a row of ``n`` (<= 32): the first ``n`` slots hold elements."""
+    return f"{(1 << n) - 1}u"
+
+
 def _write(plan: SortPlan, j: str, element: str, indent: str) -> str:
     """Statements writing output position ``j`` of row ``r`` from the row's element ``element``."""
     out = ""
@@ -132,7 +139,7 @@ __global__ void __launch_bounds__({block}) kf_sort(const TB *__restrict__ x, TB 
       key[j] = j < {n} ? kf_key(xr[(int64_t)j * {x_step}LL]) : (TB)0;
       idx[j] = j < {n} ? j : 0;
     }}
-    kf_small_bitonic(key, idx, {(1 << n) - 1}u);
+    kf_small_bitonic(key, idx, {_valid(n)});
 #pragma unroll
     for (int j = 0; j < {n}; ++j) {{
 {_write(plan, "j", "idx[j]", "      ")}    }}
@@ -147,7 +154,7 @@ def _topk_kernel(plan: SortPlan, block: int) -> str:
         order = f"""    for (int j = threadIdx.x; j < {k}; j += {block}) {{
 {_write(plan, "j", "idx[j]", "      ")}    }}
 """
-    elif k <= 32:
+    elif k <= BITONIC_SIZE:
         order = f"""    if (threadIdx.x == 0) {{
       TB small[32];
       int32_t pick[32];
@@ -156,7 +163,7 @@ def _topk_kernel(plan: SortPlan, block: int) -> str:
         pick[j] = j < {k} ? idx[j] : 0;
         small[j] = j < {k} ? kf_key(xr[(int64_t)pick[j] * {x_step}LL]) : (TB)0;
       }}
-      kf_small_bitonic(small, pick, {(1 << k) - 1 if k < 32 else 0xFFFFFFFF}u);
+      kf_small_bitonic(small, pick, {_valid(k)});
       for (int j = 0; j < {k}; ++j) {{
 {_write(plan, "j", "pick[j]", "        ")}      }}
     }}
@@ -172,8 +179,9 @@ def _topk_kernel(plan: SortPlan, block: int) -> str:
     for (int j = threadIdx.x; j < {k}; j += {block}) {{
 {_write(plan, "j", "picks[idx[j]]", "      ")}    }}
 """
-    picks = f"  __shared__ int32_t picks[{pk}];\n" if k > 32 and plan.sorted_topk else ""
-    return f"""{NETWORK}{SMALL_BITONIC if 1 < k <= 32 and plan.sorted_topk else ""}
+    sorts_small = not plan.selects_only and k <= BITONIC_SIZE
+    picks = f"  __shared__ int32_t picks[{pk}];\n" if not plan.selects_only and not sorts_small else ""
+    return f"""{NETWORK}{SMALL_BITONIC if sorts_small else ""}
 __global__ void __launch_bounds__({block}) kf_sort(const TB *__restrict__ x, TB *__restrict__ v,
                                                   int64_t *__restrict__ ix) {{
   __shared__ TB key[{padded}];

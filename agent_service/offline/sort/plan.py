@@ -10,6 +10,7 @@ from agent_service.offline.knobs import Knobs, KnobSpace
 from agent_service.offline.layout import is_dense
 from agent_service.offline.plan import cpu_thread_choices
 from agent_service.offline.sort import cpu, cuda, keys
+from agent_service.offline.sort.cuda import BITONIC_SIZE
 from kforge_domain.card import TensorSpec
 from kforge_domain.device import DeviceInfo
 from kforge_domain.dtypes import DTYPE_BYTES
@@ -17,7 +18,6 @@ from kforge_domain.dtypes import DTYPE_BYTES
 CUDA_SHARED_BYTES = 48 * 1024  # a block's static shared memory: the (key, index) pairs of one row
 CUDA_THREADS = (256, 128, 512, 1024)
 ORDERS = ("stable", "cpu_topk", "cuda_bitonic", "cuda_topk")
-BITONIC_SIZE = 32  # eager's cuda SmallBitonicSort: a 32-slot network, rows of up to 32
 
 
 @dataclass(frozen=True)
