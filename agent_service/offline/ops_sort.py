@@ -18,15 +18,21 @@ that one, found in PyTorch's source:
   (NaN largest, -0.0 equal to 0.0), longer rows by cub's ``BlockRadixSort`` (to 4096) or
   segmented radix sort (``launch_stable_sort_kernel``), both stable, on the values' bits: there a
   NaN with its sign bit set sorts before -inf (NaN order ``"bits"``). Every path with more than
-  32 elements is stable whatever ``stable`` says.
+  32 elements is stable whatever ``stable`` says. Which of the two paths sorts 2 to 128
+  elements depends on the release: where the build leaves ``WarpMergeSort`` out (torch 2.11's
+  ``HAS_WARP_MERGE_SORT()`` tests ``CUDA_VERSION >= 110600``, which no CUDA version passes), the
+  radix sort takes them, with NaNs by their bits. On the GPU the two orders differ only where NaNs
+  of both signs meet, and the kernel cannot know which release the device runs: a float sort of
+  that range on the stable path is refused (:func:`_refuse_release_dependent`).
 - cuda topk (aten/src/ATen/native/cuda/TensorTopK.cpp/.cu): a radix select whose float keys
   order -0.0 below 0.0 and every NaN largest, gathers the elements beyond the k-th and then those
   equal to it, each in index order, and sorts the k results with ``sortKeyValueInplace(...,
   stable=false)``: the bitonic network for k <= 32, the stable paths above it. The kernel does the
   same three steps (order ``cuda_topk``); integers with k > 32 take the plain stable order, which
-  is the same there. ``sorted=False`` is refused: eager then returns the gathered order itself,
-  which the GPU check (``tests/agent_service/offline/sort/test_cuda_orders.py``) does not cover.
-  Bool is refused too: eager's cuda topk does not take it.
+  is the same there. Floats with 32 < k <= 128 are refused, as the sorts above. ``sorted=False``
+  is refused: eager then returns the gathered order itself, which the GPU check
+  (``tests/agent_service/offline/sort/test_cuda_orders.py``) does not cover. Bool is refused
+  too: eager's cuda topk does not take it.
 """
 
 from __future__ import annotations
@@ -41,6 +47,16 @@ from kforge_domain.card import OperatorCard
 SORTS = ("sort", "argsort", "topk")
 OVERLOADS = {"sort": ("default", "stable"), "argsort": ("default", "stable"), "topk": ("default",)}
 CUDA_COMPARATOR_MAX = 128  # eager's cuda WarpMergeSort (comparator NaN order) sorts rows up to this long
+
+
+def _refuse_release_dependent(op: str, dtype: str, length: int) -> None:
+    """Refuse a cuda float sort of ``length`` elements on the stable path where eager's NaN order
+    depends on its release (merge sort or radix sort, see the module docstring)."""
+    if dtype in FLOAT_INF_BITS and 1 < length <= CUDA_COMPARATOR_MAX:
+        raise UnsupportedCard(
+            f"{op}: a cuda {dtype} sort of {length} elements on the stable path orders NaNs of either sign as "
+            f"its release does (a merge sort treating them alike, or a radix sort by their bits, up to "
+            f"{CUDA_COMPARATOR_MAX} elements); the kernel cannot know which release the device runs")
 
 
 def _dim(call: dict[str, Any], rank: int) -> int:
@@ -62,6 +78,8 @@ def _sort_plan(card: OperatorCard, base: str, overload: str, call: dict[str, Any
                                   "orders ties its own way; only stable=True is templated on cpu")
         if length <= BITONIC_SIZE:
             order = "cuda_bitonic"
+    if backend == "cuda" and order == "stable":
+        _refuse_release_dependent(card.op, x.spec.dtype, length)
     bits = backend == "cuda" and length > CUDA_COMPARATOR_MAX
     descending = bool(call.get("descending", False))
     outputs = tuple(card.outputs)
@@ -90,6 +108,8 @@ def _topk_plan(card: OperatorCard, call: dict[str, Any], backend: str) -> SortPl
             raise UnsupportedCard("topk with k=0 writes nothing")
         if dtype in FLOAT_INF_BITS or k <= BITONIC_SIZE:
             order = "cuda_topk"
+        if k > BITONIC_SIZE:
+            _refuse_release_dependent(card.op, dtype, k)
     bits = order == "cuda_topk" and k > CUDA_COMPARATOR_MAX
     return SortPlan(summary=f"{card.op} k={k} over dim {dim} of {x.spec.shape} {dtype}"
                     f"{' largest' if largest else ' smallest'}", inputs=tuple(card.inputs),
