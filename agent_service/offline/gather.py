@@ -11,7 +11,9 @@ The output is walked in storage order, so writes are sequential on cpu and coale
 share an address), and every input element read is read once per output element that holds it:
 the floor is the bytes of the output plus those of the inputs read. On cuda, ``rows`` mode gives
 each block whole rows of the innermost storage dim (the outer coordinates decomposed once per
-row); ``flat`` mode gives each thread single elements, for short rows.
+row); ``flat`` mode gives each thread single elements, for short rows. argmax and argmin, whose
+elements each reduce a row of the input, also have a warp or a block per element
+(:mod:`.arg_reduce`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from agent_service.offline import cxx
+from agent_service.offline import arg_reduce, cxx
+from agent_service.offline.arg_reduce import ArgReduction
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.knobs import Knobs, KnobSpace
 from agent_service.offline.layout import is_dense
@@ -100,6 +103,7 @@ class GatherPlan:
     preamble: str = ""
     tables: tuple[Table, ...] = ()
     helpers: str = ""  # C/C++ defined before the kernel, for both backends (``__CUDACC__`` tells them apart)
+    reduction: ArgReduction | None = None  # each element reduces a row (argmax, argmin): cuda's group modes
 
     def __post_init__(self) -> None:
         out = self.outputs[0]
@@ -124,6 +128,9 @@ class GatherPlan:
         return self.outputs[0].shape[walk[-1]] if walk else 1
 
     def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
+        if backend == "cuda" and self.reduction is not None:
+            return KnobSpace({"mode": arg_reduce.modes(self.reduction),
+                              "threads_per_block": (256, 128, 512), "waves": (4, 1, 0)})
         if backend == "cuda":
             length = self._row_length
             modes = (("rows", "flat") if length >= 256 else
@@ -209,7 +216,11 @@ static int kf_gather({params}) {{
               length: int) -> str:
         block = int(knobs["threads_per_block"])
         define = "#define KF_BAD() __trap()\n"
-        if knobs["mode"] == "rows":
+        if self.reduction is not None and knobs["mode"] in arg_reduce.GROUP_MODES:
+            source, grid, block = arg_reduce.kernel(self.reduction, knobs, device, params, total,
+                                                    self._coords(walk, "i", "    "), self._store("i"))
+            kernel = define + source
+        elif knobs["mode"] == "rows":
             rows = total // length
             grid = max(1, min(rows, cuda_grid_limit(device, block) * int(knobs["waves"]) or rows))
             kernel = f"""{define}__global__ void __launch_bounds__({block}) kf_gather({params}) {{

@@ -13,11 +13,12 @@ from dataclasses import replace
 from typing import Any
 
 from agent_service.offline import cxx
+from agent_service.offline.arg_reduce import ArgReduction
 from agent_service.offline.call import TensorArg, UnsupportedCard, split_op_name, tensor_argument
 from agent_service.offline.convert import conversion_helpers, converted
 from agent_service.offline.elementwise import ElementwisePlan, Operand
 from agent_service.offline.gather import Branch, GatherPlan, Table, fill_bits, offset
-from agent_service.offline.layout import broadcast_strides
+from agent_service.offline.layout import broadcast_strides, is_contiguous
 from agent_service.offline.ops_compare import VALUE_HELPERS as _VALUE
 from agent_service.offline.ops_compare import helpers_for
 from kforge_domain.card import OperatorCard
@@ -292,11 +293,13 @@ def arg_extreme_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Gat
         raise UnsupportedCard(f"{card.op} of a {len(shape)}-dim input of {x.spec.numel} elements is not templated")
     if dim is None:
         length, at = x.spec.numel, cxx.linear_offset("k", shape, x.spec.stride)
+        inner = is_contiguous(x.spec)
     elif isinstance(dim, int) and not isinstance(dim, bool) and -len(shape) <= dim < len(shape):
         dim %= len(shape)
         outer = _coords(len(out.shape))
         coords = [*outer[:dim], "k", *(outer[dim + 1:] if call.get("keepdim") else outer[dim:])]
         length, at = shape[dim], offset(coords, x.spec.stride)
+        inner = x.spec.stride[dim] == 1
     else:
         raise UnsupportedCard(f"{card.op} along dim {dim!r} is not templated")
     read = f"in{x.index}[{at}]"
@@ -305,8 +308,10 @@ def arg_extreme_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Gat
     choose = (f"([&]() -> int64_t {{ int64_t k = 0, found = 0; auto best = {value}; "
               f"for (k = 1; k < {length}LL && best == best; ++k) {{ auto v = {value}; "
               f"if (v != v || v {beats} best) {{ best = v; found = k; }} }} return found; }}())")
+    value_type = "double" if x.spec.dtype == "float64" else "float" if x.spec.dtype in _VALUE else "int64_t"
     plan = _plan(card, "arg_extreme", [Branch("", f"(T)({choose})")])
-    return replace(plan, helpers=helpers_for(choose))
+    return replace(plan, helpers=helpers_for(choose),
+                   reduction=ArgReduction(length=length, value=value, value_type=value_type, beats=beats, inner=inner))
 
 
 # ---- repeat_interleave by an int ---------------------------------------------------------------

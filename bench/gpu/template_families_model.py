@@ -23,6 +23,7 @@ from torch import nn
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 BIG = os.environ.get("KF_EXAMPLE_SIZE", "gpu" if DEVICE == "cuda" else "tiny") == "gpu"
 TOKENS, WIDTH, VOCAB = (4096, 2048, 32000) if BIG else (64, 32, 100)
+LOGITS = 151936 if BIG else 100  # a sampler's row of logits: Qwen's vocabulary
 IMAGE = (1, 256, 128, 128) if BIG else (1, 4, 8, 8)
 DTYPE = torch.bfloat16
 
@@ -65,6 +66,7 @@ class TemplateFamilies(nn.Module):
             torch.gather(h[:picks.shape[0]], 1, (picks % WIDTH).unsqueeze(1).expand(-1, 8).contiguous()),
             F.softplus(h),                                                      # softplus
             h.argmax(-1),                                                       # argmax along rows
+            h.view(-1)[:8 * LOGITS].view(8, LOGITS).argmax(-1),                 # a sampler's argmax over a vocabulary
             torch.round(h * 4).sign(),                                          # round and sign
         )
         work = h.clone()

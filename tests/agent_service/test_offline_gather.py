@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +13,11 @@ import torch
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.catalog import plan_for_card
 from agent_service.offline.gather import fill_bits
-from tests.agent_service.agent_cards import aten_card, compile_cpu, run_kernel
+from kforge_domain.device import DeviceInfo
+from tests.agent_service.agent_cards import aten_card, compile_cpu, compile_cuda, run_kernel
 from tests.agent_service.test_offline_cpu import CPU
+
+H200 = DeviceInfo(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132, l2_bytes=60 << 20)
 
 aten = torch.ops.aten
 bf16 = torch.bfloat16
@@ -100,6 +105,51 @@ def test_where_converts_each_operand_to_the_result_dtype_as_eager(tmp_path: Path
         got = torch.empty_like(expected)
         assert run_kernel(library, [a for a in args if isinstance(a, torch.Tensor)], [got]) == 0
         assert got.dtype == expected.dtype and torch.equal(got, expected), (op, got, expected)
+
+
+def _tied_rows(rows: int, n: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    """Rows of five distinct values, a few NaNs and signed zeros: the first index of the best decides."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randint(-2, 3, (rows, n), generator=gen).to(torch.float32)
+    x[torch.rand(rows, n, generator=gen) < 0.1] = -0.0
+    x[torch.rand(rows, n, generator=gen) < 2.0 / n] = float("nan")
+    return x.to(dtype)
+
+
+def _cuda_plan(op: Any, args: list[Any]) -> Any:
+    card, _ = aten_card(op, args)
+    tensors = [{**t, "device": "cuda"} for t in card.key["tensors"]]
+    return plan_for_card(card.model_copy(update={"device": "cuda", "key": {**card.key, "tensors": tensors}}), "cuda")
+
+
+def test_cuda_argmax_of_long_inner_rows_shares_each_row_among_a_warp_or_block() -> None:
+    for args, first in (([torch.randn(64, 3000), -1], "warp"), ([torch.randn(64, 3000), 0], "flat"),
+                        ([torch.randn(64, 40), -1], "flat"), ([torch.randn(1, 151936)], "block")):
+        assert _cuda_plan(aten.argmax.default, args).knob_space("cuda", H200).choices["mode"][0] == first, args[1:]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="compares with eager's cuda argmax")
+def test_every_cuda_argmax_mode_takes_eagers_index_for_ties_and_nans(tmp_path: Path) -> None:
+    shapes = (((33, 3000), torch.bfloat16, [-1]), ((5, 700), torch.float32, [1, True]),
+              ((1, 151936), torch.float16, []), ((300, 64), torch.float32, [0]))
+    cases = [(op, [_tied_rows(*shape, dtype, seed), *rest]) for seed, (shape, dtype, rest) in enumerate(shapes)
+             for op in (aten.argmax.default, aten.argmin.default)]
+    cases.append((aten.argmax.default, [torch.randint(-3, 3, (16, 5000)), -1]))
+    runs = [(op, args, mode, block) for op, args in cases
+            for mode in _cuda_plan(op, args).knob_space("cuda", H200).choices["mode"] for block in (128, 512)]
+
+    def build(run: tuple[Any, list[Any], str, int]) -> Any:
+        op, args, mode, block = run
+        return compile_cuda(_cuda_plan(op, args).render("cuda", {"mode": mode, "threads_per_block": block}, H200),
+                            tmp_path)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:  # one nvcc per kernel, side by side
+        libraries = list(pool.map(build, runs))
+    for (op, args, mode, block), library in zip(runs, libraries, strict=True):
+        expected = op(args[0].cuda(), *args[1:])
+        got = torch.full_like(expected, -7)
+        assert run_kernel(library, [args[0].cuda()], [got]) == 0
+        assert torch.equal(got, expected), (op, args[1:], mode, block)
 
 
 def test_argmax_and_argmin_take_eagers_index_for_ties_nans_and_signed_zeros(tmp_path: Path) -> None:
