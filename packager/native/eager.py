@@ -39,6 +39,9 @@ assert set(_COUNTED[:-1]) == set(MISS_REASONS)
 _LEARNED = "kforge_cast: arguments learned"
 
 _LEARNERS = torch.library.Library("kforge_cast", "FRAGMENT")
+# A TensorImpl's address as the capsule torch._C._wrap_tensor_impl takes.
+_capsule = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)(
+    ("PyCapsule_New", ctypes.pythonapi))
 _LEARNER_NAMES: dict[str, str] = {}
 _LEARNERS_LOCK = threading.Lock()
 
@@ -70,6 +73,8 @@ class NativeEagerGuard:
         lib.kfe_noop_launch.restype = ctypes.c_void_p
         lib.kfe_time_hit.restype = ctypes.c_double
         lib.kfe_time_hit.argtypes = [ctypes.c_int64, ctypes.c_int32, words, ctypes.c_int32, ctypes.c_int32]
+        lib.kfe_wrapped_number.restype = ctypes.c_void_p
+        lib.kfe_wrapped_number.argtypes = [ctypes.c_int32, ctypes.c_int64, ctypes.c_double]
         self._lib = lib
         self.noop_launch_address = int(lib.kfe_noop_launch())  # a kf_launch that does nothing
 
@@ -93,6 +98,24 @@ class NativeEagerGuard:
                     learner = ""
                 _LEARNER_NAMES[name] = learner
             return _LEARNER_NAMES[name] or None
+
+    def wrapped_number(self, value: complex) -> torch.Tensor | None:
+        """``value`` as the wrapped number the Python argument parser passes for it in a Tensor slot;
+        None for a complex number or an int beyond int64 (those calls keep to the Python override)."""
+        if isinstance(value, bool):
+            kind, integer, real = 2, int(value), 0.0
+        elif isinstance(value, int) and -(2**63) <= value < 2**63:
+            kind, integer, real = 1, value, 0.0
+        elif isinstance(value, float):
+            kind, integer, real = 0, 0, value
+        else:
+            return None
+        address = self._lib.kfe_wrapped_number(kind, integer, real)
+        if not address:
+            return None
+        tensor: torch.Tensor = torch._C._wrap_tensor_impl(  # type: ignore[attr-defined]  # missing from the stubs
+            _capsule(address, None, None))
+        return tensor
 
     def front(self, overload: torch._ops.OpOverload, backend_key: str, dispatch_key: str,
               result: str) -> EagerFront | None:
@@ -134,6 +157,11 @@ class EagerFront:
             return None
         tensors = [synthetic_tensor(signature, device="meta") for signature in key.tensors]
         args, kwargs = decode_call(template, tensors)
+        try:
+            args, kwargs = self._wrap_numbers(args, kwargs)
+        except ValueError:
+            self.learned = False
+            return None
         learner = getattr(torch.ops.kforge_cast, str(self._learner)).default
         try:
             with torch._C._AutoDispatchBelowADInplaceOrView():
@@ -154,6 +182,24 @@ class EagerFront:
             self.learned = False
             return None
         return index
+
+    def _wrap_numbers(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        """The call with each Python number in a Tensor slot made the wrapped number the dispatcher
+        sees there; ValueError where one cannot be made."""
+        slots = {a.name: i for i, a in enumerate(self._overload._schema.arguments)
+                 if isinstance(a.type, torch.TensorType)}
+
+        def wrapped(value: Any) -> Any:
+            if isinstance(value, torch.Tensor) or not isinstance(value, (bool, int, float, complex)):
+                return value
+            number = self._guard.wrapped_number(value)
+            if number is None:
+                raise ValueError(f"no wrapped number for {value!r}")
+            return number
+
+        positions = set(slots.values())
+        return ([wrapped(v) if i in positions else v for i, v in enumerate(args)],
+                {name: wrapped(v) if name in slots else v for name, v in kwargs.items()})
 
     def time_hit_us(self, index: int, tensors: Sequence[torch.Tensor], calls: int) -> float | None:
         """Mean µs of one hit of kernel ``index`` on ``tensors`` (the card's, in key order), measured

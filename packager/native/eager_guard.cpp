@@ -14,6 +14,7 @@
 
 #include "kf_native.h"
 
+#include <ATen/ScalarOps.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/grad_mode.h>
 #include <torch/library.h>
@@ -32,11 +33,14 @@ constexpr int kCounters = kf::kReasons + 1;  // [0] hits, [1..7] misses by kf::M
 
 enum class Result : int32_t { kSingle = 0, kTuple = 1, kList = 2 };
 
-// One stack slot of a card's call: one of its tensors, a list of them, or a value.
+// One stack slot of a card's call: one of its tensors, a list of them, a value, or a Python number
+// in a Tensor slot (`x * 2`), which reaches the dispatcher as a wrapped number: a 0-dim CPU tensor
+// flagged for type promotion, whose value the card fixes (kept in `value`, its dtype in `dtype`).
 struct Expected {
-  enum Kind { kTensor, kTensorList, kValue } kind = kValue;
+  enum Kind { kTensor, kTensorList, kValue, kWrappedNumber } kind = kValue;
   std::vector<int> tensors;  // the card's tensor indices held here
   c10::IValue value;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
 };
 
 struct EagerKernel {
@@ -63,6 +67,7 @@ struct Front {
 std::mutex g_fronts_lock;
 std::vector<std::unique_ptr<Front>> g_fronts;  // never freed: counters outlive an install
 thread_local std::vector<c10::IValue> t_learned;
+thread_local std::vector<at::Tensor> t_numbers;  // wrapped numbers made for the learner, kept until learned
 
 Front* find_front(int64_t id) {
   std::lock_guard<std::mutex> hold(g_fronts_lock);
@@ -128,6 +133,20 @@ bool same_value(const c10::IValue& live, const c10::IValue& expected) {
   return false;
 }
 
+// A wrapped number's value as the card keeps it (double, int64 or bool); None for any other tensor.
+std::optional<c10::IValue> wrapped_number(const at::Tensor& t) {
+  if (!t.defined() || !t.unsafeGetTensorImpl()->is_wrapped_number() || t.dim() != 0 || !t.device().is_cpu() ||
+      !t.has_storage()) {
+    return std::nullopt;
+  }
+  switch (t.scalar_type()) {
+    case c10::ScalarType::Double: return c10::IValue(*t.const_data_ptr<double>());
+    case c10::ScalarType::Long: return c10::IValue(*t.const_data_ptr<int64_t>());
+    case c10::ScalarType::Bool: return c10::IValue(*t.const_data_ptr<bool>());
+    default: return std::nullopt;  // complex numbers stay with the Python override
+  }
+}
+
 // ---- the call ---------------------------------------------------------------------------------
 
 // Whether a tensor is one this file may judge: a plain dense tensor with storage, outside any
@@ -174,6 +193,12 @@ kf::Miss match(const EagerKernel& k, c10::ArrayRef<c10::IValue> args, std::vecto
     const c10::IValue& v = args[i];
     if (e.kind == Expected::kValue) {
       if (!same_value(v, e.value)) return kf::kArgs;
+      continue;
+    }
+    if (e.kind == Expected::kWrappedNumber) {
+      if (!v.isTensor() || v.toTensor().scalar_type() != e.dtype) return kf::kArgs;
+      const std::optional<c10::IValue> number = wrapped_number(v.toTensor());
+      if (!number || !same_value(*number, e.value)) return kf::kArgs;
       continue;
     }
     if (e.kind == Expected::kTensor) {
@@ -280,6 +305,23 @@ KF_EXPORT int32_t kfe_register_learner(const char* name) {
   }
 }
 
+// A wrapped number, as the Python argument parser makes one for `x * 2`, for a learner's call
+// (Python cannot flag a tensor so, and the learner's own parser refuses a number where its schema
+// wants a Tensor): kind 0 a float (`real`), 1 an int, 2 a bool (`integer`). The TensorImpl's
+// address, kept alive on this thread until the next kernel is added; null on failure.
+KF_EXPORT void* kfe_wrapped_number(int32_t kind, int64_t integer, double real) {
+  try {
+    const c10::Scalar value = kind == 0 ? c10::Scalar(real) : kind == 1 ? c10::Scalar(integer)
+                                                                         : c10::Scalar(integer != 0);
+    at::Tensor number = c10::scalar_to_tensor(value);
+    number.unsafeGetTensorImpl()->set_wrapped_number(true);
+    t_numbers.push_back(number);
+    return number.unsafeGetTensorImpl();
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
 // A front for one aten overload; it keeps the kernel `backend_key` runs now as the original.
 KF_EXPORT int64_t kfe_front_new(const char* name, const char* overload, const char* backend_key,
                                 const char* dispatch_key, int32_t result) {
@@ -309,6 +351,7 @@ KF_EXPORT int32_t kfe_add_kernel(int64_t front_id, void* launch, int32_t is_cuda
   auto k = std::make_unique<EagerKernel>();
   std::vector<c10::IValue> learned;
   learned.swap(t_learned);
+  t_numbers.clear();
   if (!k->kernel.init(launch, is_cuda, n_inputs, input_layouts, n_outputs, output_layouts, workspace_bytes)) {
     front->learned_all = false;
     return -1;
@@ -328,8 +371,16 @@ KF_EXPORT int32_t kfe_add_kernel(int64_t front_id, void* launch, int32_t is_cuda
   for (const c10::IValue& v : learned) {
     Expected e;
     if (v.isTensor()) {
-      e.kind = Expected::kTensor;
-      e.tensors.push_back(index_of(v.toTensor()));
+      const int index = index_of(v.toTensor());
+      const std::optional<c10::IValue> number = index < 0 ? wrapped_number(v.toTensor()) : std::nullopt;
+      if (number) {
+        e.kind = Expected::kWrappedNumber;
+        e.value = *number;
+        e.dtype = v.toTensor().scalar_type();
+      } else {
+        e.kind = Expected::kTensor;
+        e.tensors.push_back(index);
+      }
     } else if (v.isTensorList()) {
       e.kind = Expected::kTensorList;
       for (const at::Tensor& t : v.toTensorList().vec()) e.tensors.push_back(index_of(t));
@@ -410,6 +461,10 @@ KF_EXPORT double kfe_time_hit(int64_t front_id, int32_t index, const int64_t* te
   for (const Expected& e : k.stack) {
     if (e.kind == Expected::kValue) {
       stack.push_back(e.value);
+    } else if (e.kind == Expected::kWrappedNumber) {
+      at::Tensor number = c10::scalar_to_tensor(e.value.toScalar());
+      number.unsafeGetTensorImpl()->set_wrapped_number(true);
+      stack.emplace_back(std::move(number));
     } else if (e.kind == Expected::kTensor) {
       stack.emplace_back(given.at(e.tensors[0]));
     } else {

@@ -36,6 +36,15 @@ def test_an_aten_card_the_native_front_serves_is_charged_its_hit(monkeypatch) ->
     assert 0 < guard_cost_us(card) < 1000
 
 
+def test_a_card_with_a_python_number_in_a_tensor_slot_is_charged_the_fronts_hit() -> None:
+    x = torch.randn(64, 256)
+    for number in (2, 1e-5, True):
+        card = aten_card(torch.ops.aten.mul.Tensor, [x, number])[0].model_dump()
+        assert native_guard_cost_us(card) is not None, number  # what guard_cost_us charges then
+    zero_dim = aten_card(torch.ops.aten.mul.Tensor, [x, torch.tensor(2.0)])[0].model_dump()
+    assert native_guard_cost_us(zero_dim) is not None  # a real 0-dim tensor is one of the card's tensors
+
+
 def test_a_card_the_front_cannot_learn_is_charged_the_python_path() -> None:
     x, index = torch.randn(4, 8), torch.tensor([2, 0])
     card = aten_card(torch.ops.aten.index.Tensor, [x, [index]])[0].model_dump()

@@ -6,7 +6,9 @@ from packager import load_cast
 from packager.format import build_cast
 from packager.native import build as native_build
 from packager.native.eager import native_eager_guard
-from tests.packager.conftest import FAILING, MODEL, RELU, SOFTMAX, aten_card, entry, relu_card
+from tests.packager.conftest import FAILING, MODEL, RELU, SOFTMAX, aten_card, compile_kernel, entry, relu_card
+
+DOUBLE = RELU.replace("x[i] > 0.f ? x[i] : 0.f", "x[i] * 2.f")
 
 
 def _fronts(cast) -> dict[str, object]:
@@ -89,6 +91,27 @@ def test_a_call_with_a_python_number_in_a_tensor_slot_is_served_as_eager(tmp_pat
         torch.testing.assert_close(g, w)
         assert g.dtype == w.dtype
     assert cast.stats()[card.id]["hits"] == 0
+
+
+def test_the_python_number_a_card_fixes_is_matched_in_cpp(tmp_path, monkeypatch) -> None:
+    """``x * 2`` reaches the front with a wrapped number: its value and kind are the card's, so
+    ``2 * x`` hits too, and any other number, or a real 0-dim tensor, runs the original."""
+    x = torch.randn(4, 8)
+    card = aten_card("aten::mul.Tensor", [x, 2], {}, x * 2)
+    build_cast(tmp_path / "m.cast", MODEL, [entry(card, DOUBLE, compile_kernel(DOUBLE, tmp_path, "double"))], [])
+    cast = load_cast(tmp_path / "m.cast")
+    calls = (lambda t: t * 2, lambda t: 2 * t, lambda t: t * 3, lambda t: t * 2.0, lambda t: t * True,
+             lambda t: t * torch.tensor(2), lambda t: t.half() * 2)
+    with torch.inference_mode():
+        want = [call(x) for call in calls]
+        with cast.applied_to():
+            assert _fronts(cast)["aten::mul.Tensor"] is not None
+            seen = _python_calls(cast, monkeypatch)
+            got = [call(x) for call in calls]
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and torch.equal(g, w)
+    assert seen == []
+    assert cast.stats()[card.id] == {"calls": 7, "hits": 2, "fallbacks": {"args": 4, "dtype": 1}}
 
 
 def test_remove_restores_the_original_and_a_second_apply_installs_afresh(relu_softmax_cast) -> None:
