@@ -11,9 +11,11 @@ The output is walked in storage order, so writes are sequential on cpu and coale
 share an address), and every input element read is read once per output element that holds it:
 the floor is the bytes of the output plus those of the inputs read. On cuda, ``rows`` mode gives
 each block whole rows of the innermost storage dim (the outer coordinates decomposed once per
-row); ``flat`` mode gives each thread single elements, for short rows. argmax and argmin, whose
-elements each reduce a row of the input, also have a warp or a block per element
-(:mod:`.arg_reduce`).
+row); ``flat`` mode gives each thread single elements, for short rows. In rows mode over a dense,
+aligned output, knob ``store_bytes`` gives each thread a run of adjacent outputs written as one
+4, 8 or 16-byte store (a comparison's bool outputs otherwise leave each warp's store 32 bytes
+wide). argmax and argmin, whose elements each reduce a row of the input, also have a warp or a
+block per element (:mod:`.arg_reduce`).
 """
 
 from __future__ import annotations
@@ -29,13 +31,15 @@ from agent_service.offline.layout import is_dense
 from agent_service.offline.plan import cpu_thread_choices, cuda_grid_limit
 from kforge_domain.card import TensorSpec
 from kforge_domain.device import DeviceInfo
-from kforge_domain.dtypes import ABI_DTYPE_CODES
+from kforge_domain.dtypes import ABI_DTYPE_CODES, DTYPE_BYTES
 from packager.inplace import overlaps_itself
 
 #: The C type an element is moved (or, for indices and masks, read) as.
 C_TYPES = {"float32": "uint32_t", "float16": "uint16_t", "bfloat16": "uint16_t", "float64": "uint64_t",
            "int64": "int64_t", "int32": "int32_t", "int8": "int8_t", "uint8": "uint8_t", "bool": "uint8_t"}
 ROWS_MODE_MIN_LENGTH = 64  # rows shorter than this leave most of a block idle in rows mode (tried first from 256)
+STORE_TYPES = {4: "uint32_t", 8: "uint2", 16: "uint4"}  # one store of this many bytes: a thread's run of outputs
+DEFAULT_RUN = 4  # outputs a thread writes at once by default where its output allows wider stores
 
 
 def c_type(dtype: str) -> str:
@@ -135,10 +139,23 @@ class GatherPlan:
             length = self._row_length
             modes = (("rows", "flat") if length >= 256 else
                      ("flat", "rows") if length >= ROWS_MODE_MIN_LENGTH else ("flat",))
-            return KnobSpace({"mode": modes,
-                              "threads_per_block": (256, 128, 512), "waves": (4, 1, 0)})
+            return KnobSpace({"mode": modes, "threads_per_block": (256, 128, 512), "waves": (4, 1, 0),
+                              "store_bytes": self._store_widths()}, only_in={"store_bytes": ("rows",)})
         return KnobSpace({"threads": cpu_thread_choices(device, (*self.inputs, *self.outputs)),
                           "schedule": ("static", "dynamic")})
+
+    def _store_widths(self) -> tuple[int, ...]:
+        """Bytes a rows-mode thread writes at once; wider than one element only where the output is
+        dense along its rows, 16-byte aligned, and each row splits into whole stores. A run of
+        :data:`DEFAULT_RUN` outputs comes first (its loads stay within a few sectors per thread),
+        then the others, widest first, then one element."""
+        out = self.outputs[0]
+        size, walk = DTYPE_BYTES[out.dtype], self._walk
+        if not walk or not is_dense(out) or out.stride[walk[-1]] != 1 or not out.aligned16:
+            return (size,)
+        widths = [w for w in sorted(STORE_TYPES, reverse=True) if w > size and self._row_length * size % w == 0]
+        widths.sort(key=lambda w: w != min(16, DEFAULT_RUN * size))
+        return (*widths, size)
 
     def _coords(self, dims: list[int], linear: str, indent: str, outer: bool = True) -> str:
         """``const int64_t o<d> = ...`` for ``dims`` (outermost first) of output linear index ``linear``;
@@ -220,6 +237,28 @@ static int kf_gather({params}) {{
             source, grid, block = arg_reduce.kernel(self.reduction, knobs, device, params, total,
                                                     self._coords(walk, "i", "    "), self._store("i"))
             kernel = define + source
+        elif knobs["mode"] == "rows" and int(knobs["store_bytes"]) > DTYPE_BYTES[self.outputs[0].dtype]:
+            rows = total // length
+            grid = max(1, min(rows, cuda_grid_limit(device, block) * int(knobs["waves"]) or rows))
+            width = int(knobs["store_bytes"])
+            run = width // DTYPE_BYTES[self.outputs[0].dtype]
+            kernel = f"""{define}__global__ void __launch_bounds__({block}) kf_gather({params}) {{
+  for (int64_t row = blockIdx.x; row < {rows}LL; row += gridDim.x) {{
+{self._coords(walk[:-1], "row", "    ")}
+    for (int64_t kf_c0 = (int64_t)threadIdx.x * {run}; kf_c0 < {length}LL; kf_c0 += {block * run}LL) {{
+      union {{ {STORE_TYPES[width]} whole; T lane[{run}]; }} kf_pack;
+#pragma unroll
+      for (int kf_j = 0; kf_j < {run}; ++kf_j) {{
+        const int64_t c = kf_c0 + kf_j;
+{self._coords(walk[-1:], "c", "        ", outer=False)}
+{self._element("        ")}
+        kf_pack.lane[kf_j] = v;
+      }}
+      *reinterpret_cast<{STORE_TYPES[width]} *>(out + row * {length}LL + kf_c0) = kf_pack.whole;
+    }}
+  }}
+}}
+"""
         elif knobs["mode"] == "rows":
             rows = total // length
             grid = max(1, min(rows, cuda_grid_limit(device, block) * int(knobs["waves"]) or rows))

@@ -152,6 +152,45 @@ def test_every_cuda_argmax_mode_takes_eagers_index_for_ties_and_nans(tmp_path: P
         assert torch.equal(got, expected), (op, args[1:], mode, block)
 
 
+def _store_cases() -> list[tuple[Any, list[Any]]]:
+    h = torch.randn(64, 2048, dtype=bf16)
+    return [(aten.gt.Scalar, [h, 0.5]), (aten.masked_fill.Scalar, [h, h < 0, 0.0]),
+            (aten.where.self, [h > 0, h.float(), torch.randn(64, 2048)]),
+            (aten.cat.default, [[h.double(), h.double()], -1]),
+            (aten.remainder.Scalar, [torch.randint(-9, 9, (64, 512)), 8]),
+            (aten.constant_pad_nd.default, [torch.randn(64, 30), [0, 1]])]
+
+
+def test_rows_of_dense_aligned_outputs_are_written_a_run_of_outputs_per_store() -> None:
+    widths = [_cuda_plan(op, args).knob_space("cuda", H200).choices["store_bytes"] for op, args in _store_cases()]
+    assert widths == [(4, 16, 8, 1), (8, 16, 4, 2), (16, 8, 4), (16, 8), (16, 8), (4,)]  # 1026 floats: 4104 bytes
+    plan = _cuda_plan(*_store_cases()[0])
+    assert "*reinterpret_cast<uint32_t *>(out + row * 2048LL + kf_c0)" in plan.render("cuda", {}, H200)
+    assert "kf_pack" not in plan.render("cuda", {"store_bytes": 1}, H200)
+    assert "kf_pack" not in plan.render("cuda", {"mode": "flat", "store_bytes": 16}, H200)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="compares with eager's cuda kernels")
+def test_every_store_width_writes_eagers_result(tmp_path: Path) -> None:
+    runs = [(op, args, width) for op, args in _store_cases()
+            for width in _cuda_plan(op, args).knob_space("cuda", H200).choices["store_bytes"]]
+
+    def build(run: tuple[Any, list[Any], int]) -> Any:
+        op, args, width = run
+        return compile_cuda(_cuda_plan(op, args).render("cuda", {"store_bytes": width}, H200), tmp_path)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
+        libraries = list(pool.map(build, runs))
+    for (op, args, width), library in zip(runs, libraries, strict=True):
+        cuda_args = [a.cuda() if isinstance(a, torch.Tensor) else [t.cuda() for t in a] if isinstance(a, list)
+                     and a and isinstance(a[0], torch.Tensor) else a for a in args]
+        expected = op(*cuda_args)
+        got = torch.empty_like(expected)
+        tensors = [t for a in cuda_args for t in (a if isinstance(a, list) else [a]) if isinstance(t, torch.Tensor)]
+        assert run_kernel(library, tensors, [got]) == 0
+        assert torch.equal(got, expected), (op, width)
+
+
 def test_argmax_and_argmin_take_eagers_index_for_ties_nans_and_signed_zeros(tmp_path: Path) -> None:
     """The first of equal values, the first NaN over any number, -0.0 equal to 0.0: every row's index is eager's."""
     nan = float("nan")
