@@ -12,10 +12,10 @@ share an address), and every input element read is read once per output element 
 the floor is the bytes of the output plus those of the inputs read. On cuda, ``rows`` mode gives
 each block whole rows of the innermost storage dim (the outer coordinates decomposed once per
 row); ``flat`` mode gives each thread single elements, for short rows. In rows mode over a dense,
-aligned output, knob ``store_bytes`` gives each thread a run of adjacent outputs written as one
-4, 8 or 16-byte store (a comparison's bool outputs otherwise leave each warp's store 32 bytes
-wide). argmax and argmin, whose elements each reduce a row of the input, also have a warp or a
-block per element (:mod:`.arg_reduce`).
+aligned output, knob ``store_bytes`` can give each thread a run of adjacent outputs written as
+one 4, 8 or 16-byte store (a comparison's bool outputs otherwise leave each warp's store 32 bytes
+wide); one element per store stays the default. argmax and argmin, whose elements each reduce a
+row of the input, also have a warp or a block per element (:mod:`.arg_reduce`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ C_TYPES = {"float32": "uint32_t", "float16": "uint16_t", "bfloat16": "uint16_t",
            "int64": "int64_t", "int32": "int32_t", "int8": "int8_t", "uint8": "uint8_t", "bool": "uint8_t"}
 ROWS_MODE_MIN_LENGTH = 64  # rows shorter than this leave most of a block idle in rows mode (tried first from 256)
 STORE_TYPES = {4: "uint32_t", 8: "uint2", 16: "uint4"}  # one store of this many bytes: a thread's run of outputs
-DEFAULT_RUN = 4  # outputs a thread writes at once by default where its output allows wider stores
+RUN = 4  # outputs per thread of the first wide store tried
 
 
 def c_type(dtype: str) -> str:
@@ -146,16 +146,17 @@ class GatherPlan:
 
     def _store_widths(self) -> tuple[int, ...]:
         """Bytes a rows-mode thread writes at once; wider than one element only where the output is
-        dense along its rows, 16-byte aligned, and each row splits into whole stores. A run of
-        :data:`DEFAULT_RUN` outputs comes first (its loads stay within a few sectors per thread),
-        then the others, widest first, then one element."""
+        dense along its rows, 16-byte aligned, and each row splits into whole stores. One element
+        stays the default (the kernel measured on the GPU); a run of :data:`RUN` outputs is the
+        first alternative, then the others, widest first. A run trades store instructions for
+        loads that each touch more sectors, so the search, not a rule, says which wins."""
         out = self.outputs[0]
         size, walk = DTYPE_BYTES[out.dtype], self._walk
         if not walk or not is_dense(out) or out.stride[walk[-1]] != 1 or not out.aligned16:
             return (size,)
         widths = [w for w in sorted(STORE_TYPES, reverse=True) if w > size and self._row_length * size % w == 0]
-        widths.sort(key=lambda w: w != min(16, DEFAULT_RUN * size))
-        return (*widths, size)
+        widths.sort(key=lambda w: w != min(16, RUN * size))
+        return (size, *widths)
 
     def _coords(self, dims: list[int], linear: str, indent: str, outer: bool = True) -> str:
         """``const int64_t o<d> = ...`` for ``dims`` (outermost first) of output linear index ``linear``;

@@ -14,7 +14,15 @@ from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.catalog import plan_for_card
 from agent_service.offline.gather import fill_bits
 from kforge_domain.device import DeviceInfo
-from tests.agent_service.agent_cards import aten_card, compile_cpu, compile_cuda, run_kernel
+from tests.agent_service.agent_cards import (
+    NVCC,
+    aten_card,
+    compile_cpu,
+    compile_cuda,
+    cuda_bundle,
+    nvcc_object,
+    run_kernel,
+)
 from tests.agent_service.test_offline_cpu import CPU
 
 H200 = DeviceInfo(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132, l2_bytes=60 << 20)
@@ -163,11 +171,21 @@ def _store_cases() -> list[tuple[Any, list[Any]]]:
 
 def test_rows_of_dense_aligned_outputs_are_written_a_run_of_outputs_per_store() -> None:
     widths = [_cuda_plan(op, args).knob_space("cuda", H200).choices["store_bytes"] for op, args in _store_cases()]
-    assert widths == [(4, 16, 8, 1), (8, 16, 4, 2), (16, 8, 4), (16, 8), (16, 8), (4,)]  # 1026 floats: 4104 bytes
+    assert widths == [(1, 4, 16, 8), (2, 8, 16, 4), (4, 16, 8), (8, 16), (8, 16), (4,)]  # 1026 floats: 4104 bytes
     plan = _cuda_plan(*_store_cases()[0])
-    assert "*reinterpret_cast<uint32_t *>(out + row * 2048LL + kf_c0)" in plan.render("cuda", {}, H200)
-    assert "kf_pack" not in plan.render("cuda", {"store_bytes": 1}, H200)
+    assert "*reinterpret_cast<uint32_t *>(out + row * 2048LL + kf_c0)" in plan.render("cuda", {"store_bytes": 4}, H200)
+    assert "kf_pack" not in plan.render("cuda", {}, H200)
     assert "kf_pack" not in plan.render("cuda", {"mode": "flat", "store_bytes": 16}, H200)
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_every_store_width_compiles_for_sm90_without_warnings(tmp_path: Path) -> None:
+    sources = {f"case{i}_{width}": _cuda_plan(op, args).render("cuda", {"store_bytes": width}, H200)
+               for i, (op, args) in enumerate(_store_cases())
+               for width in _cuda_plan(op, args).knob_space("cuda", H200).choices["store_bytes"]}
+    rc, err = nvcc_object(cuda_bundle(sources), tmp_path / "stores.cu")
+    assert rc == 0, err[-4000:]
+    assert "warning" not in err, err[-4000:]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="compares with eager's cuda kernels")
