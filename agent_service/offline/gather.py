@@ -12,9 +12,9 @@ share an address), and every input element read is read once per output element 
 the floor is the bytes of the output plus those of the inputs read. On cuda, ``rows`` mode gives
 each block whole rows of the innermost storage dim (the outer coordinates decomposed once per
 row); ``flat`` mode gives each thread single elements, for short rows. In rows mode over a dense,
-aligned output, knob ``store_bytes`` can give each thread a run of adjacent outputs written as
-one 4, 8 or 16-byte store (a comparison's bool outputs otherwise leave each warp's store 32 bytes
-wide); one element per store stays the default. argmax and argmin, whose elements each reduce a
+aligned output, knob ``store_bytes`` gives each thread a run of adjacent outputs written as one
+4, 8 or 16-byte store (8 first; one element per store is the last choice): a comparison's bool
+outputs otherwise leave each warp's store 32 bytes wide. argmax and argmin, whose elements each reduce a
 row of the input, also have a warp or a block per element (:mod:`.arg_reduce`).
 """
 
@@ -39,7 +39,10 @@ C_TYPES = {"float32": "uint32_t", "float16": "uint16_t", "bfloat16": "uint16_t",
            "int64": "int64_t", "int32": "int32_t", "int8": "int8_t", "uint8": "uint8_t", "bool": "uint8_t"}
 ROWS_MODE_MIN_LENGTH = 64  # rows shorter than this leave most of a block idle in rows mode (tried first from 256)
 STORE_TYPES = {4: "uint32_t", 8: "uint2", 16: "uint4"}  # one store of this many bytes: a thread's run of outputs
-RUN = 4  # outputs per thread of the first wide store tried
+# The default store: the fastest width on five of six gather cards on the H100, 7% behind 16 bytes
+# on the sixth (bench/results/gpu_gather_stores_2026-12-05_h100_run68.md); one element per store ran
+# a comparison into bool at 0.84x eager, 8 bytes at 1.00x.
+FIRST_STORE = 8
 
 
 def c_type(dtype: str) -> str:
@@ -146,17 +149,17 @@ class GatherPlan:
 
     def _store_widths(self) -> tuple[int, ...]:
         """Bytes a rows-mode thread writes at once; wider than one element only where the output is
-        dense along its rows, 16-byte aligned, and each row splits into whole stores. One element
-        stays the default (the kernel measured on the GPU); a run of :data:`RUN` outputs is the
-        first alternative, then the others, widest first. A run trades store instructions for
-        loads that each touch more sectors, so the search, not a rule, says which wins."""
+        dense along its rows, 16-byte aligned, and each row splits into whole stores. :data:`FIRST_STORE`
+        bytes come first where allowed, then the other widths, widest first, then one element: a run
+        trades store instructions for loads that each touch more sectors, and no width won on every
+        card measured, so the search keeps them all."""
         out = self.outputs[0]
         size, walk = DTYPE_BYTES[out.dtype], self._walk
         if not walk or not is_dense(out) or out.stride[walk[-1]] != 1 or not out.aligned16:
             return (size,)
         widths = [w for w in sorted(STORE_TYPES, reverse=True) if w > size and self._row_length * size % w == 0]
-        widths.sort(key=lambda w: w != min(16, RUN * size))
-        return (size, *widths)
+        widths.sort(key=lambda w: w != FIRST_STORE)
+        return (*widths, size)
 
     def _coords(self, dims: list[int], linear: str, indent: str, outer: bool = True) -> str:
         """``const int64_t o<d> = ...`` for ``dims`` (outermost first) of output linear index ``linear``;

@@ -171,10 +171,11 @@ def _store_cases() -> list[tuple[Any, list[Any]]]:
 
 def test_rows_of_dense_aligned_outputs_are_written_a_run_of_outputs_per_store() -> None:
     widths = [_cuda_plan(op, args).knob_space("cuda", H200).choices["store_bytes"] for op, args in _store_cases()]
-    assert widths == [(1, 4, 16, 8), (2, 8, 16, 4), (4, 16, 8), (8, 16), (8, 16), (4,)]  # 1026 floats: 4104 bytes
+    assert widths == [(8, 16, 4, 1), (8, 16, 4, 2), (8, 16, 4), (16, 8), (16, 8), (4,)]  # 1026 floats: 4104 bytes
     plan = _cuda_plan(*_store_cases()[0])
+    assert "*reinterpret_cast<uint2 *>(out + row * 2048LL + kf_c0)" in plan.render("cuda", {}, H200)
     assert "*reinterpret_cast<uint32_t *>(out + row * 2048LL + kf_c0)" in plan.render("cuda", {"store_bytes": 4}, H200)
-    assert "kf_pack" not in plan.render("cuda", {}, H200)
+    assert "kf_pack" not in plan.render("cuda", {"store_bytes": 1}, H200)
     assert "kf_pack" not in plan.render("cuda", {"mode": "flat", "store_bytes": 16}, H200)
 
 
