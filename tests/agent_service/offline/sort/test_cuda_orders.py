@@ -198,8 +198,9 @@ def test_indices_and_value_bits_equal_eagers_on_ties_zeros_and_nans(tmp_path: Pa
 
 @pytest.mark.skipif(not GPU, reason="compares with eager's cuda kernels")
 def test_the_refused_topks_follow_one_of_the_two_nan_orders_on_this_release(tmp_path: Path) -> None:
-    """Why they are refused: eager's order there is the comparator's on some releases and the bits'
-    on others; on this device's release every case follows the same one of the two."""
+    """Why they are refused: by their headers, eager's order there is the merge sort's (the
+    comparator's) on some releases and the radix sort's (the bits') on others; on this device's
+    release every case follows the same one of the two."""
     runs = []
     for name, op, args in (case for case in _cases() if _release_dependent(case[0])):
         card = _cuda_card(op, args)
@@ -218,9 +219,9 @@ def test_the_refused_topks_follow_one_of_the_two_nan_orders_on_this_release(tmp_
         torch.cuda.synchronize()
         bits = [o.view(torch.int32 if o.element_size() == 4 else torch.int16) if o.is_floating_point() else o
                 for o in (*outputs, *expected)]
+        found = matches.setdefault(name, set())
         if all(torch.equal(g, e) for g, e in zip(bits[:2], bits[2:], strict=True)):
-            matches.setdefault(name, set()).add(nan_order)
-        matches.setdefault(name, set())
+            found.add(nan_order)
     common = set.intersection(*matches.values())
     print(f"torch {torch.__version__}: eager's order for float topks of 33 to 128 results: {sorted(common)}")
     assert common, matches
