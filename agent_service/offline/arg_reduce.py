@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent_service.offline.knobs import Knobs
-from agent_service.offline.plan import cuda_grid_limit
+from agent_service.offline.plan import cuda_grid
 from kforge_domain.device import DeviceInfo
 
 GROUP_MODES = ("warp", "block")
@@ -77,8 +77,7 @@ def kernel(reduction: ArgReduction, knobs: Knobs, device: DeviceInfo, params: st
     block = int(knobs["threads_per_block"])
     group = 32 if knobs["mode"] == "warp" else block
     per_block = block // group
-    blocks = -(-total // per_block)
-    grid = max(1, min(blocks, cuda_grid_limit(device, block) * int(knobs["waves"]) or blocks))
+    grid = cuda_grid(device, block, int(knobs["waves"]), -(-total // per_block))
     v = reduction.value_type
     across_warps = "" if group == 32 else f"""    __shared__ {v} kf_best[{block // 32}];
     __shared__ int64_t kf_found[{block // 32}];

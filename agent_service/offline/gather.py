@@ -28,7 +28,7 @@ from agent_service.offline.arg_reduce import ArgReduction
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.knobs import Knobs, KnobSpace
 from agent_service.offline.layout import is_dense
-from agent_service.offline.plan import cpu_thread_choices, cuda_grid_limit
+from agent_service.offline.plan import cpu_thread_choices, cuda_grid
 from kforge_domain.card import TensorSpec
 from kforge_domain.device import DeviceInfo
 from kforge_domain.dtypes import ABI_DTYPE_CODES, DTYPE_BYTES
@@ -233,6 +233,31 @@ static int kf_gather({params}) {{
 
 {launch}"""
 
+    def _row_stores(self, width: int, block: int, length: int) -> str:
+        """A rows-mode block's walk along its row ``row``: one element per store, or a thread's run
+        of adjacent outputs packed into one ``width``-byte store."""
+        run = width // DTYPE_BYTES[self.outputs[0].dtype]
+        if run == 1:
+            return f"""    for (int64_t c = threadIdx.x; c < {length}LL; c += {block}) {{
+{self._coords(self._walk[-1:], "c", "      ", outer=False)}
+{self._element("      ")}
+      out[{self._store(f'row * {length}LL + c')}] = v;
+    }}
+"""
+        walk = f"int64_t kf_c0 = (int64_t)threadIdx.x * {run}; kf_c0 < {length}LL; kf_c0 += {block * run}LL"
+        return f"""    for ({walk}) {{
+      union {{ {STORE_TYPES[width]} whole; T lane[{run}]; }} kf_pack;
+#pragma unroll
+      for (int kf_j = 0; kf_j < {run}; ++kf_j) {{
+        const int64_t c = kf_c0 + kf_j;
+{self._coords(self._walk[-1:], "c", "        ", outer=False)}
+{self._element("        ")}
+        kf_pack.lane[kf_j] = v;
+      }}
+      *reinterpret_cast<{STORE_TYPES[width]} *>(out + row * {length}LL + kf_c0) = kf_pack.whole;
+    }}
+"""
+
     def _cuda(self, knobs: Knobs, device: DeviceInfo, params: str, args: str, total: int, walk: list[int],
               length: int) -> str:
         block = int(knobs["threads_per_block"])
@@ -241,45 +266,17 @@ static int kf_gather({params}) {{
             source, grid, block = arg_reduce.kernel(self.reduction, knobs, device, params, total,
                                                     self._coords(walk, "i", "    "), self._store("i"))
             kernel = define + source
-        elif knobs["mode"] == "rows" and int(knobs["store_bytes"]) > DTYPE_BYTES[self.outputs[0].dtype]:
-            rows = total // length
-            grid = max(1, min(rows, cuda_grid_limit(device, block) * int(knobs["waves"]) or rows))
-            width = int(knobs["store_bytes"])
-            run = width // DTYPE_BYTES[self.outputs[0].dtype]
-            kernel = f"""{define}__global__ void __launch_bounds__({block}) kf_gather({params}) {{
-  for (int64_t row = blockIdx.x; row < {rows}LL; row += gridDim.x) {{
-{self._coords(walk[:-1], "row", "    ")}
-    for (int64_t kf_c0 = (int64_t)threadIdx.x * {run}; kf_c0 < {length}LL; kf_c0 += {block * run}LL) {{
-      union {{ {STORE_TYPES[width]} whole; T lane[{run}]; }} kf_pack;
-#pragma unroll
-      for (int kf_j = 0; kf_j < {run}; ++kf_j) {{
-        const int64_t c = kf_c0 + kf_j;
-{self._coords(walk[-1:], "c", "        ", outer=False)}
-{self._element("        ")}
-        kf_pack.lane[kf_j] = v;
-      }}
-      *reinterpret_cast<{STORE_TYPES[width]} *>(out + row * {length}LL + kf_c0) = kf_pack.whole;
-    }}
-  }}
-}}
-"""
         elif knobs["mode"] == "rows":
             rows = total // length
-            grid = max(1, min(rows, cuda_grid_limit(device, block) * int(knobs["waves"]) or rows))
+            grid = cuda_grid(device, block, int(knobs["waves"]), rows)
             kernel = f"""{define}__global__ void __launch_bounds__({block}) kf_gather({params}) {{
   for (int64_t row = blockIdx.x; row < {rows}LL; row += gridDim.x) {{
 {self._coords(walk[:-1], "row", "    ")}
-    for (int64_t c = threadIdx.x; c < {length}LL; c += {block}) {{
-{self._coords(walk[-1:], "c", "      ", outer=False)}
-{self._element("      ")}
-      out[{self._store(f'row * {length}LL + c')}] = v;
-    }}
-  }}
+{self._row_stores(int(knobs["store_bytes"]), block, length)}  }}
 }}
 """
         else:
-            blocks = cxx.ceil_div(total, block)
-            grid = max(1, min(blocks, cuda_grid_limit(device, block) * int(knobs["waves"]) or blocks))
+            grid = cuda_grid(device, block, int(knobs["waves"]), cxx.ceil_div(total, block))
             kernel = f"""{define}__global__ void __launch_bounds__({block}) kf_gather({params}) {{
   for (int64_t i = (int64_t)blockIdx.x * {block} + threadIdx.x; i < {total}LL; i += (int64_t)gridDim.x * {block}) {{
 {self._coords(walk, "i", "    ")}

@@ -57,3 +57,9 @@ def cuda_grid_limit(device: DeviceInfo, block: int) -> int:
     """Blocks for one full wave of the device (grid-stride loops cover the rest)."""
     sms = device.sm_count if device.sm_count > 0 else 132
     return sms * max(1, 2048 // block)
+
+
+def cuda_grid(device: DeviceInfo, block: int, waves: int, units: int) -> int:
+    """Blocks for ``units`` blocks' worth of grid-stride work: all of them, or ``waves`` full waves
+    of the device where that is fewer (``waves`` 0: no cap)."""
+    return max(1, min(units, cuda_grid_limit(device, block) * waves or units))

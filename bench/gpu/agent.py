@@ -38,7 +38,7 @@ from kforge_domain.device import DeviceInfo  # noqa: E402
 from kforge_domain.floor import memory_floor_us  # noqa: E402
 from kforge_domain.propose_request import ParentCandidate, ProposeRequest  # noqa: E402
 from packager.abi import KernelLibrary  # noqa: E402
-from packager.variant import decode_call, module_variant_key, tensor_signature, variant_key  # noqa: E402
+from packager.variant import decode_call, encode_call, module_variant_key, tensor_signature, variant_key  # noqa: E402
 
 INCLUDE = ROOT / "gpu_sandbox_service" / "include"
 TOLERANCE = {torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.2e-2}
@@ -104,7 +104,7 @@ def aten_case(
     kwargs = kwargs or {}
     name = f"aten::{op._schema.name.removeprefix('aten::')}.{op._overloadname}"
     key = variant_key(name, args, kwargs)
-    tensors = [a for a in [*args, *kwargs.values()] if isinstance(a, torch.Tensor)]
+    tensors = encode_call(args, kwargs)[1]  # in argument order, those in lists (cat's) included
     outs = _outputs(op(*args, **kwargs))
     data = key.to_json()
     card = OperatorCard(id=key.id, kind="aten", op=name, device="cuda", key=data, inputs=[_spec(t) for t in tensors],

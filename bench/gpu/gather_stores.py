@@ -25,11 +25,10 @@ sys.path.insert(0, str(ROOT))  # ahead of this folder, whose packager.py is not 
 import torch  # noqa: E402
 
 from agent_service.offline.catalog import plan_for_card  # noqa: E402
-from bench.gpu.agent import Timer, _compile, _spec  # noqa: E402
-from kforge_domain.card import OperatorCard  # noqa: E402
+from bench.gpu.agent import Timer, _compile, aten_case  # noqa: E402
 from kforge_domain.device import DeviceInfo  # noqa: E402
 from packager.abi import KernelLibrary  # noqa: E402
-from packager.variant import encode_call, variant_key  # noqa: E402
+from packager.variant import encode_call  # noqa: E402
 
 
 def cases(device: str = "cuda") -> list[tuple[str, Any, list[Any]]]:
@@ -47,17 +46,6 @@ def cases(device: str = "cuda") -> list[tuple[str, Any, list[Any]]]:
     ]
 
 
-def card_of(op: Any, args: list[Any], kwargs: dict[str, Any]) -> tuple[OperatorCard, list[torch.Tensor]]:
-    """The card of one aten call, and its tensors in the card's order (lists of tensors included)."""
-    name = f"aten::{op._schema.name.removeprefix('aten::')}.{op._overloadname}"
-    key = variant_key(name, args, kwargs)
-    _, tensors = encode_call(args, kwargs)
-    out = op(*args, **kwargs)
-    card = OperatorCard(id=key.id, kind="aten", op=name, device=out.device.type, key=key.to_json(),
-                        inputs=[_spec(t) for t in tensors], outputs=[_spec(out)])
-    return card, tensors
-
-
 def kwargs_of(op: Any) -> dict[str, Any]:
     return {"dtype": torch.bfloat16} if op is torch.ops.aten._to_copy.default else {}
 
@@ -65,13 +53,13 @@ def kwargs_of(op: Any) -> dict[str, Any]:
 def _bench(name: str, op: Any, args: list[Any], device: DeviceInfo, workdir: Path, pool: ThreadPoolExecutor,
            timer: Timer) -> dict[str, Any]:
     kwargs = kwargs_of(op)
-    card, inputs = card_of(op, args, kwargs)
+    card, call = aten_case(op, args, kwargs)
+    inputs = encode_call(args, kwargs)[1]  # the card's tensors, in its order
+    (want,) = call(inputs)
     plan = plan_for_card(card, "cuda")
     widths = plan.knob_space("cuda", device).choices.get("store_bytes", ())
     built = list(pool.map(lambda w: _compile(plan.render("cuda", {"mode": "rows", "store_bytes": w}, device),
                                              workdir, f"{abs(hash(card.id)) % 10**8}_{w}"), widths))
-    with torch.inference_mode():
-        want = op(*args, **kwargs)
     stream = torch.cuda.current_stream().cuda_stream
     rows = []
     for width, (path, log) in zip(widths, built, strict=True):
@@ -87,6 +75,7 @@ def _bench(name: str, op: Any, args: list[Any], device: DeviceInfo, workdir: Pat
         if rc != 0 or not torch.equal(got, want):
             rows.append({**row, "status": f"launch returned {rc}" if rc else "differs from eager"})
             continue
+
         def kernel(lib: KernelLibrary = lib, got: torch.Tensor = got) -> int:
             return lib.launch(inputs, [got], stream)
 

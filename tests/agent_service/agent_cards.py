@@ -61,6 +61,12 @@ def aten_card(
     return card, outs
 
 
+def on_cuda(card: OperatorCard) -> OperatorCard:
+    """``card`` as captured on a cuda device (a cpu capture's card, for planning cuda kernels here)."""
+    tensors = [{**t, "device": "cuda"} for t in card.key["tensors"]]
+    return card.model_copy(update={"device": "cuda", "key": {**card.key, "tensors": tensors}})
+
+
 def module_card(module: torch.nn.Module, args: Sequence[torch.Tensor],
                 attributes: dict[str, Any] | None = None) -> tuple[OperatorCard, list[torch.Tensor]]:
     """A module card; ``attributes`` default to what capture records (submodules' by their path), and

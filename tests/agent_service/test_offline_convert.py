@@ -13,9 +13,9 @@ import torch
 
 from agent_service.offline.catalog import plan_for_card
 from kforge_domain.card import OperatorCard
-from tests.agent_service.agent_cards import NVCC, aten_card, compile_cpu, cuda_bundle, nvcc_object, run_kernel
+from tests.agent_service.agent_cards import NVCC, aten_card, compile_cpu, cuda_bundle, nvcc_object, on_cuda, run_kernel
 from tests.agent_service.test_offline_cpu import CPU
-from tests.agent_service.test_offline_cuda import H200, _on_cuda
+from tests.agent_service.test_offline_cuda import H200
 
 aten = torch.ops.aten
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int64, torch.int32, torch.int8,
@@ -78,7 +78,7 @@ def test_every_conversion_gives_eagers_bits(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 def test_every_cuda_conversion_compiles_for_sm90(tmp_path: Path) -> None:
-    sources = {f"copy_{str(src)[6:]}_to_{str(dst)[6:]}": plan_for_card(_on_cuda(_card(src, dst)[0]), "cuda")
+    sources = {f"copy_{str(src)[6:]}_to_{str(dst)[6:]}": plan_for_card(on_cuda(_card(src, dst)[0]), "cuda")
                .render("cuda", {}, H200) for src, dst in PAIRS}
     rc, err = nvcc_object(cuda_bundle(sources), tmp_path / "convert.cu")
     assert rc == 0 and "warning" not in err, err[-4000:]

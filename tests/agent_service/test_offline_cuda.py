@@ -21,7 +21,7 @@ from agent_service.offline.catalog import plan_for_card
 from agent_service.offline.rowwise.cuda_rows import lanes_per_row
 from kforge_domain.card import OperatorCard
 from kforge_domain.device import DeviceInfo
-from tests.agent_service.agent_cards import INCLUDE, NVCC, aten_card, cuda_bundle, module_card, nvcc_object
+from tests.agent_service.agent_cards import INCLUDE, NVCC, aten_card, cuda_bundle, module_card, nvcc_object, on_cuda
 from tests.agent_service.agent_modules import (
     GeluAndMul,
     GeluTanhWrittenOut,
@@ -34,11 +34,6 @@ from tests.agent_service.agent_modules import (
 aten = torch.ops.aten
 bf16, f16 = torch.bfloat16, torch.float16
 H200 = DeviceInfo(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132, l2_bytes=60 << 20)
-
-
-def _on_cuda(card: OperatorCard) -> OperatorCard:
-    tensors = [{**t, "device": "cuda"} for t in card.key["tensors"]]
-    return card.model_copy(update={"device": "cuda", "key": {**card.key, "tensors": tensors}})
 
 
 def r(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -205,7 +200,7 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         if name == "group_norm_channels_last_nchw_out":  # cuda's eager writes it contiguous
             nchw = card.outputs[0].model_copy(update={"stride": [320 * 256, 256, 16, 1]})
             card = card.model_copy(update={"outputs": [nchw, *card.outputs[1:]]})
-        cards.append((name, _on_cuda(card), knob_sets))
+        cards.append((name, on_cuda(card), knob_sets))
     modules = [
         ("rms_gated", Qwen3_5MoeRMSNormGated(256).to(bf16), [r(16, 256, dtype=bf16)] * 2,
          {"variance_epsilon": 1e-6}),
@@ -219,14 +214,14 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
     ]
     for name, module, args, attributes in modules:
         card, _ = module_card(module, args, attributes)
-        cards.append((name, _on_cuda(card), [{}]))
+        cards.append((name, on_cuda(card), [{}]))
     return cards
 
 
 def test_few_long_rows_are_split_across_blocks_and_many_rows_are_not() -> None:
     def space(*shape: int) -> Any:
         card, _ = aten_card(aten._softmax.default, [r(*shape), -1, False])
-        return plan_for_card(_on_cuda(card), "cuda").knob_space("cuda", H200).choices
+        return plan_for_card(on_cuda(card), "cuda").knob_space("cuda", H200).choices
 
     few_long = space(32, 65536)
     assert few_long["mode"][0] == "split"
@@ -238,7 +233,7 @@ def test_few_rows_that_fit_in_shared_memory_may_stay_resident() -> None:
     def modes(*shape: int, dtype: torch.dtype = bf16) -> Any:
         args = [r(*shape, dtype=dtype), 32, r(shape[1], dtype=dtype), r(shape[1], dtype=dtype), 1e-6]
         card, _ = aten_card(aten.group_norm.default, args)
-        return plan_for_card(_on_cuda(card), "cuda").knob_space("cuda", H200).choices
+        return plan_for_card(on_cuda(card), "cuda").knob_space("cuda", H200).choices
 
     vae_mid = modes(1, 512, 128, 128)  # 16 MiB of bf16: about 127 KiB per SM
     assert vae_mid["mode"][:2] == ("split", "resident") and vae_mid["resident_blocks_per_sm"] == (2, 1)
@@ -250,7 +245,7 @@ def test_few_rows_that_fit_in_shared_memory_may_stay_resident() -> None:
 def test_an_operand_read_across_the_output_is_staged_through_tiles() -> None:
     def plan(op: Any, args: list[Any], kwargs: dict[str, Any] | None = None) -> Any:
         card, _ = aten_card(op, args, kwargs or {})
-        return plan_for_card(_on_cuda(card), "cuda")
+        return plan_for_card(on_cuda(card), "cuda")
 
     copy = plan(aten.clone.default, [r(64, 32).t()], {"memory_format": torch.contiguous_format})
     space = copy.knob_space("cuda", H200)
@@ -269,7 +264,7 @@ def test_few_rows_larger_than_l2_are_never_given_one_block_each() -> None:
     def space(*shape: int, dtype: torch.dtype = bf16) -> Any:
         args = [r(*shape, dtype=dtype), 32, r(shape[1], dtype=dtype), r(shape[1], dtype=dtype), 1e-6]
         card, _ = aten_card(aten.group_norm.default, args)
-        return plan_for_card(_on_cuda(card), "cuda").knob_space("cuda", H200)
+        return plan_for_card(on_cuda(card), "cuda").knob_space("cuda", H200)
 
     assert space(1, 128, 1024, 1024).choices["mode"] == ("split",)  # 256 MiB
     assert space(1, 512, 128, 128, dtype=torch.float32).choices["mode"] == ("split", "block", "warp")  # 32 MiB
@@ -285,7 +280,7 @@ def test_rows_shorter_than_a_warp_of_vectors_share_warps_first() -> None:
     def plan(*shape: int) -> Any:
         card, _ = aten_card(aten.rms_norm.default, [r(*shape, dtype=bf16), [shape[-1]], r(shape[-1], dtype=bf16), 1e-6],
                             {})
-        return plan_for_card(_on_cuda(card), "cuda")
+        return plan_for_card(on_cuda(card), "cuda")
 
     heads = plan(4096, 64)  # attention heads' q/k norms: 8 vectors of bf16 a row
     assert heads.knob_space("cuda", H200).choices["mode"][0] == "lanes"
@@ -298,9 +293,9 @@ def test_rows_shorter_than_a_warp_of_vectors_share_warps_first() -> None:
 
 def test_short_rows_reduced_to_one_value_are_tiled() -> None:
     pool, _ = aten_card(aten.mean.dim, [r(8, 64, 7, 7, dtype=bf16), [-1, -2], True])
-    assert plan_for_card(_on_cuda(pool), "cuda").knob_space("cuda", H200).choices["mode"][0] == "tile"
+    assert plan_for_card(on_cuda(pool), "cuda").knob_space("cuda", H200).choices["mode"][0] == "tile"
     softmax, _ = aten_card(aten._softmax.default, [r(64, 49), -1, False])
-    assert "tile" not in plan_for_card(_on_cuda(softmax), "cuda").knob_space("cuda", H200).choices["mode"]
+    assert "tile" not in plan_for_card(on_cuda(softmax), "cuda").knob_space("cuda", H200).choices["mode"]
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
@@ -367,7 +362,7 @@ def test_every_cuda_variant_compiles_for_sm90(tmp_path: Path) -> None:
 def test_a_transposed_softmax_stages_its_contiguous_output_and_keeps_its_cached_row_in_registers(
         tmp_path: Path) -> None:
     card, _ = aten_card(aten._softmax.default, [r(4, 512, 256, dtype=bf16).transpose(1, 2), -1, False])
-    plan = plan_for_card(_on_cuda(card), "cuda")
+    plan = plan_for_card(on_cuda(card), "cuda")
     knobs = {**plan.knob_space("cuda", H200).default(), "mode": "columns", "threads_per_block": 512,
              "cache_row": True}
     source = plan.render("cuda", knobs, H200)
@@ -382,5 +377,5 @@ def test_a_transposed_softmax_stages_its_contiguous_output_and_keeps_its_cached_
     assert "0 bytes stack frame" in proc.stderr, proc.stderr
 
     contiguous, _ = aten_card(aten._softmax.default, [r(4, 256, 512, dtype=bf16), 1, False])
-    plan = plan_for_card(_on_cuda(contiguous), "cuda")
+    plan = plan_for_card(on_cuda(contiguous), "cuda")
     assert "kf_stage" not in plan.render("cuda", {**plan.knob_space("cuda", H200).default(), "mode": "columns"}, H200)

@@ -21,6 +21,7 @@ from tests.agent_service.agent_cards import (
     compile_cuda,
     cuda_bundle,
     nvcc_object,
+    on_cuda,
     run_kernel,
 )
 from tests.agent_service.test_offline_cpu import CPU
@@ -125,9 +126,7 @@ def _tied_rows(rows: int, n: int, dtype: torch.dtype, seed: int) -> torch.Tensor
 
 
 def _cuda_plan(op: Any, args: list[Any]) -> Any:
-    card, _ = aten_card(op, args)
-    tensors = [{**t, "device": "cuda"} for t in card.key["tensors"]]
-    return plan_for_card(card.model_copy(update={"device": "cuda", "key": {**card.key, "tensors": tensors}}), "cuda")
+    return plan_for_card(on_cuda(aten_card(op, args)[0]), "cuda")
 
 
 def test_cuda_argmax_of_long_inner_rows_shares_each_row_among_a_warp_or_block() -> None:

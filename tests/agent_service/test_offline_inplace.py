@@ -23,11 +23,12 @@ from tests.agent_service.agent_cards import (
     cuda_bundle,
     fresh_like,
     nvcc_object,
+    on_cuda,
     reference,
     run_kernel,
 )
 from tests.agent_service.test_offline_cpu import CPU, Case, _check, _cl, r
-from tests.agent_service.test_offline_cuda import H200, _on_cuda
+from tests.agent_service.test_offline_cuda import H200
 
 aten = torch.ops.aten
 bf16, f16 = torch.bfloat16, torch.float16
@@ -148,7 +149,7 @@ def _cuda_sources() -> dict[str, str]:
     """Each case's cuda plan at every knob set that changes the kernel's shape (mode, vector)."""
     sources = {}
     for case in CASES:
-        plan = plan_for_card(_on_cuda(_card(case)[1]), "cuda")
+        plan = plan_for_card(on_cuda(_card(case)[1]), "cuda")
         space = plan.knob_space("cuda", H200)
         for mode in space.choices["mode"]:
             for vector in space.choices.get("vector", (1,)):

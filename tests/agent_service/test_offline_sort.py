@@ -19,7 +19,7 @@ from agent_service.offline.catalog import plan_for_card
 from agent_service.offline.ops_sort import sort_plan
 from agent_service.offline.sort.plan import SortPlan
 from kforge_domain.card import OperatorCard
-from tests.agent_service.agent_cards import aten_card, compile_cpu, run_kernel
+from tests.agent_service.agent_cards import aten_card, compile_cpu, on_cuda, run_kernel
 from tests.agent_service.test_offline_cpu import CPU
 from tests.agent_service.test_offline_cuda import H200
 
@@ -28,10 +28,7 @@ aten = torch.ops.aten
 
 def _card(op: Any, args: list[Any], kwargs: dict[str, Any] | None, backend: str) -> OperatorCard:
     card, _ = aten_card(op, args, kwargs)
-    if backend == "cuda":
-        tensors = [{**t, "device": "cuda"} for t in card.key["tensors"]]
-        card = card.model_copy(update={"device": "cuda", "key": {**card.key, "tensors": tensors}})
-    return card
+    return on_cuda(card) if backend == "cuda" else card
 
 
 def _plan(op: Any, args: list[Any], kwargs: dict[str, Any] | None = None, backend: str = "cpu") -> SortPlan:

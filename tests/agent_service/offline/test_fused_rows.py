@@ -30,6 +30,7 @@ from tests.agent_service.agent_cards import (
     fresh_like,
     module_card,
     nvcc_object,
+    on_cuda,
     run_kernel,
 )
 
@@ -238,18 +239,13 @@ def test_the_var_and_mean_of_one_row_share_a_sweep() -> None:
 
 def test_cuda_knobs_cover_row_per_thread_warp_and_block_with_vectors_and_a_cached_row() -> None:
     card, _ = _card(lambda: HandRMSNorm(4096).to(bf16), [r(8, 4096, dtype=bf16)])
-    space = plan_for_card(_on_cuda(card), "cuda").knob_space("cuda", H200).choices
+    space = plan_for_card(on_cuda(card), "cuda").knob_space("cuda", H200).choices
     assert space["mode"] == ("block", "warp") and space["vector"] == (8, 1) and space["cache_row"] == (True, False)
     card, _ = _card(SoftmaxWrittenOut, [r(16, 40)])
-    assert plan_for_card(_on_cuda(card), "cuda").knob_space("cuda", H200).choices["mode"] == ("warp", "block", "thread")
+    assert plan_for_card(on_cuda(card), "cuda").knob_space("cuda", H200).choices["mode"] == ("warp", "block", "thread")
     # two operands of 65536 bf16 are 128 floats per thread even at 1024 threads: caching is not offered
     card, _ = _card(ResidualRMSNorm, [r(2, 65536, dtype=bf16), r(2, 65536, dtype=bf16)])
-    assert plan_for_card(_on_cuda(card), "cuda").knob_space("cuda", H200).choices["cache_row"] == (False,)
-
-
-def _on_cuda(card: OperatorCard) -> OperatorCard:
-    tensors = [{**t, "device": "cuda"} for t in card.key["tensors"]]
-    return card.model_copy(update={"device": "cuda", "key": {**card.key, "tensors": tensors}})
+    assert plan_for_card(on_cuda(card), "cuda").knob_space("cuda", H200).choices["cache_row"] == (False,)
 
 
 CUDA_KNOBS: list[dict[str, Any]] = [

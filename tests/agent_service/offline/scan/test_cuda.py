@@ -12,9 +12,8 @@ import torch
 
 from agent_service.offline.catalog import plan_for_card
 from agent_service.offline.scan.plan import ScanPlan
-from kforge_domain.card import OperatorCard
 from kforge_domain.device import DeviceInfo
-from tests.agent_service.agent_cards import NVCC, aten_card, cuda_bundle, nvcc_object
+from tests.agent_service.agent_cards import NVCC, aten_card, cuda_bundle, nvcc_object, on_cuda
 
 aten = torch.ops.aten
 bf16, f16 = torch.bfloat16, torch.float16
@@ -25,14 +24,9 @@ def r(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     return torch.randn(*shape).to(dtype)
 
 
-def _on_cuda(card: OperatorCard) -> OperatorCard:
-    tensors = [{**t, "device": "cuda"} for t in card.key["tensors"]]
-    return card.model_copy(update={"device": "cuda", "key": {**card.key, "tensors": tensors}})
-
-
 def _plan(op: Any, args: list[Any], kwargs: dict[str, Any] | None = None) -> ScanPlan:
     card, _ = aten_card(op, args, kwargs or {})
-    plan = plan_for_card(_on_cuda(card), "cuda")
+    plan = plan_for_card(on_cuda(card), "cuda")
     assert isinstance(plan, ScanPlan)
     return plan
 

@@ -25,7 +25,7 @@ from agent_service.offline.sort.cuda import SMALL_BITONIC
 from agent_service.offline.sort.plan import SortPlan
 from kforge_domain.card import OperatorCard
 from kforge_domain.device import DeviceInfo
-from tests.agent_service.agent_cards import NVCC, aten_card, compile_cuda, cuda_bundle, nvcc_object, run_kernel
+from tests.agent_service.agent_cards import NVCC, aten_card, compile_cuda, cuda_bundle, nvcc_object, on_cuda, run_kernel
 
 aten = torch.ops.aten
 H200 = DeviceInfo(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132, l2_bytes=60 << 20)
@@ -34,9 +34,7 @@ FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def _cuda_card(op: Any, args: list[Any], kwargs: dict[str, Any] | None = None) -> OperatorCard:
-    card, _ = aten_card(op, args, kwargs or {})
-    tensors = [{**t, "device": "cuda"} for t in card.key["tensors"]]
-    return card.model_copy(update={"device": "cuda", "key": {**card.key, "tensors": tensors}})
+    return on_cuda(aten_card(op, args, kwargs or {})[0])
 
 
 def _plan(card: OperatorCard) -> SortPlan:
