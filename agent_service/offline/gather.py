@@ -15,7 +15,7 @@ row); ``flat`` mode gives each thread single elements, for short rows. In rows m
 aligned output, knob ``store_bytes`` gives each thread a run of adjacent outputs written as one
 4, 8 or 16-byte store (8 first; one element per store is the last choice): a comparison's bool
 outputs otherwise leave each warp's store 32 bytes wide. argmax and argmin, whose elements each reduce a
-row of the input, also have a warp or a block per element (:mod:`.arg_reduce`).
+row of the input, also have a warp, a block or several blocks per element (:mod:`.arg_reduce`).
 """
 
 from __future__ import annotations
@@ -136,8 +136,11 @@ class GatherPlan:
 
     def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
         if backend == "cuda" and self.reduction is not None:
-            return KnobSpace({"mode": arg_reduce.modes(self.reduction),
-                              "threads_per_block": (256, 128, 512), "waves": (4, 1, 0)})
+            outputs = math.prod(self.outputs[0].shape)
+            modes = arg_reduce.modes(self.reduction, outputs, device)
+            return KnobSpace({"mode": modes, "threads_per_block": (256, 128, 512), "waves": (4, 1, 0),
+                              "per_thread": arg_reduce.per_thread_choices(self.reduction, outputs, device)},
+                             only_in={"waves": tuple(m for m in modes if m != "split"), "per_thread": ("split",)})
         if backend == "cuda":
             length = self._row_length
             modes = (("rows", "flat") if length >= 256 else
@@ -263,10 +266,10 @@ static int kf_gather({params}) {{
         block = int(knobs["threads_per_block"])
         define = "#define KF_BAD() __trap()\n"
         if self.reduction is not None and knobs["mode"] in arg_reduce.GROUP_MODES:
-            source, grid, block = arg_reduce.kernel(self.reduction, knobs, device, params, total,
-                                                    self._coords(walk, "i", "    "), self._store("i"))
-            kernel = define + source
-        elif knobs["mode"] == "rows":
+            reduction = arg_reduce.kernel(self.reduction, knobs, device, params, args, total,
+                                          self._coords(walk, "i", "    "), self._store("i"))
+            return self._cuda_launch(define + reduction.source, reduction.launch, reduction.workspace)
+        if knobs["mode"] == "rows":
             rows = total // length
             grid = cuda_grid(device, block, int(knobs["waves"]), rows)
             kernel = f"""{define}__global__ void __launch_bounds__({block}) kf_gather({params}) {{
@@ -285,11 +288,16 @@ static int kf_gather({params}) {{
   }}
 }}
 """
-        return f"""{kernel}
+        return self._cuda_launch(kernel, f"  kf_gather<<<{grid}, {block}, 0, s>>>({args});\n")
+
+    def _cuda_launch(self, kernels: str, launch: str, workspace: cxx.Workspace | None = None) -> str:
+        """``kernels``, then ``kf_launch``: the guard, then ``launch`` on stream ``s``."""
+        take = workspace.take(len(self.outputs)) if workspace is not None else ""
+        return f"""{kernels}
 extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
                          void *stream) {{
-{cxx.guard(self.inputs, self.outputs)}
-  kf_gather<<<{grid}, {block}, 0, (cudaStream_t)stream>>>({args});
-{cxx.cuda_launch_epilogue()}
+{cxx.guard(self.inputs, self.outputs, workspace=workspace)}
+  cudaStream_t s = (cudaStream_t)stream;
+{take}{launch}{cxx.cuda_launch_epilogue()}
 }}
 """

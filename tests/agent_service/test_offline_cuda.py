@@ -52,6 +52,8 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         ("argmax_rows_bf16", aten.argmax.default, [r(64, 300, dtype=bf16), -1], {},
          [{}, {"mode": "block"}, {"mode": "flat"}]),
         ("argmin_flat_int", aten.argmin.default, [torch.randint(-9, 9, (4, 5000))], {}, [{}, {"mode": "warp"}]),
+        ("argmax_vocab_split", aten.argmax.default, [r(8, 151936, dtype=bf16), -1], {},
+         [{}, {"per_thread": 64, "threads_per_block": 512}]),
         ("round_and_friends_f16", aten.round.default, [r(64, 24, dtype=f16)], {}, [{}]),
         ("sign_f32", aten.sign.default, [r(64, 24)], {}, [{}]),
         ("clamp_min_nan_bound", aten.clamp_min.default, [r(64, 24), float("nan")], {}, [{}]),

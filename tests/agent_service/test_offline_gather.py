@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -131,32 +132,55 @@ def _cuda_plan(op: Any, args: list[Any]) -> Any:
 
 def test_cuda_argmax_of_long_inner_rows_shares_each_row_among_a_warp_or_block() -> None:
     for args, first in (([torch.randn(64, 3000), -1], "warp"), ([torch.randn(64, 3000), 0], "flat"),
-                        ([torch.randn(64, 40), -1], "flat"), ([torch.randn(1, 151936)], "block")):
-        assert _cuda_plan(aten.argmax.default, args).knob_space("cuda", H200).choices["mode"][0] == first, args[1:]
+                        ([torch.randn(64, 40), -1], "flat"), ([torch.randn(200, 8192), -1], "block")):
+        modes = _cuda_plan(aten.argmax.default, args).knob_space("cuda", H200).choices["mode"]
+        assert modes[0] == first and "split" not in modes, args[1:]
+
+
+def test_cuda_argmax_of_few_long_rows_splits_each_row_among_blocks() -> None:
+    """A sampler's argmax over a vocabulary gives a block or a warp per row too few blocks to fill the
+    device: each row is cut into pieces, a block each, and a second kernel merges the pieces."""
+    logits = torch.randn(8, 151936, dtype=bf16)
+    space = _cuda_plan(aten.argmax.default, [logits, -1]).knob_space("cuda", H200)
+    assert space.choices["mode"][0] == "split"
+    assert space.choices["per_thread"][0] == 16  # 8 rows of 38 pieces: 304 blocks, each multiprocessor one
+    assert _cuda_plan(aten.argmax.default, [logits[:1]]).knob_space("cuda", H200).choices["per_thread"][0] == 4
+    source = _cuda_plan(aten.argmax.default, [logits, -1]).render("cuda", {"mode": "split"}, H200)
+    assert "kf_arg_pieces<<<304, 256, 0, s>>>" in source and "kf_arg_merge<<<2, 128, 0, s>>>" in source
+    assert 'extern "C" int64_t kf_workspace_bytes(void) { return ((int64_t)304LL' in source
+    middling = _cuda_plan(aten.argmax.default, [torch.randn(100, 8192), -1]).knob_space("cuda", H200)
+    assert middling.choices["mode"] == ("block", "warp", "flat", "split")  # 100 blocks leave 32 of 132 idle
+    column = _cuda_plan(aten.argmin.default, [torch.randn(20000, 3), 0]).knob_space("cuda", H200)
+    assert column.choices["mode"] == ("split", "block", "warp", "flat")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="compares with eager's cuda argmax")
 def test_every_cuda_argmax_mode_takes_eagers_index_for_ties_and_nans(tmp_path: Path) -> None:
     shapes = (((33, 3000), torch.bfloat16, [-1]), ((5, 700), torch.float32, [1, True]),
-              ((1, 151936), torch.float16, []), ((300, 64), torch.float32, [0]))
+              ((1, 151936), torch.float16, []), ((300, 64), torch.float32, [0]), ((8, 151936), torch.bfloat16, [-1]),
+              ((20000, 3), torch.float32, [0]), ((4, 9001), torch.float64, [1, True]))
     cases = [(op, [_tied_rows(*shape, dtype, seed), *rest]) for seed, (shape, dtype, rest) in enumerate(shapes)
              for op in (aten.argmax.default, aten.argmin.default)]
     cases.append((aten.argmax.default, [torch.randint(-3, 3, (16, 5000)), -1]))
-    runs = [(op, args, mode, block) for op, args in cases
-            for mode in _cuda_plan(op, args).knob_space("cuda", H200).choices["mode"] for block in (128, 512)]
+    cases.append((aten.argmin.default, [torch.randint(-3, 3, (2, 70000)), -1]))
+    runs: list[tuple[Any, list[Any], dict[str, Any]]] = []
+    for op, args in cases:
+        choices = _cuda_plan(op, args).knob_space("cuda", H200).choices
+        for mode, block in itertools.product(choices["mode"], (128, 512)):
+            for per_thread in choices["per_thread"] if mode == "split" else choices["per_thread"][:1]:
+                runs.append((op, args, {"mode": mode, "threads_per_block": block, "per_thread": per_thread}))
 
-    def build(run: tuple[Any, list[Any], str, int]) -> Any:
-        op, args, mode, block = run
-        return compile_cuda(_cuda_plan(op, args).render("cuda", {"mode": mode, "threads_per_block": block}, H200),
-                            tmp_path)
+    def build(run: tuple[Any, list[Any], dict[str, Any]]) -> Any:
+        op, args, knobs = run
+        return compile_cuda(_cuda_plan(op, args).render("cuda", knobs, H200), tmp_path)
 
     with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:  # one nvcc per kernel, side by side
         libraries = list(pool.map(build, runs))
-    for (op, args, mode, block), library in zip(runs, libraries, strict=True):
+    for (op, args, knobs), library in zip(runs, libraries, strict=True):
         expected = op(args[0].cuda(), *args[1:])
         got = torch.full_like(expected, -7)
         assert run_kernel(library, [args[0].cuda()], [got]) == 0
-        assert torch.equal(got, expected), (op, args[1:], mode, block)
+        assert torch.equal(got, expected), (op, args[1:], knobs)
 
 
 def _store_cases() -> list[tuple[Any, list[Any]]]:
