@@ -14,13 +14,18 @@ each block whole rows of the innermost storage dim (the outer coordinates decomp
 row); ``flat`` mode gives each thread single elements, for short rows. In rows mode over a dense,
 aligned output, knob ``store_bytes`` gives each thread a run of adjacent outputs written as one
 4, 8 or 16-byte store (8 first; one element per store is the last choice): a comparison's bool
-outputs otherwise leave each warp's store 32 bytes wide. argmax and argmin, whose elements each reduce a
-row of the input, also have a warp, a block or several blocks per element (:mod:`.arg_reduce`).
+outputs otherwise leave each warp's store 32 bytes wide. Where every branch reads its input along
+the row (:class:`RunRead`: an embedding's table row, a cat along an outer dim), each run is one
+load as well, and the preamble (the row's index) runs once per row. argmax and argmin, whose
+elements each reduce a row of the input, also have a warp, a block or several blocks per element
+(:mod:`.arg_reduce`).
 """
 
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent_service.offline import arg_reduce, cxx
@@ -78,11 +83,47 @@ def _all_coords(ndim: int) -> list[str]:
 
 
 @dataclass(frozen=True)
+class RunRead:
+    """A branch's value read as ``in<input>[base + o<dim>]``: adjacent outputs along ``dim`` read
+    adjacent elements, so a run of them is one load. ``base`` reads no ``o<dim>``; ``strides`` are
+    the strides it multiplies coordinates by (a packed load must stay aligned on every row)."""
+
+    input: int
+    dim: int
+    base: str
+    strides: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Branch:
     """The element when ``condition`` (C, over ``o<d>``) holds; ``""`` for the last, unconditional one."""
 
     condition: str
     value: str
+    run: RunRead | None = None
+
+    @classmethod
+    def reading(cls, condition: str, tensor: int, coords: list[str], strides: Sequence[int]) -> Branch:
+        """``in<tensor>`` at ``coords`` (C expressions) by ``strides``, noting the :class:`RunRead` where
+        one coordinate is a bare ``o<d>`` of stride 1 that no other coordinate reads."""
+        value = f"in{tensor}[{offset(coords, list(strides))}]"
+        for p, (coord, stride) in enumerate(zip(coords, strides, strict=True)):
+            bare = re.fullmatch(r"o(\d+)", coord)
+            others = [c for q, c in enumerate(coords) if q != p]
+            if bare and stride == 1 and not any(_reads(c, int(bare[1])) for c in others):
+                rest = [stride_ for q, stride_ in enumerate(strides) if q != p]
+                return cls(condition, value, RunRead(tensor, int(bare[1]), offset(others, rest), tuple(rest)))
+        return cls(condition, value)
+
+
+def _run_walk(run: int, block: int, length: int) -> str:
+    """The loop header of a rows-mode thread's runs of ``run`` adjacent outputs, ``kf_c0`` the first."""
+    return f"int64_t kf_c0 = (int64_t)threadIdx.x * {run}; kf_c0 < {length}LL; kf_c0 += {block * run}LL"
+
+
+def _reads(expression: str, dim: int) -> bool:
+    """Whether a C expression reads output coordinate ``o<dim>``."""
+    return re.search(rf"\bo{dim}\b", expression) is not None
 
 
 @dataclass(frozen=True)
@@ -236,10 +277,48 @@ static int kf_gather({params}) {{
 
 {launch}"""
 
+    def _loads_runs(self, width: int) -> bool:
+        """Whether a rows-mode run of ``width`` bytes can be read as one load too: every branch reads
+        its input along the output's innermost dim (:class:`RunRead`), in the output's element size,
+        aligned on every row, and nothing but that read depends on the position in the row."""
+        walk, size = self._walk, DTYPE_BYTES[self.outputs[0].dtype]
+        if not walk or _reads(self.preamble, walk[-1]):
+            return False
+        for branch in self.branches:
+            run = branch.run
+            if run is None or run.dim != walk[-1] or _reads(branch.condition, walk[-1]) or _reads(run.base, run.dim):
+                return False
+            source = self.inputs[run.input]
+            if DTYPE_BYTES[source.dtype] != size or not source.aligned16 or any(s * size % width for s in run.strides):
+                return False
+        return True
+
+    def _row_loads(self, width: int, block: int, length: int) -> str:
+        """A rows-mode block's walk along row ``row`` where runs are loaded whole (:meth:`_loads_runs`):
+        the preamble once per row, then per run the branch that holds and one load of ``width`` bytes."""
+        word = STORE_TYPES[width]
+        run = width // DTYPE_BYTES[self.outputs[0].dtype]
+        lines = [f"    {line}" for line in self.preamble.splitlines()]
+        lines.append(f"    for ({_run_walk(run, block, length)}) {{")
+        lines.append(f"      {word} kf_run;")
+        for i, branch in enumerate(self.branches):
+            assert branch.run is not None
+            load = f"kf_run = *reinterpret_cast<const {word} *>(in{branch.run.input} + ({branch.run.base}) + kf_c0);"
+            if branch.condition:
+                prefix = f"{'else if' if i else 'if'} ({branch.condition}) "
+            else:
+                prefix = "else " if i else ""
+            lines.append(f"      {prefix}{load}")
+        lines.append(f"      *reinterpret_cast<{word} *>(out + row * {length}LL + kf_c0) = kf_run;")
+        lines.append("    }")
+        return "\n".join(lines) + "\n"
+
     def _row_stores(self, width: int, block: int, length: int) -> str:
         """A rows-mode block's walk along its row ``row``: one element per store, or a thread's run
-        of adjacent outputs packed into one ``width``-byte store."""
+        of adjacent outputs packed into one ``width``-byte store (loaded as one too where it can be)."""
         run = width // DTYPE_BYTES[self.outputs[0].dtype]
+        if run > 1 and self._loads_runs(width):
+            return self._row_loads(width, block, length)
         if run == 1:
             return f"""    for (int64_t c = threadIdx.x; c < {length}LL; c += {block}) {{
 {self._coords(self._walk[-1:], "c", "      ", outer=False)}
@@ -247,8 +326,7 @@ static int kf_gather({params}) {{
       out[{self._store(f'row * {length}LL + c')}] = v;
     }}
 """
-        walk = f"int64_t kf_c0 = (int64_t)threadIdx.x * {run}; kf_c0 < {length}LL; kf_c0 += {block * run}LL"
-        return f"""    for ({walk}) {{
+        return f"""    for ({_run_walk(run, block, length)}) {{
       union {{ {STORE_TYPES[width]} whole; T lane[{run}]; }} kf_pack;
 #pragma unroll
       for (int kf_j = 0; kf_j < {run}; ++kf_j) {{

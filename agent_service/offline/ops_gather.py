@@ -94,7 +94,7 @@ def upsample_nearest_plan(card: OperatorCard, base: str, call: dict[str, Any]) -
             coords[d] = f"kf_src{d}[o{d}]"
         else:
             raise UnsupportedCard(f"{card.op}: a source map of {size_out} entries without a formula")
-    branch = Branch("", f"in{x.index}[{offset(coords, x.spec.stride)}]")
+    branch = Branch.reading("", x.index, coords, x.spec.stride)
     return _plan(card, "gather_upsample_nearest", [branch], tables=tuple(tables))
 
 
@@ -120,10 +120,10 @@ def cat_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
         coords = _coords(ndim)
         coords[dim] = f"o{dim} - {start}LL" if start else f"o{dim}"
         start += shape[dim]
-        branches.append(Branch(f"o{dim} < {start}LL", f"in{t.index}[{offset(coords, t.spec.stride)}]"))
+        branches.append(Branch.reading(f"o{dim} < {start}LL", t.index, coords, t.spec.stride))
     if start != out.shape[dim]:
         raise UnsupportedCard(f"cat parts add up to {start} along dim {dim}, the output has {out.shape[dim]}")
-    branches[-1] = Branch("", branches[-1].value)
+    branches[-1] = replace(branches[-1], condition="")
     return _plan(card, "gather_cat", branches)
 
 
@@ -154,7 +154,7 @@ def index_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPla
                 f"if (j < 0) j += {size}LL;\n"
                 f"if (j < 0 || j >= {size}LL) {{ KF_BAD(); j = 0; }}")
     coords = [*_coords(dim), "j", *(f"o{d + m - 1}" for d in range(dim + 1, len(shape)))]
-    return _plan(card, "gather_index", [Branch("", f"in{x.index}[{offset(coords, x.spec.stride)}]")], preamble)
+    return _plan(card, "gather_index", [Branch.reading("", x.index, coords, x.spec.stride)], preamble)
 
 
 def embedding_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
@@ -172,8 +172,8 @@ def embedding_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Gathe
         raise UnsupportedCard(f"embedding output {out.shape} is not {idx.spec.shape} rows of {weight.spec.shape}")
     preamble = (f"int64_t j = (int64_t)in{idx.index}[{offset(_coords(m), idx.spec.stride)}];\n"
                 f"if (j < 0 || j >= {rows}LL) {{ KF_BAD(); j = 0; }}")
-    read = f"in{weight.index}[{offset(['j', f'o{m}'], weight.spec.stride)}]"
-    return _plan(card, "gather_embedding", [Branch("", read)], preamble)
+    return _plan(card, "gather_embedding", [Branch.reading("", weight.index, ["j", f"o{m}"], weight.spec.stride)],
+                 preamble)
 
 
 # ---- constant pad ------------------------------------------------------------------------------
@@ -197,10 +197,10 @@ def pad_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
     coords = [f"o{d} - {lo}LL" if lo else f"o{d}" for d, lo in enumerate(low)]
     inside = [f"(uint64_t)({c}) < {n}ULL" for c, n, lo, hi in zip(coords, shape, low, high, strict=True)
               if lo > 0 or hi > 0]
-    read = f"in{x.index}[{offset(coords, x.spec.stride)}]"
+    read = Branch.reading(" && ".join(inside), x.index, coords, x.spec.stride)
     _same_dtype(card, [x], "pad")
     fill = fill_bits(0 if value is None else value, out.dtype)
-    branches = [Branch(" && ".join(inside), read), Branch("", fill)] if inside else [Branch("", read)]
+    branches = [read, Branch("", fill)] if inside else [read]
     return _plan(card, "gather_pad", branches)
 
 
@@ -275,7 +275,7 @@ def gather_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPl
     preamble = (f"int64_t j = (int64_t)in{idx.index}[{offset(_coords(ndim), idx.spec.stride)}];\n"
                 f"if (j < 0 || j >= {x.spec.shape[dim]}LL) {{ KF_BAD(); j = 0; }}")
     coords = [*_coords(dim), "j", *_coords(ndim)[dim + 1:]]
-    return _plan(card, "gather_index", [Branch("", f"in{x.index}[{offset(coords, x.spec.stride)}]")], preamble)
+    return _plan(card, "gather_index", [Branch.reading("", x.index, coords, x.spec.stride)], preamble)
 
 
 # ---- argmax and argmin ------------------------------------------------------------------------
@@ -368,7 +368,7 @@ def flip_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan
     coords = _coords(len(shape))
     for d in set(_dims(call.get("dims", []), len(shape), "flip")) if shape else ():
         coords[d] = f"{shape[d] - 1}LL - o{d}"
-    return _plan(card, "gather_shift", [Branch("", f"in{x.index}[{offset(coords, x.spec.stride)}]")])
+    return _plan(card, "gather_shift", [Branch.reading("", x.index, coords, x.spec.stride)])
 
 
 def roll_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
@@ -400,7 +400,7 @@ def roll_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan
     for d, shift in total.items():
         if (-shift) % shape[d]:
             coords[d] = f"(o{d} + {(-shift) % shape[d]}LL) % {shape[d]}LL"
-    return _plan(card, "gather_shift", [Branch("", f"in{x.index}[{offset(coords, x.spec.stride)}]")])
+    return _plan(card, "gather_shift", [Branch.reading("", x.index, coords, x.spec.stride)])
 
 
 # ---- reshape that copies -----------------------------------------------------------------------

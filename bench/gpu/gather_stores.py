@@ -1,9 +1,10 @@
 """The gather engine's store widths on the GPU: each width a card allows, checked and timed against eager.
 
 For gather cards whose outputs are dense and aligned (comparisons into bool, masked_fill, where,
-cat, an integer remainder, an int64-to-bf16 conversion), every ``store_bytes`` choice of
-``rows`` mode is checked bit for bit against eager and timed against it
-(:mod:`bench.gpu.knob_sweep`). Prints a table and writes ``gather_stores.json``.
+cat, an integer remainder, an int64-to-bf16 conversion, and embedding, row indexing and cat along
+dim 0, whose runs are loaded whole too), every ``store_bytes`` choice of ``rows`` mode is
+checked bit for bit against eager and timed against it (:mod:`bench.gpu.knob_sweep`). Prints a
+table and writes ``gather_stores.json``.
 
     python bench/gpu/gather_stores.py OUT_DIR
 """
@@ -36,6 +37,11 @@ def cases(device: str = "cuda") -> list[Case]:
         ("cat bf16", aten.cat.default, [[h, h.flip(0)], -1], {}),
         ("remainder int64", aten.remainder.Scalar, [ids, 8], {}),
         ("int64 to bf16", aten._to_copy.default, [ids], {"dtype": bf16}),
+        # rows that read runs of adjacent inputs: each run is one load as well as one store
+        ("embedding bf16", aten.embedding.default, [torch.randn(32000, 2048, device=device, dtype=bf16),
+                                                    torch.randint(0, 32000, (4096,), device=device)], {}),
+        ("index rows bf16", aten.index.Tensor, [h, [torch.randint(0, 4096, (2048,), device=device)]], {}),
+        ("cat dim 0 bf16", aten.cat.default, [[h, h[:1024]], 0], {}),
     ]
 
 

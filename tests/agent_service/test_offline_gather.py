@@ -192,6 +192,31 @@ def _store_cases() -> list[tuple[Any, list[Any]]]:
             (aten.constant_pad_nd.default, [torch.randn(64, 30), [0, 1]])]
 
 
+def _load_cases() -> list[tuple[Any, list[Any]]]:
+    """Gathers whose rows read runs of adjacent input elements: a run of outputs is one load too."""
+    h, ids = torch.randn(64, 2048, dtype=bf16), torch.randint(0, 64, (96,))
+    return [(aten.embedding.default, [h, ids]), (aten.index.Tensor, [h, [ids]]),
+            (aten.cat.default, [[h, h[:32]], 0]), (aten.flip.default, [h.float(), [0]]),
+            (aten.constant_pad_nd.default, [h, [0, 0, 0, 2], -1.0])]
+
+
+def test_rows_reading_adjacent_inputs_load_a_run_of_outputs_at_once() -> None:
+    embedding = _cuda_plan(*_load_cases()[0]).render("cuda", {}, H200)
+    assert "kf_run = *reinterpret_cast<const uint2 *>(in0 + ((j) * 2048LL) + kf_c0);" in embedding
+    assert embedding.count("int64_t j = (int64_t)in1[") == 1  # the row's index read once per row
+    cat = _cuda_plan(*_load_cases()[2]).render("cuda", {"store_bytes": 16}, H200)
+    assert "if (o0 < 64LL) kf_run = *reinterpret_cast<const uint4 *>(in0 + ((o0) * 2048LL) + kf_c0);" in cat
+    assert "else kf_run = *reinterpret_cast<const uint4 *>(in1 + ((o0 - 64LL) * 2048LL) + kf_c0);" in cat
+    assert "kf_run" not in _cuda_plan(*_load_cases()[0]).render("cuda", {"store_bytes": 2}, H200)
+    assert "kf_run" not in _cuda_plan(*_load_cases()[4]).render("cuda", {}, H200)  # the fill is no read
+    h, ids = torch.randn(64, 2048, dtype=bf16), torch.randint(0, 64, (96,))
+    for op, args in ((aten.embedding.default, [h.t().contiguous().t(), ids]),  # a column-major table
+                     (aten.index.Tensor, [h, [None, torch.randint(0, 2048, (2048,))]]),  # the row itself indexed
+                     (aten.cat.default, [[h, h], -1]),  # each run's part depends on its place in the row
+                     (aten.embedding.default, [torch.randn(64, 2049, dtype=bf16)[:, 1:], ids])):  # rows of 4098 B
+        assert "kf_run" not in _cuda_plan(op, args).render("cuda", {"store_bytes": 16}, H200), op
+
+
 def test_rows_of_dense_aligned_outputs_are_written_a_run_of_outputs_per_store() -> None:
     widths = [_cuda_plan(op, args).knob_space("cuda", H200).choices["store_bytes"] for op, args in _store_cases()]
     assert widths == [(8, 16, 4, 1), (8, 16, 4, 2), (8, 16, 4), (16, 8), (16, 8), (4,)]  # 1026 floats: 4104 bytes
@@ -205,7 +230,7 @@ def test_rows_of_dense_aligned_outputs_are_written_a_run_of_outputs_per_store() 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 def test_every_store_width_compiles_for_sm90_without_warnings(tmp_path: Path) -> None:
     sources = {f"case{i}_{width}": _cuda_plan(op, args).render("cuda", {"store_bytes": width}, H200)
-               for i, (op, args) in enumerate(_store_cases())
+               for i, (op, args) in enumerate(_store_cases() + _load_cases())
                for width in _cuda_plan(op, args).knob_space("cuda", H200).choices["store_bytes"]}
     rc, err = nvcc_object(cuda_bundle(sources), tmp_path / "stores.cu")
     assert rc == 0, err[-4000:]
@@ -214,7 +239,7 @@ def test_every_store_width_compiles_for_sm90_without_warnings(tmp_path: Path) ->
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="compares with eager's cuda kernels")
 def test_every_store_width_writes_eagers_result(tmp_path: Path) -> None:
-    runs = [(op, args, width) for op, args in _store_cases()
+    runs = [(op, args, width) for op, args in _store_cases() + _load_cases()
             for width in _cuda_plan(op, args).knob_space("cuda", H200).choices["store_bytes"]]
 
     def build(run: tuple[Any, list[Any], int]) -> Any:
