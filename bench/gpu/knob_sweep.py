@@ -2,10 +2,11 @@
 
 Every knob set of a card is rendered by the offline proposer, compiled with nvcc (side by side on
 the host's cores), run on the card's inputs into outputs filled with a byte pattern first (so an
-element left unwritten shows), compared with eager exactly, and timed against eager with the
-agent benchmark's timer (L2 flushed before each call, CUDA events, interleaved, median). The
+element left unwritten shows), compared with eager's every output bit for bit, and timed against
+eager with the agent benchmark's timer (L2 flushed before each call, CUDA events, interleaved,
+median). The
 benchmarks that sweep one template's knobs (:mod:`bench.gpu.gather_stores`,
-:mod:`bench.gpu.arg_reduce`) share it.
+:mod:`bench.gpu.arg_reduce`, :mod:`bench.gpu.sort_network`) share it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,14 @@ def gpu_device() -> DeviceInfo:
                       sm_count=props.multi_processor_count, l2_bytes=props.L2_cache_size, toolchain="nvcc")
 
 
+def _same_bits(got: torch.Tensor, want: torch.Tensor) -> bool:
+    """Equal element for element, floats by their bits (NaN payloads and zero signs included)."""
+    if want.is_floating_point():
+        bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[want.element_size()]
+        return torch.equal(got.view(bits), want.view(bits))
+    return torch.equal(got, want)
+
+
 def _label(knobs: Knobs) -> str:
     return ", ".join(f"{k}={v}" for k, v in knobs.items())
 
@@ -55,7 +64,7 @@ def sweep(case: Case, knob_sets: KnobSets, device: DeviceInfo, workdir: Path, po
     card: OperatorCard
     card, call = aten_case(op, args, kwargs)
     inputs = encode_call(args, kwargs)[1]  # the card's tensors, in its order
-    (want,) = call(inputs)
+    want = list(call(inputs))
     plan = plan_for_card(card, "cuda")
     chosen = list(knob_sets(plan, device))
     tag = abs(hash(card.id)) % 10**8
@@ -69,16 +78,17 @@ def sweep(case: Case, knob_sets: KnobSets, device: DeviceInfo, workdir: Path, po
             rows.append({**row, "status": "compile error", "log": log})
             continue
         lib = KernelLibrary(path)
-        got = torch.empty_like(want)
-        got.view(torch.uint8).fill_(0x5A)
-        rc = lib.launch(inputs, [got], stream)
+        got = [torch.empty_like(w) for w in want]
+        for g in got:
+            g.view(torch.uint8).fill_(0x5A)
+        rc = lib.launch(inputs, got, stream)
         torch.cuda.synchronize()
-        if rc != 0 or not torch.equal(got, want):
+        if rc != 0 or not all(_same_bits(g, w) for g, w in zip(got, want, strict=True)):
             rows.append({**row, "status": f"launch returned {rc}" if rc else "differs from eager"})
             continue
 
-        def kernel(lib: KernelLibrary = lib, got: torch.Tensor = got) -> int:
-            return lib.launch(inputs, [got], stream)
+        def kernel(lib: KernelLibrary = lib, got: list[torch.Tensor] = got) -> int:
+            return lib.launch(inputs, got, stream)
 
         kernel_us, eager_us = timer.measure([kernel, lambda: op(*args, **kwargs)])
         rows.append({**row, "status": "passed", "kernel_us": kernel_us, "eager_us": eager_us,

@@ -36,10 +36,16 @@ if TYPE_CHECKING:
 BITONIC_SIZE = 32  # eager's cuda SmallBitonicSort: a 32-slot network, rows of up to 32
 
 # The network's pass over (key, index) pairs in shared memory, lexicographic, ascending; ends synchronised.
+# Thread t of a pass compares slots a = 2t - (t & (stride - 1)) and a + stride: for strides up to 32
+# the 32 values of t a warp takes (t = lane + a multiple of 32, the block a whole number of warps)
+# stay within the same 64 slots in every pass, so a pass of such a stride after another reads only
+# what its own warp wrote, and the warp alone waits; any other pass waits for the whole block.
 NETWORK = """template <int N> static __device__ __forceinline__ void kf_network(TB *key, int32_t *idx) {
+  int before = 64;  /* the stride of the pass before; the first follows writes by any thread */
   for (int size = 2; size <= N; size <<= 1) {
     for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      __syncthreads();
+      if (stride <= 32 && before <= 32) __syncwarp(); else __syncthreads();
+      before = stride;
       for (int t = threadIdx.x; t < N / 2; t += blockDim.x) {
         const int a = 2 * t - (t & (stride - 1)), b = a + stride;
         const bool b_first = key[b] < key[a] || (key[b] == key[a] && idx[b] < idx[a]);

@@ -223,3 +223,49 @@ def test_the_refused_topks_follow_one_of_the_two_nan_orders_on_this_release(tmp_
     common = set.intersection(*matches.values())
     print(f"torch {torch.__version__}: eager's order for float topks of 33 to 128 results: {sorted(common)}")
     assert common, matches
+
+
+def _network_cases() -> list[tuple[str, Any, list[Any]]]:
+    """Orders run through the shared-memory network, rows long enough for many warps."""
+    return [("stable_4096_int64", aten.sort.stable, [ties(1, 4096, torch.int64, 5)]),
+            ("stable_1000_f16_desc", aten.sort.stable, [ties(3, 1000, torch.float16, 6)]),
+            ("stable_100_int32", aten.sort.stable, [ties(5, 100, torch.int32, 7)]),
+            ("topk_4096_64_int64", aten.topk.default, [ties(2, 4096, torch.int64, 8), 64]),
+            ("topk_3000_300_int32", aten.topk.default, [ties(2, 3000, torch.int32, 9), 300, -1, False])]
+
+
+def _network_kwargs(name: str) -> dict[str, Any]:
+    return {"stable": True, "descending": name.endswith("desc")} if name.startswith("stable") else {}
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_the_network_compiles_at_every_block_size(tmp_path: Path) -> None:
+    sources = {}
+    for name, op, args in _network_cases():
+        plan = _plan(_cuda_card(op, args, _network_kwargs(name)))
+        for block in plan.knob_space("cuda", H200).choices["threads_per_block"]:
+            sources[f"{name}_{block}"] = plan.render("cuda", {"threads_per_block": block}, H200)
+    rc, err = nvcc_object(cuda_bundle(sources), tmp_path / "network.cu")
+    assert rc == 0 and "warning" not in err, err[-4000:]
+
+
+@pytest.mark.skipif(not GPU, reason="compares with eager's cuda kernels")
+def test_the_network_gives_eagers_order_at_every_block_size(tmp_path: Path) -> None:
+    """Passes of small strides wait only for their own warp: any block size must still give eager's order."""
+    runs = []
+    for name, op, args in _network_cases():
+        plan = _plan(_cuda_card(op, args, _network_kwargs(name)))
+        for block in plan.knob_space("cuda", H200).choices["threads_per_block"]:
+            runs.append((f"{name}_{block}", op, args, plan.render("cuda", {"threads_per_block": block}, H200)))
+    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
+        libraries = list(pool.map(lambda run: compile_cuda(run[3], tmp_path), runs))
+    for (name, op, args, _), library in zip(runs, libraries, strict=True):
+        x = args[0].cuda()
+        expected = op(x, *args[1:], **_network_kwargs(name.rsplit("_", 1)[0]))
+        outputs = [torch.empty_like(e) for e in expected]
+        for _ in range(3):  # a race shows on some launches only
+            assert run_kernel(library, [x], outputs) == 0, name
+            torch.cuda.synchronize()
+            assert all(torch.equal(g.view(torch.int16) if g.is_floating_point() else g,
+                                   e.view(torch.int16) if e.is_floating_point() else e)
+                       for g, e in zip(outputs, expected, strict=True)), name
