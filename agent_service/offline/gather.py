@@ -44,6 +44,7 @@ C_TYPES = {"float32": "uint32_t", "float16": "uint16_t", "bfloat16": "uint16_t",
            "int64": "int64_t", "int32": "int32_t", "int8": "int8_t", "uint8": "uint8_t", "bool": "uint8_t"}
 ROWS_MODE_MIN_LENGTH = 64  # rows shorter than this leave most of a block idle in rows mode (tried first from 256)
 STORE_TYPES = {4: "uint32_t", 8: "uint2", 16: "uint4"}  # one store of this many bytes: a thread's run of outputs
+LOAD_TYPES = {1: "uint8_t", 2: "uint16_t", **STORE_TYPES}  # one load of a run's repeated inputs
 # The default store: the fastest width on five of six gather cards on the H100, 7% behind 16 bytes
 # on the sixth (bench/results/gpu_gather_stores_2026-12-05_h100_run68.md); one element per store ran
 # a comparison into bool at 0.84x eager, 8 bytes at 1.00x.
@@ -84,14 +85,16 @@ def _all_coords(ndim: int) -> list[str]:
 
 @dataclass(frozen=True)
 class RunRead:
-    """A branch's value read as ``in<input>[base + o<dim>]``: adjacent outputs along ``dim`` read
-    adjacent elements, so a run of them is one load. ``base`` reads no ``o<dim>``; ``strides`` are
-    the strides it multiplies coordinates by (a packed load must stay aligned on every row)."""
+    """A branch's value read as ``in<input>[base + o<dim> / repeat]``: adjacent outputs along ``dim``
+    read adjacent elements (each ``repeat`` times: a nearest upsampling, a repeat_interleave), so a
+    run of them is one load. ``base`` reads no ``o<dim>``; ``strides`` are the strides it multiplies
+    coordinates by (a packed load must stay aligned on every row)."""
 
     input: int
     dim: int
     base: str
     strides: tuple[int, ...]
+    repeat: int = 1
 
 
 @dataclass(frozen=True)
@@ -105,15 +108,27 @@ class Branch:
     @classmethod
     def reading(cls, condition: str, tensor: int, coords: list[str], strides: Sequence[int]) -> Branch:
         """``in<tensor>`` at ``coords`` (C expressions) by ``strides``, noting the :class:`RunRead` where
-        one coordinate is a bare ``o<d>`` of stride 1 that no other coordinate reads."""
+        one coordinate of stride 1 is ``o<d>`` or ``o<d> / <r>LL`` and no other coordinate reads ``o<d>``."""
         value = f"in{tensor}[{offset(coords, list(strides))}]"
         for p, (coord, stride) in enumerate(zip(coords, strides, strict=True)):
-            bare = re.fullmatch(r"o(\d+)", coord)
+            along = re.fullmatch(r"o(\d+)(?: / (\d+)LL)?", coord)
             others = [c for q, c in enumerate(coords) if q != p]
-            if bare and stride == 1 and not any(_reads(c, int(bare[1])) for c in others):
+            if along and stride == 1 and not any(_reads(c, int(along[1])) for c in others):
                 rest = [stride_ for q, stride_ in enumerate(strides) if q != p]
-                return cls(condition, value, RunRead(tensor, int(bare[1]), offset(others, rest), tuple(rest)))
+                run = RunRead(tensor, int(along[1]), offset(others, rest), tuple(rest), int(along[2] or 1))
+                return cls(condition, value, run)
         return cls(condition, value)
+
+
+def _run_load(read: RunRead, width: int, run: int) -> str:
+    """Statements filling ``kf_run`` (a run of ``run`` outputs, ``width`` bytes) from one load of ``read``."""
+    if read.repeat == 1:
+        word = STORE_TYPES[width]
+        return f"kf_run.whole = *reinterpret_cast<const {word} *>(in{read.input} + ({read.base}) + kf_c0);"
+    word, r = LOAD_TYPES[width // read.repeat], read.repeat
+    return (f"union {{ {word} whole; T lane[{run // r}]; }} kf_in; "
+            f"kf_in.whole = *reinterpret_cast<const {word} *>(in{read.input} + ({read.base}) + kf_c0 / {r}LL); "
+            f"for (int kf_j = 0; kf_j < {run}; ++kf_j) kf_run.lane[kf_j] = kf_in.lane[kf_j / {r}];")
 
 
 def _run_walk(run: int, block: int, length: int) -> str:
@@ -278,9 +293,10 @@ static int kf_gather({params}) {{
 {launch}"""
 
     def _loads_runs(self, width: int) -> bool:
-        """Whether a rows-mode run of ``width`` bytes can be read as one load too: every branch reads
-        its input along the output's innermost dim (:class:`RunRead`), in the output's element size,
-        aligned on every row, and nothing but that read depends on the position in the row."""
+        """Whether a rows-mode run of ``width`` bytes can be read with one load per branch: every
+        branch reads its input along the output's innermost dim (:class:`RunRead`), in the output's
+        element size, a whole number of elements per run, aligned on every row, and nothing but that
+        read depends on the position in the row."""
         walk, size = self._walk, DTYPE_BYTES[self.outputs[0].dtype]
         if not walk or _reads(self.preamble, walk[-1]):
             return False
@@ -288,28 +304,28 @@ static int kf_gather({params}) {{
             run = branch.run
             if run is None or run.dim != walk[-1] or _reads(branch.condition, walk[-1]) or _reads(run.base, run.dim):
                 return False
-            source = self.inputs[run.input]
-            if DTYPE_BYTES[source.dtype] != size or not source.aligned16 or any(s * size % width for s in run.strides):
+            source, load = self.inputs[run.input], width // run.repeat
+            if (DTYPE_BYTES[source.dtype] != size or not source.aligned16 or width % (run.repeat * size)
+                    or load not in LOAD_TYPES or any(s * size % load for s in run.strides)):
                 return False
         return True
 
     def _row_loads(self, width: int, block: int, length: int) -> str:
         """A rows-mode block's walk along row ``row`` where runs are loaded whole (:meth:`_loads_runs`):
-        the preamble once per row, then per run the branch that holds and one load of ``width`` bytes."""
-        word = STORE_TYPES[width]
+        the preamble once per row, then per run the branch that holds and one load, its elements
+        spread over the run where each is repeated."""
         run = width // DTYPE_BYTES[self.outputs[0].dtype]
         lines = [f"    {line}" for line in self.preamble.splitlines()]
         lines.append(f"    for ({_run_walk(run, block, length)}) {{")
-        lines.append(f"      {word} kf_run;")
+        lines.append(f"      union {{ {STORE_TYPES[width]} whole; T lane[{run}]; }} kf_run;")
         for i, branch in enumerate(self.branches):
             assert branch.run is not None
-            load = f"kf_run = *reinterpret_cast<const {word} *>(in{branch.run.input} + ({branch.run.base}) + kf_c0);"
             if branch.condition:
                 prefix = f"{'else if' if i else 'if'} ({branch.condition}) "
             else:
                 prefix = "else " if i else ""
-            lines.append(f"      {prefix}{load}")
-        lines.append(f"      *reinterpret_cast<{word} *>(out + row * {length}LL + kf_c0) = kf_run;")
+            lines.append(f"      {prefix}{{ {_run_load(branch.run, width, run)} }}")
+        lines.append(f"      *reinterpret_cast<{STORE_TYPES[width]} *>(out + row * {length}LL + kf_c0) = kf_run.whole;")
         lines.append("    }")
         return "\n".join(lines) + "\n"
 

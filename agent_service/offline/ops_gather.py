@@ -88,7 +88,10 @@ def upsample_nearest_plan(card: OperatorCard, base: str, call: dict[str, Any]) -
         size_in, size_out = x.spec.shape[d], out.shape[d]
         mapping = _source_map(card, x, d)
         if mapping == [o * size_in // size_out for o in range(size_out)]:
-            coords[d] = f"o{d} * {size_in}LL / {size_out}LL" if size_in != size_out else f"o{d}"
+            if size_out % size_in == 0:  # each input repeated a whole number of times
+                coords[d] = f"o{d} / {size_out // size_in}LL" if size_in != size_out else f"o{d}"
+            else:
+                coords[d] = f"o{d} * {size_in}LL / {size_out}LL"
         elif size_out <= MAX_TABLE:
             tables.append(Table(f"kf_src{d}", tuple(mapping)))
             coords[d] = f"kf_src{d}[o{d}]"
@@ -330,17 +333,17 @@ def repeat_interleave_plan(card: OperatorCard, base: str, call: dict[str, Any]) 
     shape, out = x.spec.shape, card.outputs[0]
     if dim is None:
         want = [math.prod(shape) * repeats]
-        source = cxx.linear_offset(f"o0 / {repeats}LL", shape, x.spec.stride)
+        branch = Branch("", f"in{x.index}[{cxx.linear_offset(f'o0 / {repeats}LL', shape, x.spec.stride)}]")
     else:
         dim = int(dim) % max(len(shape), 1)
         want = [n * repeats if d == dim else n for d, n in enumerate(shape)]
         coords = _coords(len(shape))
         coords[dim] = f"o{dim} / {repeats}LL"
-        source = offset(coords, x.spec.stride)
+        branch = Branch.reading("", x.index, coords, x.spec.stride)
     if out.shape != want:
         raise UnsupportedCard(f"repeat_interleave of {shape} by {repeats} along {dim} gives {want}, "
                               f"the card's output is {out.shape}")
-    return _plan(card, "gather_repeat", [Branch("", f"in{x.index}[{source}]")])
+    return _plan(card, "gather_repeat", [branch])
 
 
 # ---- flip and roll -----------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """The gather engine's store widths on the GPU: each width a card allows, checked and timed against eager.
 
 For gather cards whose outputs are dense and aligned (comparisons into bool, masked_fill, where,
-cat, an integer remainder, an int64-to-bf16 conversion, and embedding, row indexing and cat along
-dim 0, whose runs are loaded whole too), every ``store_bytes`` choice of ``rows`` mode is
+cat, an integer remainder, an int64-to-bf16 conversion, and embedding, row indexing, cat along
+dim 0 and a VAE's nearest upsampling, whose runs are loaded whole too), every ``store_bytes`` choice of ``rows`` mode is
 checked bit for bit against eager and timed against it (:mod:`bench.gpu.knob_sweep`). Prints a
 table and writes ``gather_stores.json``.
 
@@ -42,6 +42,8 @@ def cases(device: str = "cuda") -> list[Case]:
                                                     torch.randint(0, 32000, (4096,), device=device)], {}),
         ("index rows bf16", aten.index.Tensor, [h, [torch.randint(0, 4096, (2048,), device=device)]], {}),
         ("cat dim 0 bf16", aten.cat.default, [[h, h[:1024]], 0], {}),
+        ("upsample nearest x2 bf16", aten.upsample_nearest2d.vec,
+         [torch.randn(1, 512, 128, 256, device=device, dtype=bf16), None, [2.0, 2.0]], {}),
     ]
 
 

@@ -197,16 +197,26 @@ def _load_cases() -> list[tuple[Any, list[Any]]]:
     h, ids = torch.randn(64, 2048, dtype=bf16), torch.randint(0, 64, (96,))
     return [(aten.embedding.default, [h, ids]), (aten.index.Tensor, [h, [ids]]),
             (aten.cat.default, [[h, h[:32]], 0]), (aten.flip.default, [h.float(), [0]]),
-            (aten.constant_pad_nd.default, [h, [0, 0, 0, 2], -1.0])]
+            (aten.constant_pad_nd.default, [h, [0, 0, 0, 2], -1.0]),
+            (aten.upsample_nearest2d.vec, [torch.randn(1, 8, 32, 64, dtype=bf16), None, [2.0, 2.0]]),
+            (aten.repeat_interleave.self_int, [h[:8, :512].float(), 4, 1])]
 
 
 def test_rows_reading_adjacent_inputs_load_a_run_of_outputs_at_once() -> None:
     embedding = _cuda_plan(*_load_cases()[0]).render("cuda", {}, H200)
-    assert "kf_run = *reinterpret_cast<const uint2 *>(in0 + ((j) * 2048LL) + kf_c0);" in embedding
+    assert "kf_run.whole = *reinterpret_cast<const uint2 *>(in0 + ((j) * 2048LL) + kf_c0);" in embedding
     assert embedding.count("int64_t j = (int64_t)in1[") == 1  # the row's index read once per row
     cat = _cuda_plan(*_load_cases()[2]).render("cuda", {"store_bytes": 16}, H200)
-    assert "if (o0 < 64LL) kf_run = *reinterpret_cast<const uint4 *>(in0 + ((o0) * 2048LL) + kf_c0);" in cat
-    assert "else kf_run = *reinterpret_cast<const uint4 *>(in1 + ((o0 - 64LL) * 2048LL) + kf_c0);" in cat
+    assert "if (o0 < 64LL) { kf_run.whole = *reinterpret_cast<const uint4 *>(in0 + ((o0) * 2048LL) + kf_c0); }" in cat
+    assert "else { kf_run.whole = *reinterpret_cast<const uint4 *>(in1 + ((o0 - 64LL) * 2048LL) + kf_c0); }" in cat
+    # a run of 4 upsampled outputs is 2 inputs, each repeated twice
+    upsample = _cuda_plan(*_load_cases()[5]).render("cuda", {"mode": "rows", "store_bytes": 8}, H200)
+    assert ("union { uint32_t whole; T lane[2]; } kf_in; kf_in.whole = *reinterpret_cast<const uint32_t *>"
+            "(in0 + ((o0) * 16384LL + (o1) * 2048LL + (o2 / 2LL) * 64LL) + kf_c0 / 2LL);") in upsample
+    assert "kf_run.lane[kf_j] = kf_in.lane[kf_j / 2];" in upsample
+    assert "kf_run" not in _cuda_plan(*_load_cases()[6]).render("cuda", {"store_bytes": 8}, H200)  # 2 of 4 repeats
+    assert "kf_in.lane[kf_j / 4]" in _cuda_plan(*_load_cases()[6]).render("cuda", {"store_bytes": 16}, H200)
+    assert "kf_run" not in _cuda_plan(*_load_cases()[6]).render("cuda", {"store_bytes": 4}, H200)
     assert "kf_run" not in _cuda_plan(*_load_cases()[0]).render("cuda", {"store_bytes": 2}, H200)
     assert "kf_run" not in _cuda_plan(*_load_cases()[4]).render("cuda", {}, H200)  # the fill is no read
     h, ids = torch.randn(64, 2048, dtype=bf16), torch.randint(0, 64, (96,))
