@@ -15,8 +15,9 @@ row); ``flat`` mode gives each thread single elements, for short rows. In rows m
 aligned output, knob ``store_bytes`` gives each thread a run of adjacent outputs written as one
 4, 8 or 16-byte store (8 first; one element per store is the last choice): a comparison's bool
 outputs otherwise leave each warp's store 32 bytes wide. Where every branch reads its input along
-the row (:class:`RunRead`: an embedding's table row, a cat along an outer dim), each run is one
-load as well, and the preamble (the row's index) runs once per row. argmax and argmin, whose
+the row (:class:`RunRead`: an embedding's table row, a cat along an outer dim, a nearest upsampling
+by a whole factor), each run is one load as well, and the preamble (the row's index) runs once
+per row. argmax and argmin, whose
 elements each reduce a row of the input, also have a warp, a block or several blocks per element
 (:mod:`.arg_reduce`).
 """
