@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from agent_service.offline import cxx
 from agent_service.offline.knobs import Knobs
-from agent_service.offline.plan import cuda_grid
+from agent_service.offline.plan import cuda_grid, multiprocessors
 from kforge_domain.device import DeviceInfo
 
 GROUP_MODES = ("warp", "block", "split")
@@ -32,7 +32,6 @@ BLOCK_FIRST_LENGTH = 4096  # rows this long give a whole block work (a vocabular
 SPLIT_MIN_LENGTH = 4096  # rows shorter than this are one block's work at most: never split
 PER_THREAD = (16, 4, 64)  # elements each thread of a split-mode block scans: a piece is block x this
 MERGE_BLOCK = 128  # the combining kernel's block: four outputs, a warp each
-DEFAULT_SMS = 132
 
 
 @dataclass(frozen=True)
@@ -57,16 +56,12 @@ class ArgKernel:
     workspace: cxx.Workspace | None = None
 
 
-def _sms(device: DeviceInfo) -> int:
-    return device.sm_count if device.sm_count > 0 else DEFAULT_SMS
-
-
 def modes(reduction: ArgReduction, outputs: int, device: DeviceInfo) -> tuple[str, ...]:
     """The cuda modes worth trying, best guess first; ``flat`` is the gather engine's own walk.
     ``split`` is offered for long rows whose ``outputs`` leave multiprocessors without a block, and
     tried first where they leave most of them idle."""
-    split = reduction.length >= SPLIT_MIN_LENGTH and outputs < _sms(device)
-    if split and outputs <= _sms(device) // 2:
+    split = reduction.length >= SPLIT_MIN_LENGTH and outputs < multiprocessors(device)
+    if split and outputs <= multiprocessors(device) // 2:
         return ("split", "block", "warp", "flat")
     if reduction.inner and reduction.length >= BLOCK_FIRST_LENGTH:
         return ("block", "warp", "flat", *(("split",) if split else ()))
@@ -77,13 +72,13 @@ def modes(reduction: ArgReduction, outputs: int, device: DeviceInfo) -> tuple[st
     return ("flat",)
 
 
-def per_thread_choices(reduction: ArgReduction, outputs: int, device: DeviceInfo, block: int = 256) -> tuple[int, ...]:
+def per_thread_choices(reduction: ArgReduction, outputs: int, device: DeviceInfo) -> tuple[int, ...]:
     """:data:`PER_THREAD`, first the most work per thread that still gives every multiprocessor a
     block of a 256-thread split (fewer, longer pieces merge cheaper), else the least."""
     def blocks(per_thread: int) -> int:
-        return outputs * cxx.ceil_div(reduction.length, block * per_thread)
+        return outputs * cxx.ceil_div(reduction.length, 256 * per_thread)
 
-    filling = [p for p in PER_THREAD if blocks(p) >= _sms(device)]
+    filling = [p for p in PER_THREAD if blocks(p) >= multiprocessors(device)]
     first = max(filling) if filling else min(PER_THREAD)
     return (first, *(p for p in PER_THREAD if p != first))
 
@@ -149,7 +144,7 @@ def kernel(reduction: ArgReduction, knobs: Knobs, device: DeviceInfo, params: st
     block = int(knobs["threads_per_block"])
     group = 32 if knobs["mode"] == "warp" else block
     per_block = block // group
-    grid = cuda_grid(device, block, int(knobs["waves"]), -(-total // per_block))
+    grid = cuda_grid(device, block, int(knobs["waves"]), cxx.ceil_div(total, per_block))
     across_warps = "" if group == 32 else _across_warps(reduction, block)
     source = f"""{_better(reduction)}
 __global__ void __launch_bounds__({block}) kf_gather({params}) {{
@@ -180,16 +175,14 @@ struct kf_arg_part {{ {v} best; int64_t found; }};
 /* {pieces} pieces of {span} elements per output */
 __global__ void __launch_bounds__({block}) kf_arg_pieces({params}, kf_arg_part *__restrict__ kf_parts) {{
   const int lane = threadIdx.x;
-  {{
-    const int64_t i = blockIdx.x / {pieces}, k0 = (int64_t)(blockIdx.x % {pieces}) * {span}LL;
-    (void)i;  /* a reduction to one element reads no coordinate */
-    const int64_t k1 = k0 + {span}LL < {reduction.length}LL ? k0 + {span}LL : {reduction.length}LL;
+  const int64_t i = blockIdx.x / {pieces}, k0 = (int64_t)(blockIdx.x % {pieces}) * {span}LL;
+  (void)i;  /* a reduction to one element reads no coordinate */
+  const int64_t k1 = k0 + {span}LL < {reduction.length}LL ? k0 + {span}LL : {reduction.length}LL;
 {coords}
 {_scan(reduction, "k0 + lane", "k1", str(block))}{_across_warps(reduction, block)}    if (lane == 0) {{
       kf_parts[blockIdx.x].best = best;
       kf_parts[blockIdx.x].found = found;
     }}
-  }}
 }}
 
 __global__ void __launch_bounds__({MERGE_BLOCK}) kf_arg_merge(T *__restrict__ out,

@@ -21,7 +21,7 @@ from agent_service.offline import cxx
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.knobs import Knobs, KnobSpace
 from agent_service.offline.layout import is_contiguous
-from agent_service.offline.plan import cpu_thread_choices
+from agent_service.offline.plan import cpu_thread_choices, multiprocessors
 from kforge_domain.card import TensorSpec
 from kforge_domain.device import DeviceInfo
 
@@ -260,7 +260,7 @@ class _Grid:
 def _grid(plan: ChannelsLastGroupNormPlan, knobs: Knobs, device: DeviceInfo) -> _Grid:
     vec = int(knobs["vector"])
     cols, block = plan.columns(vec), plan.block(vec, int(knobs["threads_per_block"]))
-    sms = device.sm_count if device.sm_count > 0 else 132
+    sms = multiprocessors(device)
     wanted = cxx.ceil_div(int(knobs["blocks_per_sm"]) * sms, plan.samples)
     chunk = cxx.ceil_div(plan.pixels, max(1, min(wanted, plan.pixels)))
     return _Grid(block=block, vec=vec, cols=cols, rows=block // cols, chunks=cxx.ceil_div(plan.pixels, chunk),

@@ -53,10 +53,14 @@ def cpu_thread_choices(device: DeviceInfo, tensors: Iterable[TensorSpec] = ()) -
     return tuple(choices)
 
 
+def multiprocessors(device: DeviceInfo) -> int:
+    """The device's multiprocessors; an H100's or H200's 132 where the device did not say."""
+    return device.sm_count if device.sm_count > 0 else 132
+
+
 def cuda_grid_limit(device: DeviceInfo, block: int) -> int:
     """Blocks for one full wave of the device (grid-stride loops cover the rest)."""
-    sms = device.sm_count if device.sm_count > 0 else 132
-    return sms * max(1, 2048 // block)
+    return multiprocessors(device) * max(1, 2048 // block)
 
 
 def cuda_grid(device: DeviceInfo, block: int, waves: int, units: int) -> int:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from agent_service.offline import cxx
 from agent_service.offline.knobs import Knobs
+from agent_service.offline.plan import multiprocessors
 from kforge_domain.device import DeviceInfo
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def render(plan: HistcPlan, knobs: Knobs, device: DeviceInfo) -> str:
     mode, block, copies = str(knobs["mode"]), int(knobs["threads_per_block"]), int(knobs["copies"])
     args = f"(const TI *)inputs[{plan.x}].data, (TO *)outputs[0].data"
     if mode == "grid":
-        sms = device.sm_count if device.sm_count > 0 else 132
+        sms = multiprocessors(device)
         grid = max(1, min(sms * int(knobs["blocks_per_sm"]), cxx.ceil_div(plan.numel, block)))
         kernels = _zero_kernel(plan) + _count_kernel(plan, block, copies, grid_mode=True)
         zero_grid = cxx.ceil_div(plan.bins, 256)

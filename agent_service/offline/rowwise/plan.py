@@ -9,7 +9,7 @@ from agent_service.offline import cxx
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.knobs import Knobs, KnobSpace
 from agent_service.offline.layout import is_contiguous, is_dense, storage_order_rows
-from agent_service.offline.plan import cpu_thread_choices
+from agent_service.offline.plan import cpu_thread_choices, multiprocessors
 from agent_service.offline.rowwise import cpu, cuda_resident, cuda_rows, cuda_split, cuda_tile
 from agent_service.offline.rowwise.kinds import ACTIVATIONS, ROW_KINDS, RowKind, fill
 from kforge_domain.card import TensorSpec
@@ -244,7 +244,7 @@ class RowPlan:
         has 32 rows of up to millions of elements); split mode gives each row several blocks,
         which reduce partial statistics that a second kernel merges before writing.
         """
-        sms = device.sm_count if device.sm_count > 0 else 132
+        sms = multiprocessors(device)
         if self.inner != 1 or self.y_apart or self.rows >= sms or self.length < SPLIT_MIN_LENGTH:
             return ()
         most = max(2, self.length // (vec * 256))
@@ -254,7 +254,7 @@ class RowPlan:
 
     def resident_chunk(self, device: DeviceInfo, vec: int, per_sm: int) -> int:
         """Elements per block in resident mode: the rows spread over ``per_sm`` blocks of every SM."""
-        sms = device.sm_count if device.sm_count > 0 else 132
+        sms = multiprocessors(device)
         splits = max(1, sms * per_sm // self.rows)
         return cxx.ceil_div(cxx.ceil_div(self.length, splits), vec) * vec
 

@@ -9,7 +9,7 @@ from agent_service.offline import cxx
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.knobs import Knobs, KnobSpace
 from agent_service.offline.layout import coalesce, is_dense
-from agent_service.offline.plan import cpu_thread_choices
+from agent_service.offline.plan import cpu_thread_choices, multiprocessors
 from agent_service.offline.scan import cpu, cuda, elements
 from kforge_domain.card import TensorSpec
 from kforge_domain.device import DeviceInfo
@@ -168,7 +168,7 @@ class ScanPlan:
         when there are enough of them; short runs are a thread's each, runs of up to a few
         thousand a warp's when every SM gets runs, longer ones (or fewer runs) a block's.
         """
-        sms = device.sm_count if device.sm_count > 0 else 132
+        sms = multiprocessors(device)
         if self.columnar:
             return ("thread", "block", "warp") if self.rows >= COLUMN_THREAD_ROWS * sms else ("block", "thread", "warp")
         if self.length <= SHORT_RUN:
@@ -182,7 +182,7 @@ class ScanPlan:
 
         Two blocks per SM first, then four, one and eight, each chunk at least SPLIT_MIN_CHUNK long.
         """
-        sms = device.sm_count if device.sm_count > 0 else 132
+        sms = multiprocessors(device)
         if self.rows >= sms or self.length < SPLIT_MIN_LENGTH:
             return ()
         most = self.length // SPLIT_MIN_CHUNK

@@ -13,12 +13,10 @@ from bench.gpu._coverage import card_table, offline_refusal
 from capture_service.options import CaptureOptions
 from capture_service.session import capture_loaded
 from capture_service.spec import LoadedModel
-from capture_service.timing import TimingPolicy
 from forge_service.scheduler import runs_only_inside
 from kforge_domain.card import CardSet
 from tests.agent_service.agent_modules import SiluAndMul
-
-FAST = TimingPolicy(warmup=0, min_reps=1, max_reps=2, budget_s=0.0)
+from tests.bench.gpu.bench_models import FAST
 
 
 class GatedBlock(nn.Module):

@@ -10,12 +10,8 @@ import pytest
 
 from agent_service.offline.catalog import plan_for_card
 from bench.gpu import template_families_model as families
-from capture_service.options import CaptureOptions
-from capture_service.session import capture_loaded
-from capture_service.spec import LoadedModel
-from capture_service.timing import TimingPolicy
+from tests.bench.gpu.bench_models import capture_model
 
-FAST = TimingPolicy(warmup=0, min_reps=1, max_reps=2, budget_s=0.0)
 #: An op of each family the model is there to check.
 FAMILY_OPS = {
     "aten::embedding.default", "aten::upsample_nearest2d.vec", "aten::cat.default", "aten::index.Tensor",
@@ -31,8 +27,7 @@ FAMILY_OPS = {
 
 
 def test_every_family_op_of_the_model_is_a_card_the_offline_proposer_covers(tmp_path: Path) -> None:
-    loaded = LoadedModel(families.get_model(), families.get_inputs())
-    cards = capture_loaded("families", loaded, CaptureOptions(samples=1), tmp_path, timing=FAST)
+    cards = capture_model(families, tmp_path)
     covered = set()
     for card in cards.cards:
         if card.kind == "aten" and card.op in FAMILY_OPS:
