@@ -2,7 +2,8 @@
 
 For gather cards whose outputs are dense and aligned (comparisons into bool, masked_fill, where,
 cat, an integer remainder, an int64-to-bf16 conversion, and embedding, row indexing, cat along
-dim 0 and a VAE's nearest upsampling, whose runs are loaded whole too), every ``store_bytes`` choice of ``rows`` mode is
+dim 0 and a VAE's nearest upsampling, whose runs are loaded whole too, and rows too few to fill the
+device, which rows mode cuts in pieces), every ``store_bytes`` choice of ``rows`` mode, and ``flat`` mode, is
 checked bit for bit against eager and timed against it (:mod:`bench.gpu.knob_sweep`). Prints a
 table and writes ``gather_stores.json``.
 
@@ -44,12 +45,17 @@ def cases(device: str = "cuda") -> list[Case]:
         ("cat dim 0 bf16", aten.cat.default, [[h, h[:1024]], 0], {}),
         ("upsample nearest x2 bf16", aten.upsample_nearest2d.vec,
          [torch.randn(1, 512, 128, 256, device=device, dtype=bf16), None, [2.0, 2.0]], {}),
+        # rows fewer than a wave of blocks: each row cut in pieces (an MoE's expert ids, a sampler's logits)
+        ("and int64 [4096]", aten.__and__.Scalar, [ids[0, :1024].repeat(4), 3], {}),
+        ("gt bf16 [8, 151936] -> bool", aten.gt.Scalar,
+         [torch.randn(8, 151936, device=device, dtype=bf16), 0.0], {}),
     ]
 
 
 def store_widths(plan: Any, device: DeviceInfo) -> list[Knobs]:
-    """rows mode at each store width the plan allows."""
-    return [{"mode": "rows", "store_bytes": w} for w in plan.knob_space("cuda", device).choices.get("store_bytes", ())]
+    """rows mode at each store width the plan allows, then flat mode (an element per thread)."""
+    widths = plan.knob_space("cuda", device).choices.get("store_bytes", ())
+    return [*({"mode": "rows", "store_bytes": w} for w in widths), {"mode": "flat"}]
 
 
 if __name__ == "__main__":

@@ -202,6 +202,27 @@ def _load_cases() -> list[tuple[Any, list[Any]]]:
             (aten.repeat_interleave.self_int, [h[:8, :512].float(), 4, 1])]
 
 
+def _piece_cases() -> list[tuple[Any, list[Any]]]:
+    """Rows fewer than a wave of blocks, each cut in pieces, the last one short."""
+    return [(aten.__and__.Scalar, [torch.randint(-9, 9, (4100,)), 3]),
+            (aten.index.Tensor, [torch.randn(16, 10000, dtype=bf16), [torch.randint(0, 16, (3,))]]),
+            (aten.gt.Scalar, [torch.randn(2, 5000), 0.0])]
+
+
+def test_rows_fewer_than_a_wave_are_cut_in_pieces_of_whole_block_steps() -> None:
+    one_row = _cuda_plan(*_piece_cases()[0]).render("cuda", {"store_bytes": 16}, H200)
+    assert "kf_u < 9LL" in one_row and "kf_from = kf_u % 9LL * 512LL" in one_row  # 4100 int64: 9 steps of 256 x 2
+    assert "kf_c0 = kf_from + (int64_t)threadIdx.x * 2; kf_c0 < kf_to;" in one_row
+    assert "kf_gather<<<9, 256" in one_row
+    loads = _cuda_plan(*_piece_cases()[1]).render("cuda", {"store_bytes": 8}, H200)
+    assert "kf_u < 30LL" in loads and "const int64_t row = kf_u / 10LL" in loads and "kf_run.whole" in loads
+    single = _cuda_plan(*_piece_cases()[0]).render("cuda", {"store_bytes": 8}, H200)
+    assert "for (int64_t c = kf_from + threadIdx.x; c < kf_to; c += 256)" in single
+    many_rows = _cuda_plan(aten.__and__.Scalar, [torch.randint(-9, 9, (4096, 64)), 3]).render(
+        "cuda", {"mode": "rows"}, H200)
+    assert "kf_u" not in many_rows and "for (int64_t row = blockIdx.x; row < 4096LL;" in many_rows
+
+
 def test_rows_reading_adjacent_inputs_load_a_run_of_outputs_at_once() -> None:
     embedding = _cuda_plan(*_load_cases()[0]).render("cuda", {}, H200)
     assert "kf_run.whole = *reinterpret_cast<const uint2 *>(in0 + ((j) * 2048LL) + kf_c0);" in embedding
@@ -240,7 +261,7 @@ def test_rows_of_dense_aligned_outputs_are_written_a_run_of_outputs_per_store() 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 def test_every_store_width_compiles_for_sm90_without_warnings(tmp_path: Path) -> None:
     sources = {f"case{i}_{width}": _cuda_plan(op, args).render("cuda", {"store_bytes": width}, H200)
-               for i, (op, args) in enumerate(_store_cases() + _load_cases())
+               for i, (op, args) in enumerate(_store_cases() + _load_cases() + _piece_cases())
                for width in _cuda_plan(op, args).knob_space("cuda", H200).choices["store_bytes"]}
     rc, err = nvcc_object(cuda_bundle(sources), tmp_path / "stores.cu")
     assert rc == 0, err[-4000:]
@@ -249,7 +270,7 @@ def test_every_store_width_compiles_for_sm90_without_warnings(tmp_path: Path) ->
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="compares with eager's cuda kernels")
 def test_every_store_width_writes_eagers_result(tmp_path: Path) -> None:
-    runs = [(op, args, width) for op, args in _store_cases() + _load_cases()
+    runs = [(op, args, width) for op, args in _store_cases() + _load_cases() + _piece_cases()
             for width in _cuda_plan(op, args).knob_space("cuda", H200).choices["store_bytes"]]
 
     def build(run: tuple[Any, list[Any], int]) -> Any:

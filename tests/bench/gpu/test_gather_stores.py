@@ -1,4 +1,5 @@
-"""The store-width benchmark's cases are gathers that allow wide stores, their cards built whole."""
+"""The store-width benchmark's cases are gathers that allow wide stores, their cards built whole, each
+also timed in flat mode."""
 
 from __future__ import annotations
 
@@ -19,5 +20,5 @@ def test_every_case_is_a_gather_with_stores_wider_than_one_element() -> None:
         assert len(card.inputs) == len(encode_call(args, kwargs)[1]), name  # cat's list included
         plan = plan_for_card(on_cuda(card), "cuda")
         assert isinstance(plan, GatherPlan), name
-        widths = store_widths(plan, H100)
-        assert len(widths) > 1 and all(k["mode"] == "rows" for k in widths), name
+        *widths, flat = store_widths(plan, H100)
+        assert len(widths) > 1 and all(k["mode"] == "rows" for k in widths) and flat == {"mode": "flat"}, name

@@ -13,7 +13,15 @@ import torch
 from agent_service.offline.catalog import plan_for_card
 from agent_service.offline.scan.plan import ScanPlan
 from kforge_domain.device import DeviceInfo
-from tests.agent_service.agent_cards import NVCC, aten_card, cuda_bundle, nvcc_object, on_cuda
+from tests.agent_service.agent_cards import (
+    NVCC,
+    aten_card,
+    compile_cuda,
+    cuda_bundle,
+    nvcc_object,
+    on_cuda,
+    run_kernel,
+)
 
 aten = torch.ops.aten
 bf16, f16 = torch.bfloat16, torch.float16
@@ -46,12 +54,21 @@ def test_each_card_is_offered_the_modes_that_suit_its_runs() -> None:
     assert long_rows.choices["blocks_per_row"] == (66, 132, 33, 264)  # 2, 4, 1 and 8 blocks per SM
     assert long_rows.normalise({"mode": "block", "blocks_per_row": 33}) == {**long_rows.default(), "mode": "block"}
     assert _plan(aten.cumsum.default, [r(200_000), 0]).split_choices(H200) == (97,)  # chunks of 2048 at least
+    # few runs too short to split: one tile of the block covers the run, so tiles never wait on each other
+    threads = {length: _plan(aten.cumsum.default, [torch.randint(0, 9, (length,)), 0]).knob_space("cuda", H200)
+               .default()["threads_per_block"] for length in (1024, 2000, 4096, 12000)}
+    assert threads == {1024: 256, 2000: 512, 4096: 1024, 12000: 1024}
+    many_runs = _plan(aten.cumsum.default, [r(4096, 1000), -1]).knob_space("cuda", H200)
+    assert many_runs.default()["threads_per_block"] == 256
     ints = _plan(aten.cumsum.default, [torch.randint(0, 9, (64, 64)), 1]).knob_space("cuda", H200)
     assert ints.choices["accumulate"] == ("double",)
 
 
-def _sources() -> dict[str, str]:
-    cases: list[tuple[str, Any, list[Any], dict[str, Any], list[dict[str, Any]]]] = [
+Case = tuple[str, Any, list[Any], dict[str, Any], list[dict[str, Any]]]
+
+
+def _cases() -> list[Case]:
+    return [
         ("tokens_int64", aten.cumsum.default, [torch.randint(0, 9, (4096,)), 0], {},
          [{}, {"mode": "warp", "items_per_thread": 8}, {"threads_per_block": 512}]),
         ("mask_bool_outer", aten.cumsum.default, [r(2048, 8) > 0, 0], {}, [{}, {"mode": "warp"}]),
@@ -69,9 +86,13 @@ def _sources() -> dict[str, str]:
         ("zero_dim", aten.cumsum.default, [torch.tensor(2.5), 0], {}, [{}]),
         ("moe_offsets_float_counts_to_int32", aten.cumsum.default, [torch.randint(0, 64, (256,)).float(), 0],
          {"dtype": torch.int32}, [{}]),
+        ("two_rows_int64", aten.cumsum.default, [torch.randint(-9, 9, (2, 3000)), 1], {}, [{}]),
     ]
+
+
+def _sources() -> dict[str, str]:
     sources = {}
-    for name, op, args, kwargs, knob_sets in cases:
+    for name, op, args, kwargs, knob_sets in _cases():
         plan = _plan(op, args, kwargs)
         space = plan.knob_space("cuda", H200)
         for i, overrides in enumerate(knob_sets):
@@ -104,3 +125,19 @@ def test_one_kernel_compiles_alone_as_the_sandbox_builds_it(tmp_path: Path) -> N
     source = plan.render("cuda", plan.knob_space("cuda", H200).default(), H200)
     rc, err = nvcc_object(source, tmp_path / "alone.cu")
     assert rc == 0 and "warning" not in err, err
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="compares with eager's cuda scans")
+def test_every_mode_writes_eagers_scan(tmp_path: Path) -> None:
+    """Integer and bool scans bit for bit; float ones within a sum's rounding (eager adds in its own order)."""
+    sources = _sources()
+    for name, op, args, kwargs, knob_sets in _cases():
+        cuda_args = [a.cuda() if isinstance(a, torch.Tensor) else a for a in args]
+        expected = op(*cuda_args, **kwargs)
+        for i in range(len(knob_sets)):
+            got = torch.full_like(expected, 7)
+            assert run_kernel(compile_cuda(sources[f"{name}_{i}"], tmp_path), [cuda_args[0]], [got]) == 0, name
+            if expected.dtype.is_floating_point:
+                torch.testing.assert_close(got.double(), expected.double(), rtol=1e-2, atol=1e-2, msg=name)
+            else:
+                assert torch.equal(got, expected), name
