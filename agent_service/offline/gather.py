@@ -17,7 +17,10 @@ aligned output, knob ``store_bytes`` gives each thread a run of adjacent outputs
 outputs otherwise leave each warp's store 32 bytes wide. Where every branch reads its input along
 the row (:class:`RunRead`: an embedding's table row, a cat along an outer dim, a nearest upsampling
 by a whole factor), each run is one load as well, and the preamble (the row's index) runs once
-per row. argmax and argmin, whose
+per row; where only data picks the branch (a mask, a comparison's operand, an in-place op's own
+old values), each read along the row is loaded for the whole run before the run is computed
+(:class:`StagedRead`). Rows fewer than a wave of blocks are cut into pieces (:func:`row_piece`).
+argmax and argmin, whose
 elements each reduce a row of the input, also have a warp, a block or several blocks per element
 (:mod:`.arg_reduce`).
 """
@@ -119,6 +122,38 @@ class Branch:
                 run = RunRead(tensor, int(along[1]), offset(others, rest), tuple(rest), int(along[2] or 1))
                 return cls(condition, value, run)
         return cls(condition, value)
+
+
+#: A read of an input (``in<k>``) or of the output's own value (``out``, in place) at a C index.
+_READ = re.compile(r"\b(in\d+|out)\[([^\[\]]*)\]")
+_STRIDED_COORD = re.compile(r"\(o(\d+)\)(?: \* (\d+)LL)?")
+
+
+@dataclass(frozen=True)
+class StagedRead:
+    """A read ``<pointer>[base + (o<dim>)]`` written in a branch: along the row, adjacent outputs
+    read adjacent elements, so a rows-mode run loads them at once and each lane takes its own.
+    ``base`` is strided outer coordinates alone (``strides``, for alignment)."""
+
+    text: str
+    pointer: str
+    base: str
+    strides: tuple[int, ...]
+
+    @classmethod
+    def parse(cls, text: str, pointer: str, index: str, dim: int) -> StagedRead | None:
+        """The read ``text`` (``pointer[index]``) as a staged read along ``dim``, or None where its
+        index is anything but strided output coordinates, ``(o<dim>)`` among them with stride 1."""
+        terms, along = index.split(" + "), f"(o{dim})"
+        if terms.count(along) != 1:
+            return None
+        rest, strides = [t for t in terms if t != along], []
+        for term in rest:
+            coord = _STRIDED_COORD.fullmatch(term)
+            if coord is None or int(coord[1]) == dim:
+                return None
+            strides.append(int(coord[2] or 1))
+        return cls(text, pointer, " + ".join(rest) or "0", tuple(strides))
 
 
 def _run_load(read: RunRead, width: int, run: int) -> str:
@@ -335,6 +370,32 @@ static int kf_gather({params}) {{
                 return False
         return True
 
+    def _pointee(self, pointer: str) -> TensorSpec:
+        return self.outputs[0] if pointer == "out" else self.inputs[int(pointer.removeprefix("in"))]
+
+    def _staged_reads(self, run: int) -> list[StagedRead]:
+        """The reads a rows-mode thread loads for its whole run of ``run`` outputs before computing
+        them (:class:`StagedRead`): each aligned on every row and ``run`` elements a load width. Only
+        where nothing but data decides the branch (no preamble, no condition reading a coordinate,
+        as a pad's bounds or a cat's parts do), so that every read, loaded whether or not its branch
+        is taken, stays inside its tensor."""
+        walk = self._walk
+        if not walk or self.preamble or any(re.search(r"\bo\d+\b", _READ.sub("", b.condition))
+                                            for b in self.branches):
+            return []
+        staged: dict[str, StagedRead] = {}
+        for branch in self.branches:
+            for match in _READ.finditer(f"{branch.condition} {branch.value}"):
+                read = StagedRead.parse(match[0], match[1], match[2], walk[-1])
+                if read is None or read.text in staged:
+                    continue
+                spec = self._pointee(read.pointer)
+                size = DTYPE_BYTES[spec.dtype]
+                if spec.aligned16 and run * size in LOAD_TYPES and all(s * size % (run * size) == 0
+                                                                        for s in read.strides):
+                    staged[read.text] = read
+        return list(staged.values())
+
     def _row_loads(self, width: int, block: int, length: int, pieces: int) -> str:
         """A rows-mode block's walk along row ``row`` where runs are loaded whole (:meth:`_loads_runs`):
         the preamble once per row, then per run the branch that holds and one load, its elements
@@ -369,13 +430,21 @@ static int kf_gather({params}) {{
       out[{self._store(f'row * {length}LL + c')}] = v;
     }}
 """
+        element, loads = self._element("        "), []
+        for n, read in enumerate(self._staged_reads(run)):
+            spec = self._pointee(read.pointer)
+            word = LOAD_TYPES[run * DTYPE_BYTES[spec.dtype]]
+            element_type = "T" if read.pointer == "out" else c_type(spec.dtype)
+            loads.append(f"      union {{ {word} whole; {element_type} lane[{run}]; }} kf_s{n}; kf_s{n}.whole = "
+                         f"*reinterpret_cast<const {word} *>({read.pointer} + ({read.base}) + kf_c0);\n")
+            element = re.sub(rf"\b{re.escape(read.text)}", f"kf_s{n}.lane[kf_j]", element)
         return f"""    for ({_run_walk(run, block, length, pieces)}) {{
       union {{ {STORE_TYPES[width]} whole; T lane[{run}]; }} kf_pack;
-#pragma unroll
+{"".join(loads)}#pragma unroll
       for (int kf_j = 0; kf_j < {run}; ++kf_j) {{
         const int64_t c = kf_c0 + kf_j;
 {self._coords(self._walk[-1:], "c", "        ", outer=False)}
-{self._element("        ")}
+{element}
         kf_pack.lane[kf_j] = v;
       }}
       *reinterpret_cast<{STORE_TYPES[width]} *>(out + row * {length}LL + kf_c0) = kf_pack.whole;

@@ -223,6 +223,25 @@ def test_rows_fewer_than_a_wave_are_cut_in_pieces_of_whole_block_steps() -> None
     assert "kf_u" not in many_rows and "for (int64_t row = blockIdx.x; row < 4096LL;" in many_rows
 
 
+def test_reads_along_the_row_are_loaded_for_a_whole_run_where_only_data_picks_the_branch() -> None:
+    masked = _cuda_plan(*_store_cases()[1]).render("cuda", {"store_bytes": 8}, H200)
+    assert ("kf_s0.whole = *reinterpret_cast<const uint32_t *>(in1 + ((o0) * 2048LL) + kf_c0);" in masked
+            and "kf_s1.whole = *reinterpret_cast<const uint2 *>(in0 + ((o0) * 2048LL) + kf_c0);" in masked)
+    assert "if (kf_s0.lane[kf_j]) v = (uint16_t)0x0ULL;" in masked and "else v = kf_s1.lane[kf_j];" in masked
+    h = torch.randn(64, 2048, dtype=bf16)
+    in_place, _ = aten_card(aten.masked_fill_.Scalar, [h.clone(), h < -1.0, 0.0])
+    own = plan_for_card(on_cuda(in_place), "cuda").render("cuda", {"store_bytes": 8}, H200)
+    assert "*reinterpret_cast<const uint2 *>(out + ((o0) * 2048LL) + kf_c0);" in own  # self's old values, in place
+    assert "kf_s0" not in _cuda_plan(*_store_cases()[1]).render("cuda", {"store_bytes": 2}, H200)  # one per store
+    assert "kf_s0" not in _cuda_plan(*_store_cases()[0]).render("cuda", {"store_bytes": 16}, H200)  # 32 bytes of bf16
+    for pad in (_store_cases()[5], _store_cases()[3]):  # the condition reads the coordinate: the read may be outside
+        assert "kf_s0" not in _cuda_plan(*pad).render("cuda", {}, H200)
+    broadcast = _cuda_plan(aten.masked_fill.Scalar, [h, torch.rand(2048) < 0.5, 0.0]).render("cuda", {}, H200)
+    assert "*reinterpret_cast<const uint32_t *>(in1 + (0) + kf_c0);" in broadcast  # one mask row for every row
+    offset = _cuda_plan(aten.gt.Scalar, [torch.randn(64, 2049)[:, 1:], 0.0]).render("cuda", {"store_bytes": 4}, H200)
+    assert "kf_s0" not in offset  # a read at an offset is no strided coordinate
+
+
 def test_rows_reading_adjacent_inputs_load_a_run_of_outputs_at_once() -> None:
     embedding = _cuda_plan(*_load_cases()[0]).render("cuda", {}, H200)
     assert "kf_run.whole = *reinterpret_cast<const uint2 *>(in0 + ((j) * 2048LL) + kf_c0);" in embedding
@@ -287,6 +306,22 @@ def test_every_store_width_writes_eagers_result(tmp_path: Path) -> None:
         tensors = [t for a in cuda_args for t in (a if isinstance(a, list) else [a]) if isinstance(t, torch.Tensor)]
         assert run_kernel(library, tensors, [got]) == 0
         assert torch.equal(got, expected), (op, width)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="compares with eager's cuda kernels")
+def test_an_in_place_masked_fill_keeps_selfs_values_at_every_store_width(tmp_path: Path) -> None:
+    """The kernel reads self's old values from its output, pre-filled, a run at a time where it can."""
+    h = torch.randn(300, 2048, dtype=bf16)
+    for mask in (h < -1.0, torch.rand(2048) < 0.5):
+        card, _ = aten_card(aten.masked_fill_.Scalar, [h.clone(), mask, 0.0])
+        plan = plan_for_card(on_cuda(card), "cuda")
+        x, m = h.cuda(), mask.cuda()
+        expected = x.clone().masked_fill_(m, 0.0)
+        for width in plan.knob_space("cuda", H200).choices["store_bytes"]:
+            got = x.clone()
+            library = compile_cuda(plan.render("cuda", {"store_bytes": width}, H200), tmp_path)
+            assert run_kernel(library, [x, m], [got]) == 0
+            assert torch.equal(got, expected), width
 
 
 def test_argmax_and_argmin_take_eagers_index_for_ties_nans_and_signed_zeros(tmp_path: Path) -> None:
