@@ -49,6 +49,7 @@ def _integers_first(otherwise: PlanBuilder) -> PlanBuilder:
 #: named here.
 ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(ops_elementwise.UNARY, ops_elementwise.unary_plan),
+    **dict.fromkeys(ops_integer.CLAMPS, _integers_first(ops_elementwise.unary_plan)),
     **dict.fromkeys(ops_elementwise.BINARY, _integers_first(ops_elementwise.binary_plan)),
     **dict.fromkeys(("floor_divide", "remainder"), ops_integer.integer_plan),
     **dict.fromkeys(ops_inplace.INPLACE_UNARY, ops_inplace.inplace_unary_plan),
@@ -86,6 +87,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     # pad decomposes (CompositeImplicitAutograd) to constant_pad_nd: overridden at that key, as type_as is
     **dict.fromkeys(("pad", "constant_pad_nd"), ops_gather.pad_plan),
     "masked_fill": ops_gather.masked_fill_plan,
+    **dict.fromkeys(("triu", "tril"), ops_gather.triangle_plan),
     "where": ops_gather.where_plan,
     "gather": ops_gather.gather_plan,
     **dict.fromkeys(("argmax", "argmin"), ops_gather.arg_extreme_plan),

@@ -207,6 +207,28 @@ def pad_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
     return _plan(card, "gather_pad", branches)
 
 
+def triangle_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """triu and tril: the input where its column is on the kept side of ``diagonal`` in the last two
+    dims (``col - row >= diagonal`` for triu, ``<=`` for tril), zero elsewhere."""
+    x = tensor_argument(call, "self")
+    out = card.outputs[0]
+    rank = len(out.shape)
+    if rank < 2:
+        raise UnsupportedCard(f"{base} of {rank} dims raises in eager")
+    _same_dtype(card, [x], base)
+    diagonal = call.get("diagonal", 0)
+    if isinstance(diagonal, bool) or not isinstance(diagonal, int):
+        raise UnsupportedCard(f"{base} with diagonal={diagonal!r}")
+    kept = f"o{rank - 1} - o{rank - 2} {'>=' if base == 'triu' else '<='} {_c_int(diagonal)}"
+    return _plan(card, "gather_triangle", [Branch(kept, _read(card, x)), Branch("", fill_bits(0, out.dtype))])
+
+
+def _c_int(value: int) -> str:
+    """An int64 C literal of a Python int beyond which no index goes: a diagonal far outside the
+    matrix keeps or drops every element alike."""
+    return f"{max(-(2**62), min(2**62, value))}LL"
+
+
 # ---- masked_fill and where ---------------------------------------------------------------------
 
 

@@ -19,7 +19,7 @@ from agent_service.offline.gather import Branch, GatherPlan, fill_bits, offset
 from agent_service.offline.layout import broadcast_strides
 from agent_service.offline.ops_elementwise import BINARY, UNARY, binary_plan, unary_plan
 from agent_service.offline.ops_gather import masked_fill_plan
-from agent_service.offline.ops_integer import integer_plan, integer_result
+from agent_service.offline.ops_integer import CLAMPS, integer_plan, integer_result
 from kforge_domain.card import OperatorCard
 
 #: In-place op base name (``relu_``) -> its out-of-place formula's (``relu``); those aten has.
@@ -47,7 +47,12 @@ def _in_place(card: OperatorCard, call: dict[str, Any], plan: ElementwisePlan) -
     return replace(plan, family="elementwise_inplace", summary=f"in place: {plan.summary}", in_place=True)
 
 
-def inplace_unary_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ElementwisePlan:
+def inplace_unary_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ElementwisePlan | GatherPlan:
+    """The float formula in place, or an integer clamp (:mod:`agent_service.offline.ops_integer`)."""
+    if integer_result(card) and INPLACE_UNARY[base] in CLAMPS:
+        _self_is_the_output(card, call)
+        plan = integer_plan(card, INPLACE_UNARY[base], call, in_place=True)
+        return replace(plan, family="integer_arithmetic_inplace", summary=f"in place: {plan.summary}")
     return _in_place(card, call, unary_plan(card, INPLACE_UNARY[base], call))
 
 

@@ -1,6 +1,6 @@
 """Integer arithmetic the gather engine covers: add, sub, rsub, mul, floor division, remainder,
 division with a rounding mode, the bitwise ops, maximum and minimum, of integer tensors and Python ints,
-exact as eager's.
+and clamp by Python ints, exact as eager's.
 
 Eager computes in the operands' common dtype (``torch.result_type``) and wraps on overflow. The
 kernel computes in 64 bits, sums and products in ``uint64_t`` (C wraps only unsigned arithmetic),
@@ -85,6 +85,8 @@ def _divisor(base: str, other: TensorArg | bool | int | float, dtype: str) -> No
 def integer_plan(card: OperatorCard, base: str, call: dict[str, Any], *, in_place: bool = False) -> GatherPlan:
     """One integer op of two operands, the first a tensor, into the card's integer output; ``in_place``:
     ``self`` is the output (the kernel contract passes it pre-filled) and is read from there."""
+    if base in CLAMPS:
+        return integer_clamp_plan(card, base, call, in_place=in_place)
     if not integer_result(card):
         raise UnsupportedCard(f"{card.op} writes {[o.dtype for o in card.outputs]}; integer arithmetic "
                               f"writes one output of {', '.join(INTEGER_DTYPES)}")
@@ -106,5 +108,36 @@ def integer_plan(card: OperatorCard, base: str, call: dict[str, Any], *, in_plac
         values[scaled] = f"(int64_t)((uint64_t){values[scaled]} * (uint64_t){_literal(wrap_int(alpha, dtype))})"
     value = (f"([&]() -> int64_t {{ const int64_t a = {values[0]}, b = {values[1]}; int64_t r; "
              f"{_statement(base, call)} return r; }}())")
+    return GatherPlan(family="integer_arithmetic", summary=f"{card.op} to {out.shape} {out.dtype} stride {out.stride}",
+                      inputs=tuple(card.inputs), outputs=tuple(card.outputs), branches=(Branch("", f"(T)({value})"),))
+
+
+#: clamp's overloads by numbers and the bounds each takes
+CLAMPS = {"clamp": ("min", "max"), "clamp_min": ("min",), "clamp_max": ("max",)}
+
+
+def integer_clamp_plan(card: OperatorCard, base: str, call: dict[str, Any], *, in_place: bool = False) -> GatherPlan:
+    """clamp, clamp_min and clamp_max of an integer tensor by Python ints, into its own dtype:
+    ``min(max(x, lo), hi)``, so ``hi`` where ``lo > hi`` as in eager; a bound the dtype cannot hold
+    is refused, as eager raises on it; ``in_place``: ``self`` is the output, read from there."""
+    if not integer_result(card):
+        raise UnsupportedCard(f"{card.op} writes {[o.dtype for o in card.outputs]}, not one integer output")
+    x, out = operand(call, "self"), card.outputs[0]
+    if not isinstance(x, TensorArg) or x.spec.dtype != out.dtype:
+        raise UnsupportedCard(f"{card.op} of {getattr(x, 'spec', x)} into {out.dtype} converts; not templated")
+    bounds = {name: call.get(name) for name in CLAMPS[base]}
+    if all(v is None for v in bounds.values()):
+        raise UnsupportedCard(f"{card.op} without a bound raises in eager")
+    if any(isinstance(v, (bool, float, TensorArg)) or not isinstance(v, (int, type(None))) for v in bounds.values()):
+        raise UnsupportedCard(f"{card.op} by {bounds}: only Python int bounds are templated for integers")
+    if any(v is not None and wrap_int(v, out.dtype) != v for v in bounds.values()):
+        raise UnsupportedCard(f"{card.op} by {bounds}: a bound out of {out.dtype}'s range raises in eager")
+    a = (f"(int64_t)(out[{offset([f'o{d}' for d in range(len(out.shape))], out.stride)}])" if in_place
+         else f"(int64_t)({element_value(card, x)})")
+    steps = "".join(f" if (r {'<' if name == 'min' else '>'} b{name}) r = b{name};"
+                    for name, v in bounds.items() if v is not None)
+    consts = "".join(f" const int64_t b{name} = {_literal(v)};"
+                     for name, v in bounds.items() if v is not None)
+    value = f"([&]() -> int64_t {{{consts} int64_t r = {a};{steps} return r; }}())"
     return GatherPlan(family="integer_arithmetic", summary=f"{card.op} to {out.shape} {out.dtype} stride {out.stride}",
                       inputs=tuple(card.inputs), outputs=tuple(card.outputs), branches=(Branch("", f"(T)({value})"),))

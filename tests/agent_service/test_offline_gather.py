@@ -117,6 +117,23 @@ def test_where_converts_each_operand_to_the_result_dtype_as_eager(tmp_path: Path
         assert got.dtype == expected.dtype and torch.equal(got, expected), (op, got, expected)
 
 
+def _triangles() -> list[tuple[Any, list[Any]]]:
+    """triu and tril over batched, transposed, bool and half matrices, diagonals inside and far outside."""
+    return [(aten.triu.default, [torch.randn(3, 5, 7)]), (aten.tril.default, [torch.randn(5, 7), -2]),
+            (aten.triu.default, [torch.randn(4, 9).t(), 3]), (aten.tril.default, [torch.rand(6, 6) > 0.5, 100]),
+            (aten.triu.default, [torch.randn(6, 6).to(bf16), -100]), (aten.tril.default, [torch.randn(64, 512), 7])]
+
+
+def test_triu_and_tril_keep_eagers_side_of_the_diagonal(tmp_path: Path) -> None:
+    for op, args in _triangles():
+        card, (expected,) = aten_card(op, args)
+        plan = plan_for_card(card, "cpu")
+        assert plan.family == "gather_triangle"
+        got = torch.full_like(expected, 1)
+        assert run_kernel(compile_cpu(plan.render("cpu", {}, CPU), tmp_path), [args[0]], [got]) == 0
+        assert torch.equal(got, expected), (op, args[1:])
+
+
 def _tied_rows(rows: int, n: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
     """Rows of five distinct values, a few NaNs and signed zeros: the first index of the best decides."""
     gen = torch.Generator().manual_seed(seed)
@@ -206,7 +223,8 @@ def _piece_cases() -> list[tuple[Any, list[Any]]]:
     """Rows fewer than a wave of blocks, each cut in pieces, the last one short."""
     return [(aten.__and__.Scalar, [torch.randint(-9, 9, (4100,)), 3]),
             (aten.index.Tensor, [torch.randn(16, 10000, dtype=bf16), [torch.randint(0, 16, (3,))]]),
-            (aten.gt.Scalar, [torch.randn(2, 5000), 0.0])]
+            (aten.gt.Scalar, [torch.randn(2, 5000), 0.0]),
+            (aten.clamp.default, [torch.randint(-99, 99, (3, 4096)), -7, 30])]
 
 
 def test_rows_fewer_than_a_wave_are_cut_in_pieces_of_whole_block_steps() -> None:
@@ -280,7 +298,7 @@ def test_rows_of_dense_aligned_outputs_are_written_a_run_of_outputs_per_store() 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 def test_every_store_width_compiles_for_sm90_without_warnings(tmp_path: Path) -> None:
     sources = {f"case{i}_{width}": _cuda_plan(op, args).render("cuda", {"store_bytes": width}, H200)
-               for i, (op, args) in enumerate(_store_cases() + _load_cases() + _piece_cases())
+               for i, (op, args) in enumerate(_store_cases() + _load_cases() + _piece_cases() + _triangles())
                for width in _cuda_plan(op, args).knob_space("cuda", H200).choices["store_bytes"]}
     rc, err = nvcc_object(cuda_bundle(sources), tmp_path / "stores.cu")
     assert rc == 0, err[-4000:]
@@ -289,7 +307,7 @@ def test_every_store_width_compiles_for_sm90_without_warnings(tmp_path: Path) ->
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="compares with eager's cuda kernels")
 def test_every_store_width_writes_eagers_result(tmp_path: Path) -> None:
-    runs = [(op, args, width) for op, args in _store_cases() + _load_cases() + _piece_cases()
+    runs = [(op, args, width) for op, args in _store_cases() + _load_cases() + _piece_cases() + _triangles()
             for width in _cuda_plan(op, args).knob_space("cuda", H200).choices["store_bytes"]]
 
     def build(run: tuple[Any, list[Any], int]) -> Any:

@@ -51,6 +51,11 @@ CASES: dict[str, Callable[[], tuple[Any, list[Any], dict[str, Any]]]] = {
     "or_uint8_by_300_wraps": lambda: (aten.__or__.Scalar, [ints(u8), 300], {}),
     "bitwise_not_int8": lambda: (aten.bitwise_not.default, [ints(i8)], {}),
     "maximum_int32_by_int64_row": lambda: (aten.maximum.default, [ints(i32, 2).view(4, 5), ints(i64)[:5]], {}),
+    "clamp_int64": lambda: (aten.clamp.default, [ints(i64, 40), -7, 300], {}),
+    "clamp_int64_min_above_max_gives_max": lambda: (aten.clamp.default, [ints(i64), 9, 2], {}),
+    "clamp_int32_max_only_transposed": lambda: (aten.clamp.default, [ints(i32, 2).view(4, 5).t(), None, 8], {}),
+    "clamp_min_int8": lambda: (aten.clamp_min.default, [ints(i8), -100], {}),
+    "clamp_max_uint8": lambda: (aten.clamp_max.default, [ints(u8), 100], {}),
 }
 
 
@@ -116,6 +121,24 @@ def test_an_in_place_integer_sum_reads_self_from_the_output(build_dir: Path) -> 
     target = a.clone()
     assert run_kernel(lib, [torch.full_like(a, 77), b], [target]) == 0  # self's input pointer is never read
     assert torch.equal(target, a.add(b, alpha=3))
+
+
+def test_an_in_place_integer_clamp_reads_self_from_the_output(build_dir: Path) -> None:
+    a = ints(i64, 20)
+    card, _ = aten_card(aten.clamp_.default, [a.clone(), -8, 127])
+    plan = plan_for_card(card, "cpu")
+    assert plan.family == "integer_arithmetic_inplace"
+    target = a.clone()
+    assert run_kernel(compile_cpu(plan.render("cpu", {}, CPU), build_dir), [torch.full_like(a, 77)], [target]) == 0
+    assert torch.equal(target, a.clamp(-8, 127))
+    assert "Python int bounds" in _refusal(aten.clamp.Tensor, [ints(i64), torch.tensor(3), None])
+    assert "float dtype" in _refusal(aten.clamp.default, [ints(i64), None, 2.5])  # a float bound makes a float
+    card, _ = aten_card(aten.clamp_max.default, [ints(i8), 100])  # eager raises on 1000: no call captures it
+    template = {**card.template, "args": [card.template["args"][0], 1000]}
+    with pytest.raises(UnsupportedCard, match="out of int8's range"):
+        plan_for_card(card.model_copy(update={"key": {**card.key, "template": template}}), "cpu")
+    assert plan_for_card(aten_card(aten.clamp.default, [torch.randn(8), -1.0, 1.0])[0], "cpu").family == \
+        "elementwise_unary"
 
 
 CONVERSIONS = {

@@ -1,11 +1,16 @@
 """The element types of a scan: how each dtype is stored, converted to the output's and accumulated.
 
 Eager's cumsum and cumprod convert the input to the output dtype first (``self.to(result dtype)``),
-then accumulate in ``at::acc_type`` of the output dtype and convert each running value back. On
-cpu that accumulator is double for float32 and float64, float for float16 and bfloat16, int64
-for every integer; on cuda float for float32, float16 and bfloat16. Integers accumulate here in
-``unsigned long long``: it wraps as eager's int64 does in practice, without C's undefined signed
-overflow, and the low bits of the result are the same.
+then accumulate. On cpu the running value is ``at::acc_type`` of the output dtype: double for
+float32 and float64, float for float16 and bfloat16, int64 for every integer. On cuda it is the
+output dtype itself (CumsumKernel.cu and CumprodKernel.cu scan with ``std::plus<scalar_t>`` and
+``std::multiplies<scalar_t>``): a float16 or bfloat16 sum is rounded to its dtype after every
+step (precision ``"native"``), and over a long run it drifts from the exact sum by far more than
+the dtype's tolerance, so a kernel that keeps a wider running value is refused by the check
+against eager. Where eager's scan walks each run in order (over an outer or middle dim, a thread
+per run) a native kernel in thread mode is eager's result bit for bit. Integers accumulate here
+in ``unsigned long long``: it wraps as eager's int64 does in practice, without C's undefined
+signed overflow, and the low bits of the result are the same.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ FLOATS = ("float32", "float16", "bfloat16", "float64")
 INTEGERS = ("int64", "int32", "int8", "uint8")
 HALVES = ("float16", "bfloat16")
 INTEGER_ACCUMULATOR = "unsigned long long"
+NATIVE = "native"  # a half's running value rounded to the half after every step, as eager's cuda scan
 def storage_type(dtype: str, backend: str) -> str:
     """The C type one element of ``dtype`` is stored as; :class:`UnsupportedCard` for a dtype not scanned."""
     try:
@@ -50,12 +56,21 @@ def eager_cpu_precision(target: str) -> str:
 
 
 def accumulator(target: str, precision: str) -> str:
-    """The C type the running value of a ``target`` scan is kept in (``precision`` for float32 and halves)."""
+    """The C type the running value of a ``target`` scan is kept in (``precision`` for float32 and
+    halves; ``"native"``, a half rounded after every step, is kept in a float between steps)."""
     if target in INTEGERS:
         return INTEGER_ACCUMULATOR
     if target == "float64":
         return "double"
-    return precision
+    return "float" if precision == NATIVE else precision
+
+
+def combine(op: str, target: str, precision: str, backend: str) -> str:
+    """C expression of one scan step ``op`` (over running value ``a`` and element ``b``), rounded to
+    ``target`` after the step where ``precision`` is ``"native"``, as eager's cuda scan of a half."""
+    if precision == NATIVE and target in HALVES:
+        return f"kf_to_f32(kf_from_f32<{storage_type(target, backend)}>({op}))"
+    return op
 
 
 def load(value: str, source: str, target: str, backend: str, acc: str) -> str:

@@ -127,7 +127,7 @@ class ScanPlan:
                 f"typedef {acc} TA;\n"
                 f"{fn} TA kf_load(TI v) {{ return {elements.load('v', source, target, backend, 'TA')}; }}\n"
                 f"{fn} TO kf_store(TA v) {{ return {elements.store('v', target, backend)}; }}\n"
-                f"{fn} TA kf_op(TA a, TA b) {{ return {op}; }}\n"
+                f"{fn} TA kf_op(TA a, TA b) {{ return {elements.combine(op, target, precision, backend)}; }}\n"
                 f"{fn} int64_t kf_xrow(int64_t r) {{ (void)r; return {self.row_offset_c('r', 'x')}; }}\n"
                 f"{fn} int64_t kf_yrow(int64_t r) {{ (void)r; return {self.row_offset_c('r', 'y')}; }}\n")
 
@@ -151,7 +151,10 @@ class ScanPlan:
                               "column_block": (64, 16, 256)},
                              only_in={"column_block": ("columns",)})
         splits = self.split_choices(device)
-        precisions = ("double", "float") if self.target.dtype in ("float32", *elements.HALVES) else ("double",)
+        if self.target.dtype in elements.HALVES:
+            precisions: tuple[str, ...] = (elements.NATIVE, "double", "float")  # eager's own rounding first
+        else:
+            precisions = ("double", "float") if self.target.dtype == "float32" else ("double",)
         choices: dict[str, tuple[Any, ...]] = {
             "mode": (("split",) if splits else ()) + self._cuda_modes(device),
             "threads_per_block": self._threads_choices(device),
