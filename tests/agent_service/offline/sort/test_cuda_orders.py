@@ -146,6 +146,16 @@ def test_the_replayed_orders_are_chosen_where_eager_takes_them() -> None:
     assert all(o == "cuda_topk" for name, o in orders.items() if name.startswith("topk"))
 
 
+def test_rows_fewer_than_the_sms_start_from_the_widest_block() -> None:
+    def threads(op: Any, args: list[Any], kwargs: dict[str, Any] | None = None) -> tuple[int, ...]:
+        return tuple(_plan(_cuda_card(op, args, kwargs)).knob_space("cuda", H200).choices["threads_per_block"])
+
+    one_row = torch.randint(0, 64, (4096,))
+    assert threads(aten.sort.stable, [one_row], {"stable": True}) == (1024, 512, 256, 128)
+    assert threads(aten.topk.default, [one_row, 64])[0] == 1024
+    assert threads(aten.sort.stable, [torch.randn(512, 1000)], {"stable": True})[0] == 256  # a row for every SM
+
+
 def test_float_sorts_whose_nan_order_is_the_releases_are_refused_with_the_reason() -> None:
     refused = [(op, args) for name, op, args in _cases() if _release_dependent(name)]
     assert len(refused) == 18
