@@ -115,7 +115,7 @@ def test_cuda_sorts_longer_than_a_warp_are_stable_and_place_nan_as_eager_does() 
     assert long.nan_order == "bits"  # cub's radix sort: a NaN with its sign bit set before -inf
     assert _plan(aten.sort.stable, [torch.randn(8, 129)], {"stable": True}).nan_order == "comparator"  # cpu
     halves = _plan(aten.sort.stable, [torch.randn(2, 8192).half()], {"stable": True}, backend="cuda")
-    assert halves.padded == 8192 and halves.knob_space("cuda", H200).choices["threads_per_block"][0] == 256
+    assert halves.padded == 8192 and halves.knob_space("cuda", H200).choices["threads_per_block"][0] == 1024  # 2 rows
     topk = _plan(aten.topk.default, [ints(4, 500), 33], backend="cuda")
     assert (topk.k, topk.descending, topk.order) == (33, True, "stable")
     assert _plan(aten.topk.default, [ints(4, 500), 3]).order == "cpu_topk"
