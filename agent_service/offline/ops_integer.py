@@ -99,15 +99,26 @@ def integer_plan(card: OperatorCard, base: str, call: dict[str, Any], *, in_plac
     _divisor(base, b, dtype)
     values = [_as_int64(card, a, dtype), _as_int64(card, b, dtype)]
     if in_place:
-        values[0] = f"(int64_t)(out[{offset([f'o{d}' for d in range(len(out.shape))], out.stride)}])"
+        values[0] = _own_value(card)
     alpha = call.get("alpha", 1)
     if alpha is not None and alpha != 1:
         if base not in ("add", "sub", "rsub") or isinstance(alpha, (bool, float)) or not isinstance(alpha, int):
             raise UnsupportedCard(f"{card.op} with alpha={alpha!r} is not templated")
         scaled = 0 if base == "rsub" else 1  # rsub is other - alpha * self
         values[scaled] = f"(int64_t)((uint64_t){values[scaled]} * (uint64_t){_literal(wrap_int(alpha, dtype))})"
-    value = (f"([&]() -> int64_t {{ const int64_t a = {values[0]}, b = {values[1]}; int64_t r; "
-             f"{_statement(base, call)} return r; }}())")
+    return _integer_gather(card, f"([&]() -> int64_t {{ const int64_t a = {values[0]}, b = {values[1]}; "
+                                 f"int64_t r; {_statement(base, call)} return r; }}())")
+
+
+def _own_value(card: OperatorCard) -> str:
+    """The output's own element, as an int64: an in-place op's ``self``, pre-filled in the output."""
+    out = card.outputs[0]
+    return f"(int64_t)(out[{offset([f'o{d}' for d in range(len(out.shape))], out.stride)}])"
+
+
+def _integer_gather(card: OperatorCard, value: str) -> GatherPlan:
+    """Every output element the int64 C expression ``value``, cast to the output's type."""
+    out = card.outputs[0]
     return GatherPlan(family="integer_arithmetic", summary=f"{card.op} to {out.shape} {out.dtype} stride {out.stride}",
                       inputs=tuple(card.inputs), outputs=tuple(card.outputs), branches=(Branch("", f"(T)({value})"),))
 
@@ -126,18 +137,14 @@ def integer_clamp_plan(card: OperatorCard, base: str, call: dict[str, Any], *, i
     if not isinstance(x, TensorArg) or x.spec.dtype != out.dtype:
         raise UnsupportedCard(f"{card.op} of {getattr(x, 'spec', x)} into {out.dtype} converts; not templated")
     bounds = {name: call.get(name) for name in CLAMPS[base]}
-    if all(v is None for v in bounds.values()):
+    given = {name: v for name, v in bounds.items() if v is not None}
+    if not given:
         raise UnsupportedCard(f"{card.op} without a bound raises in eager")
-    if any(isinstance(v, (bool, float, TensorArg)) or not isinstance(v, (int, type(None))) for v in bounds.values()):
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in given.values()):
         raise UnsupportedCard(f"{card.op} by {bounds}: only Python int bounds are templated for integers")
-    if any(v is not None and wrap_int(v, out.dtype) != v for v in bounds.values()):
+    if any(wrap_int(v, out.dtype) != v for v in given.values()):
         raise UnsupportedCard(f"{card.op} by {bounds}: a bound out of {out.dtype}'s range raises in eager")
-    a = (f"(int64_t)(out[{offset([f'o{d}' for d in range(len(out.shape))], out.stride)}])" if in_place
-         else f"(int64_t)({element_value(card, x)})")
-    steps = "".join(f" if (r {'<' if name == 'min' else '>'} b{name}) r = b{name};"
-                    for name, v in bounds.items() if v is not None)
-    consts = "".join(f" const int64_t b{name} = {_literal(v)};"
-                     for name, v in bounds.items() if v is not None)
-    value = f"([&]() -> int64_t {{{consts} int64_t r = {a};{steps} return r; }}())"
-    return GatherPlan(family="integer_arithmetic", summary=f"{card.op} to {out.shape} {out.dtype} stride {out.stride}",
-                      inputs=tuple(card.inputs), outputs=tuple(card.outputs), branches=(Branch("", f"(T)({value})"),))
+    a = _own_value(card) if in_place else f"(int64_t)({element_value(card, x)})"
+    consts = "".join(f" const int64_t b{name} = {_literal(v)};" for name, v in given.items())
+    steps = "".join(f" if (r {'<' if name == 'min' else '>'} b{name}) r = b{name};" for name in given)
+    return _integer_gather(card, f"([&]() -> int64_t {{{consts} int64_t r = {a};{steps} return r; }}())")

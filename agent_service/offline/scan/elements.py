@@ -5,10 +5,10 @@ then accumulate. On cpu the running value is ``at::acc_type`` of the output dtyp
 float32 and float64, float for float16 and bfloat16, int64 for every integer. On cuda it is the
 output dtype itself (CumsumKernel.cu and CumprodKernel.cu scan with ``std::plus<scalar_t>`` and
 ``std::multiplies<scalar_t>``): a float16 or bfloat16 sum is rounded to its dtype after every
-step (precision ``"native"``), and over a long run it drifts from the exact sum by far more than
-the dtype's tolerance, so a kernel that keeps a wider running value is refused by the check
-against eager. Where eager's scan walks each run in order (over an outer or middle dim, a thread
-per run) a native kernel in thread mode is eager's result bit for bit. Integers accumulate here
+step (precision ``"native"``). Over a long run that drifts from the exact sum, and a kernel that
+keeps a wider running value departs from eager by as much (a bf16 cumsum over 2048 steps, by more
+than 1e-2 relative on the H100). Where eager's scan walks each run in order (over an outer or
+middle dim, a thread per run) a native kernel in thread mode is eager's result bit for bit. Integers accumulate here
 in ``unsigned long long``: it wraps as eager's int64 does in practice, without C's undefined
 signed overflow, and the low bits of the result are the same.
 """
@@ -23,6 +23,8 @@ INTEGERS = ("int64", "int32", "int8", "uint8")
 HALVES = ("float16", "bfloat16")
 INTEGER_ACCUMULATOR = "unsigned long long"
 NATIVE = "native"  # a half's running value rounded to the half after every step, as eager's cuda scan
+
+
 def storage_type(dtype: str, backend: str) -> str:
     """The C type one element of ``dtype`` is stored as; :class:`UnsupportedCard` for a dtype not scanned."""
     try:
