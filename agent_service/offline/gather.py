@@ -375,6 +375,10 @@ static int kf_gather({params}) {{
                 return False
         return True
 
+    def _run(self, width: int) -> int:
+        """Outputs in a rows-mode thread's run of ``width`` bytes."""
+        return width // DTYPE_BYTES[self.outputs[0].dtype]
+
     def _pointee(self, pointer: str) -> TensorSpec:
         return self.outputs[0] if pointer == "out" else self.inputs[int(pointer.removeprefix("in"))]
 
@@ -405,7 +409,7 @@ static int kf_gather({params}) {{
         """A rows-mode block's walk along row ``row`` where runs are loaded whole (:meth:`_loads_runs`):
         the preamble once per row, then per run the branch that holds and one load, its elements
         spread over the run where each is repeated."""
-        run = width // DTYPE_BYTES[self.outputs[0].dtype]
+        run = self._run(width)
         lines = [f"    {line}" for line in self.preamble.splitlines()]
         lines.append(f"    for ({_run_walk(run, block, length, pieces)}) {{")
         lines.append(f"      union {{ {STORE_TYPES[width]} whole; T lane[{run}]; }} kf_run;")
@@ -424,7 +428,7 @@ static int kf_gather({params}) {{
         """A rows-mode block's walk along its row ``row`` (or its piece of it, where the row is cut in
         ``pieces``): one element per store, or a thread's run of adjacent outputs packed into one
         ``width``-byte store (loaded as one too where it can be)."""
-        run = width // DTYPE_BYTES[self.outputs[0].dtype]
+        run = self._run(width)
         if run > 1 and self._loads_runs(width):
             return self._row_loads(width, block, length, pieces)
         if run == 1:
@@ -466,8 +470,7 @@ static int kf_gather({params}) {{
             return self._cuda_launch(define + reduction.source, reduction.launch, reduction.workspace)
         if knobs["mode"] == "rows":
             rows, width = total // length, int(knobs["store_bytes"])
-            piece = row_piece(rows, length, block * (width // DTYPE_BYTES[self.outputs[0].dtype]),
-                              cuda_grid_limit(device, block))
+            piece = row_piece(rows, length, block * self._run(width), cuda_grid_limit(device, block))
             pieces = cxx.ceil_div(length, piece)
             grid = cuda_grid(device, block, int(knobs["waves"]), rows * pieces)
             kernel = f"""{define}__global__ void __launch_bounds__({block}) kf_gather({params}) {{
