@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from capture_service.program_graph import program_graph
-from forge_service.inductor_fusion import fused_by_inductor, is_pointwise
+from forge_service.inductor_fusion import fused_by_inductor, is_pointwise, is_whole_forward
 from forge_service.packaging import Pruning, _leave_pointwise_to_inductor, kernel_key
 from packager.format import build_cast
 from tests.packager.conftest import MODEL, RELU, SOFTMAX, compile_kernel, entry, relu_card, softmax_card
@@ -32,12 +32,12 @@ class RowNorm(torch.nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
 
 
-def _module_card(module: torch.nn.Module) -> dict[str, object]:
+def _module_card(module: torch.nn.Module, path: str = "block") -> dict[str, object]:
     x = torch.randn(4, 8)
     program = torch.export.export(module, (x,))
     graph = program_graph(program, {"args": [{"tensor": 0}], "kwargs": {}})
     assert graph is not None
-    return {"kind": "module", "op": type(module).__qualname__, "module_graph": graph}
+    return {"kind": "module", "op": type(module).__qualname__, "module_graph": graph, "module_paths": [path]}
 
 
 def test_a_module_card_is_pointwise_work_only_when_its_whole_forward_is() -> None:
@@ -46,6 +46,17 @@ def test_a_module_card_is_pointwise_work_only_when_its_whole_forward_is() -> Non
     assert not fused_by_inductor({"kind": "module", "op": "Opaque", "module_graph": None})  # nothing described
     assert fused_by_inductor({"kind": "aten", "op": "aten::relu.default"})
     assert not fused_by_inductor({"kind": "aten", "op": "aten::_softmax.default"})
+
+
+def test_the_model_s_own_forward_is_left_to_the_measurement_even_when_pointwise() -> None:
+    # the root module's card is the whole compiled graph: no kernel around it for inductor to fuse into
+    assert not fused_by_inductor(_module_card(Swish(), path=""))
+    assert is_whole_forward(_module_card(Swish(), path=""))
+    assert not is_whole_forward(_module_card(Swish(), path="blocks.0.act"))
+    # a module class used both as the model and inside it keeps the fusion rule
+    both = {**_module_card(Swish(), path=""), "module_paths": ["", "inner"]}
+    assert fused_by_inductor(both) and not is_whole_forward(both)
+    assert not is_whole_forward({"kind": "aten", "op": "aten::relu.default", "module_paths": [""]})
 
 
 def test_pointwise_kernels_leave_compiled_modes_only_and_do_not_count_as_measured_prunings(tmp_path: Path) -> None:
