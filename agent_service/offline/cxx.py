@@ -152,6 +152,30 @@ static inline float kf_erff(float x) {
   float y = a < 0.5f ? near : far;
   return x < 0.0f ? -y : y;
 }
+/* log without a library call, vectorising like kf_expf: x = 2^e * m with m in [sqrt(1/2), sqrt(2)),
+   log(m) = 2 atanh(s) for s = (m - 1) / (m + 1), |s| < 0.172, whose odd series to s^9 is exact to
+   float precision; e ln 2 in two parts. Subnormals are scaled into the normal range first. */
+static inline float kf_logf(float x) {
+  float tiny = x < 1.17549435e-38f ? 1.0f : 0.0f;
+  uint32_t u = kf_f32_bits(x * (tiny * 8388607.0f + 1.0f)) + (0x3f800000u - 0x3f3504f3u);
+  float e = (float)((int32_t)(u >> 23) - 127) - tiny * 23.0f;
+  float f = kf_bits_f32((u & 0x007fffffu) + 0x3f3504f3u) - 1.0f;
+  float s = f / (2.0f + f), z = s * s;
+  float p = z * (0.6666666666f + z * (0.4f + z * (0.2857142857f + z * 0.2222222222f)));
+  float y = e * 0.693359375f + (e * -2.12194440e-4f + (f - s * (f - p)));
+  y = x == 0.0f ? -INFINITY : y;
+  y = x < 0.0f ? NAN : y;
+  y = x == INFINITY ? x : y;  /* selects one by one: a short-circuit || here keeps g++ from vectorising */
+  return x != x ? x : y;
+}
+/* log(1 + x) as log(u) * x / (u - 1) for u = 1 + x rounded, which cancels the rounding of u
+   (Goldberg), so small x keeps its precision: vectorising like kf_logf. */
+static inline float kf_log1pf(float x) {
+  float u = 1.0f + x, d = u - 1.0f;
+  float y = d == 0.0f ? x : kf_logf(u) * (x / (d == 0.0f ? 1.0f : d));
+  y = x == INFINITY ? x : y;
+  return x != x ? x : y;
+}
 static int kf_check(const kf_tensor *t, int32_t ndim, const int64_t *shape, const int64_t *stride, int32_t dtype) {
   if (t->ndim != ndim || t->dtype != dtype) return 1;
   for (int32_t d = 0; d < ndim; ++d)

@@ -84,11 +84,11 @@ def _softplus(call: dict[str, Any]) -> str:
     """eager's formula: the input itself above ``threshold`` (in units of 1 / beta), log1p(exp) below."""
     beta, threshold = _num(call.get("beta", 1.0), "beta"), _num(call.get("threshold", 20.0), "threshold")
     scaled = "x0" if beta == 1.0 else f"x0 * {cfloat(beta)}"
-    below = "log1pf(KF_EXP(" + scaled + "))" + ("" if beta == 1.0 else f" / {cfloat(beta)}")
+    below = "KF_LOG1P(KF_EXP(" + scaled + "))" + ("" if beta == 1.0 else f" / {cfloat(beta)}")
     return f"({scaled}) > {cfloat(threshold)} ? x0 : {below}"
 
 
-# op base name -> (expression in x0, uses exp/tanh/erf)
+# op base name -> (expression in x0, uses exp/tanh/erf/log: fast_math picks their form)
 UNARY: dict[str, tuple[Callable[[dict[str, Any]], str], bool]] = {
     "relu": (lambda c: "x0 < 0.0f ? 0.0f : x0", False),
     "gelu": (_gelu, True),
@@ -101,7 +101,7 @@ UNARY: dict[str, tuple[Callable[[dict[str, Any]], str], bool]] = {
     "sqrt": (lambda c: "sqrtf(x0)", False),
     "rsqrt": (lambda c: "1.0f / sqrtf(x0)", False),
     "reciprocal": (lambda c: "1.0f / x0", False),
-    "log": (lambda c: "KF_LOG(x0)", False),
+    "log": (lambda c: "KF_LOG(x0)", True),
     "sin": (lambda c: "sinf(x0)", False),
     "cos": (lambda c: "cosf(x0)", False),
     "hardswish": (lambda c: "x0 * fminf(fmaxf(x0 + 3.0f, 0.0f), 6.0f) * (1.0f / 6.0f)", False),
@@ -113,13 +113,13 @@ UNARY: dict[str, tuple[Callable[[dict[str, Any]], str], bool]] = {
     "pow": (_pow, False),
     "elu": (_elu, True),
     "softplus": (_softplus, True),
-    "mish": (lambda c: "x0 * KF_TANH(log1pf(KF_EXP(x0)))", True),
+    "mish": (lambda c: "x0 * KF_TANH(KF_LOG1P(KF_EXP(x0)))", True),
     "clamp_min": (_clamp, False),
     "clamp_max": (_clamp, False),
     "threshold": (_threshold, False),
     "erf": (lambda c: "KF_ERF(x0)", True),
     "expm1": (lambda c: "expm1f(x0)", False),
-    "log1p": (lambda c: "log1pf(x0)", False),
+    "log1p": (lambda c: "KF_LOG1P(x0)", True),
     "log2": (lambda c: "log2f(x0)", False),
     "exp2": (lambda c: "exp2f(x0)", False),
     "tan": (lambda c: "tanf(x0)", False),

@@ -1,4 +1,4 @@
-"""The cpu templates' own exp and erf: accurate against double-precision libm, and vectorised by g++."""
+"""The cpu templates' own exp, erf, log and log1p: accurate against double-precision libm, and vectorised by g++."""
 
 from __future__ import annotations
 
@@ -25,6 +25,19 @@ int main() {
          kf_expf(88.72f) / exp((double)88.72f));
   printf("%g %g %g %d %d\n", kf_erff(INFINITY), kf_erff(-INFINITY), kf_erff(0.0f), isnan(kf_erff(NAN)),
          isnan(kf_expf(NAN)));
+  double log_rel = 0, log1p_rel = 0;
+  for (uint32_t bits = 1; bits < 0x7f800000u; bits += 997) {  /* subnormals to the top of the range */
+    float x = kf_bits_f32(bits);
+    double want = log((double)x), err = fabs(kf_logf(x) - want) / fmax(fabs(want), 1e-300);
+    log_rel = err > log_rel ? err : log_rel;
+  }
+  for (float x = -0.9999f; x < 1e30f; x += (x > -1e-3f && x < 1e-3f) ? 3e-8f : fabsf(x) * 1e-4f) {
+    double want = log1p((double)x), err = x == 0.0f ? 0 : fabs(kf_log1pf(x) - want) / fabs(want);
+    log1p_rel = err > log1p_rel ? err : log1p_rel;
+  }
+  printf("%g %g\n", log_rel, log1p_rel);
+  printf("%g %g %g %d %g %g %g %d %g\n", kf_logf(0.0f), kf_logf(-0.0f), kf_logf(INFINITY), isnan(kf_logf(-1.0f)),
+         kf_log1pf(-1.0f), kf_log1pf(INFINITY), kf_log1pf(1e-30f), isnan(kf_log1pf(-2.0f)), kf_logf(1.0f));
 }
 """
 
@@ -36,6 +49,10 @@ void exp_loop(const float *__restrict x, float *__restrict y, long n) {
 void erf_loop(const float *__restrict x, float *__restrict y, long n) {
 #pragma omp simd
   for (long i = 0; i < n; ++i) y[i] = kf_erff(x[i]);
+}
+void softplus_loop(const float *__restrict x, float *__restrict y, long n) {
+#pragma omp simd
+  for (long i = 0; i < n; ++i) y[i] = kf_log1pf(kf_expf(x[i]));
 }
 """
 
@@ -57,10 +74,13 @@ def test_exp_and_erf_match_double_precision_and_keep_special_values(tmp_path: Pa
     assert (at_minus_inf, at_inf, past_top, past_bottom) == (0.0, float("inf"), float("inf"), 0.0)
     assert abs(near_top - 1) < 2e-7  # exp(88.72) over libm's: the top of the range is not clamped short
     assert lines[2].split() == ["1", "-1", "0", "1", "1"]
+    log_rel, log1p_rel = map(float, lines[3].split())
+    assert log_rel < 2e-7 and log1p_rel < 3e-7, lines[3]  # within 2 ulp of float
+    assert lines[4].split() == ["-inf", "-inf", "inf", "1", "-inf", "inf", "1e-30", "1", "0"]
 
 
-def test_simd_loops_over_exp_and_erf_vectorise(tmp_path: Path) -> None:
+def test_simd_loops_over_exp_erf_and_log1p_of_exp_vectorise(tmp_path: Path) -> None:
     proc = _build(tmp_path, LOOPS, "loops.so", ["-shared", "-fPIC", "-fopt-info-vec-optimized"])
     lines = len(cxx.CPU_PRELUDE.splitlines())
     vectorised = {int(line.split(":")[1]) - lines for line in proc.stderr.splitlines() if "loop vectorized" in line}
-    assert {4, 8} <= vectorised, proc.stderr  # the two loops' lines within LOOPS
+    assert {4, 8, 12} <= vectorised, proc.stderr  # the three loops' lines within LOOPS
