@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from forge_service.clients import AgentClient, Proposal, SandboxPool
-from forge_service.kernel_cache import CachedKernel, KernelCache
+from forge_service.kernel_cache import CachedKernel, KernelCache, searcher_of
 from forge_service.parent_policy import DEFAULT_POLICY, pick_parents
 from forge_service.store import CandidateRow, RunStore, best_candidate
 from forge_service.tree_log import (
@@ -122,6 +122,9 @@ class CardSearch:
             in_flight.add(asyncio.create_task(self._finish(row)))
         for parent in unexpanded:
             in_flight.add(asyncio.create_task(self._expand(parent)))
+        if self._stale_cache_candidate() and len(self.store.candidates(self.card.id)) == 1 and self.settings.budget > 1:
+            # these templates' own first kernel, beside the cached one of other templates
+            in_flight.add(asyncio.create_task(self._expand(ROOT)))
         try:
             await self._search(in_flight)
         except BaseException:
@@ -184,7 +187,17 @@ class CardSearch:
             return False
         hit = self._cache_hit()
         result = self.store.result(rows[0].id)
-        return bool(hit and hit.completes_search_for(self.settings.proposer) and result is not None and result.passed)
+        return bool(hit and hit.completes_search_for(searcher_of(self.settings.proposer)) and result is not None
+                    and result.passed)
+
+    def _stale_cache_candidate(self) -> str | None:
+        """The id of this card's candidate taken from the cache, where another searcher (other
+        templates, another model) made it."""
+        rows = self.store.candidates(self.card.id)
+        if not rows or rows[0].proposer != "cache":
+            return None
+        hit = self._cache_hit()
+        return rows[0].id if hit is None or hit.proposer != searcher_of(self.settings.proposer) else None
 
     def _remember_best(self) -> None:
         best = best_candidate(self.store, self.card.id)
@@ -195,7 +208,7 @@ class CardSearch:
         self.cache.offer(CachedKernel(
             card_id=self.card.id, arch=self.device.arch, toolchain=self.device.toolchain, source=row.source or "",
             description=row.description, knobs=row.knobs, latency_us=result.latency_us, speedup=result.speedup or 0.0,
-            search_complete=True, run_id=self.settings.run_id, proposer=self.settings.proposer,
+            search_complete=True, run_id=self.settings.run_id, proposer=searcher_of(self.settings.proposer),
         ))
 
     def _should_stop(self, committed: int) -> bool:
@@ -302,8 +315,11 @@ class CardSearch:
         """What the agent is told for ``row``: its parent and the parent's lineage, the failed
         siblings (the last one's failure as feedback), every knob set already proposed."""
         results = self.store.results(self.card.id)
-        # in flight too, so parallel proposals differ
-        tried = tuple(o.knobs for o in self.store.candidates(self.card.id) if o.source and o.id != row.id)
+        # in flight too, so parallel proposals differ; a cached kernel of other templates leaves its knob
+        # set to propose again, rendered by these templates
+        stale = self._stale_cache_candidate()
+        tried = tuple(o.knobs for o in self.store.candidates(self.card.id)
+                      if o.source and o.id != row.id and o.id != stale)
         parent = None
         lineage: list[Revision] = []
         if row.parent_id:

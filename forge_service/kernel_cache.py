@@ -4,14 +4,20 @@ A card seen before starts from its best known kernel (re-verified like any candi
 earlier search of that card was complete and made by the same proposer, the card needs no further
 proposals at all. Another proposer (an LLM after the offline templates, or another model) searches
 on from the cached kernel: what one proposer exhausted says nothing of what another would find.
+The offline proposer is told apart by its templates' fingerprint, so templates mended or added
+since a card was searched search it again, from the cached kernel.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib.util
 import json
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +36,32 @@ COLUMNS = ("card_id, arch, toolchain, source, description, knobs_json, latency_u
            "updated_at, proposer")
 
 
+OFFLINE = "offline"
+OFFLINE_TEMPLATES = "agent_service.offline"
+
+
+def sources_fingerprint(folders: Sequence[str | Path]) -> str:
+    """A short digest of the Python sources under ``folders``: names and contents."""
+    digest = hashlib.sha256()
+    for folder in folders:
+        for path in sorted(Path(folder).rglob("*.py")):
+            digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def offline_templates_fingerprint() -> str:
+    """The offline proposer's templates' fingerprint (its package found without importing it)."""
+    spec = importlib.util.find_spec(OFFLINE_TEMPLATES)
+    return sources_fingerprint(list(spec.submodule_search_locations or []) if spec else [])
+
+
+def searcher_of(proposer: str) -> str:
+    """Who searched a card, as the cache records it: an LLM by its model name; the offline
+    proposer with its templates' fingerprint (the same knob set renders other code after a change)."""
+    return f"{OFFLINE}@{offline_templates_fingerprint()}" if proposer == OFFLINE else proposer
+
+
 @dataclass(frozen=True)
 class CachedKernel:
     card_id: str
@@ -42,7 +74,7 @@ class CachedKernel:
     speedup: float
     search_complete: bool
     run_id: str
-    proposer: str = ""  # who searched: "offline", or the LLM's model name; "" in caches older than the field
+    proposer: str = ""  # who searched (searcher_of): "offline@<fingerprint>" or the LLM's model name; "" in old caches
 
     def completes_search_for(self, proposer: str) -> bool:
         """Whether this kernel ends a search by ``proposer``: that proposer already searched the card to the end."""

@@ -3,7 +3,14 @@
 import sqlite3
 from pathlib import Path
 
-from forge_service.kernel_cache import CACHE_FILE, CachedKernel, KernelCache
+from forge_service.kernel_cache import (
+    CACHE_FILE,
+    CachedKernel,
+    KernelCache,
+    offline_templates_fingerprint,
+    searcher_of,
+    sources_fingerprint,
+)
 
 
 def _kernel(latency_us: float, proposer: str, complete: bool = True, source: str = "k") -> CachedKernel:
@@ -48,3 +55,17 @@ def test_a_cache_written_before_proposers_were_recorded_seeds_searches_without_e
     hit = cache.lookup("card", "sm_90", "nvcc 12")
     assert hit is not None and hit.source == "old" and hit.completes_search_for("offline")
     cache.close()
+
+
+def test_the_offline_searcher_is_named_by_its_templates_and_an_llm_by_its_model(tmp_path: Path) -> None:
+    assert searcher_of("openai/gpt-5") == "openai/gpt-5"
+    assert searcher_of("offline") == f"offline@{offline_templates_fingerprint()}"
+    assert len(offline_templates_fingerprint()) == 16 and offline_templates_fingerprint() != sources_fingerprint([])
+    (tmp_path / "family").mkdir()
+    (tmp_path / "family" / "render.py").write_text("EXPR = 'log1pf(x)'\n")
+    before = sources_fingerprint([tmp_path])
+    assert sources_fingerprint([tmp_path]) == before
+    (tmp_path / "family" / "render.py").write_text("EXPR = 'kf_log1pf(x)'\n")  # a mended template
+    assert sources_fingerprint([tmp_path]) != before
+    (tmp_path / "family" / "render.py").rename(tmp_path / "family" / "other.py")  # same text, another module
+    assert sources_fingerprint([tmp_path]) not in (before, sources_fingerprint([]))

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from capture_service.spec import load_model_spec
+from forge_service.kernel_cache import CACHE_FILE, searcher_of
 from forge_service.packaging import kernel_key
 from packager import load_cast
 from tests.terminal_tables import assert_fits, stacked, table_rows
@@ -110,10 +111,9 @@ def test_runs_and_report_read_the_store(first_run: tuple[Path, dict]) -> None:
     assert as_json.returncode == 0 and json.loads(as_json.stdout) == json.loads((run_dir / "report.json").read_text())
 
 
-def test_a_second_run_starts_from_the_kernel_cache_and_may_leave_torch_compile_out(
-        first_run: tuple[Path, dict]) -> None:
-    runs, out = first_run
-    assert out["report"]["end_to_end"]["compile_ms"] > 0
+def _again(out: dict, runs: Path) -> tuple[list[str], dict, sqlite3.Connection]:
+    """The first run's searched cards optimized again with the kernel cache under ``runs``: their
+    ids, the run's JSON and its store."""
     # The same cards again: which two carry the most eager time can flip between runs on a busy machine.
     searched = [c["card"]["id"] for c in out["cards"] if c["status"] == "done"]
     targets = [arg for card_id in searched for arg in ("--target-card", card_id)]
@@ -121,7 +121,14 @@ def test_a_second_run_starts_from_the_kernel_cache_and_may_leave_torch_compile_o
                   "--runs-dir", str(runs), "--no-compile-baseline", *targets)
     assert proc.returncode == 0, proc.stderr[-3000:]
     second = json.loads(proc.stdout)
-    db = sqlite3.connect(Path(second["run"]["run_dir"]) / "run.sqlite")
+    return searched, second, sqlite3.connect(Path(second["run"]["run_dir"]) / "run.sqlite")
+
+
+def test_a_second_run_starts_from_the_kernel_cache_and_may_leave_torch_compile_out(
+        first_run: tuple[Path, dict]) -> None:
+    runs, out = first_run
+    assert out["report"]["end_to_end"]["compile_ms"] > 0
+    searched, second, db = _again(out, runs)
     first_candidates = db.execute("SELECT card_id, proposer FROM candidates WHERE seq = 0").fetchall()
     assert sorted(card for card, _ in first_candidates) == sorted(searched)
     assert {p for _, p in first_candidates} == {"cache"}
@@ -129,6 +136,26 @@ def test_a_second_run_starts_from_the_kernel_cache_and_may_leave_torch_compile_o
     assert second["run"]["evaluations_done"] == len(first_candidates)
     e2e = second["report"]["end_to_end"]
     assert e2e["measured"] and e2e["eager_ms"] > 0 and e2e.get("compile_ms") is None, e2e
+
+
+def test_cards_searched_with_other_templates_are_searched_again_from_the_cached_kernel(
+        first_run: tuple[Path, dict], tmp_path: Path) -> None:
+    runs, out = first_run
+    cache = sqlite3.connect(tmp_path / CACHE_FILE)  # the first run's cache, as an older release left it
+    sqlite3.connect(runs / CACHE_FILE).backup(cache)
+    cache.execute("UPDATE kernels SET proposer = 'offline@0000000000000000'")
+    cache.commit()
+    cached = dict(cache.execute("SELECT card_id, knobs_json FROM kernels").fetchall())
+    cache.close()
+    searched, _, db = _again(out, tmp_path)
+    rows = db.execute("SELECT card_id, seq, proposer, knobs_json FROM candidates ORDER BY card_id, seq").fetchall()
+    for card_id in searched:
+        (first, *rest) = [(proposer, json.loads(knobs)) for c, _, proposer, knobs in rows if c == card_id]
+        assert first == ("cache", json.loads(cached[card_id]))
+        # the search goes on, and these templates render the cached kernel's knob set again first
+        assert [p for p, _ in rest] == ["offline"] and rest[0][1] == first[1], rows
+    cache = sqlite3.connect(tmp_path / CACHE_FILE)
+    assert {p for (p,) in cache.execute("SELECT proposer FROM kernels")} == {searcher_of("offline")}
 
 
 def test_an_unknown_model_fails_with_a_clear_message(tmp_path: Path) -> None:
