@@ -20,6 +20,7 @@ from agent_service.offline import (
     ops_rowwise,
     ops_scan,
     ops_sort,
+    ops_ternary,
 )
 from agent_service.offline.call import UnsupportedCard, bind_aten_call, split_op_name
 from agent_service.offline.fused import fused_plan
@@ -52,6 +53,8 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(ops_integer.CLAMPS, _integers_first(ops_elementwise.unary_plan)),
     **dict.fromkeys(ops_elementwise.BINARY, _integers_first(ops_elementwise.binary_plan)),
     **dict.fromkeys(("floor_divide", "remainder"), ops_integer.integer_plan),
+    **dict.fromkeys(("addcmul", "addcdiv", "lerp"), ops_ternary.ternary_plan),
+    "nan_to_num": ops_ternary.nan_to_num_plan,
     **dict.fromkeys(ops_inplace.INPLACE_UNARY, ops_inplace.inplace_unary_plan),
     **dict.fromkeys(ops_inplace.INPLACE_BINARY, ops_inplace.inplace_binary_plan),
     "masked_fill_": ops_inplace.inplace_masked_fill_plan,
@@ -65,6 +68,8 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     "sum": partial(ops_rowwise.reduction_plan, kind="sum"),
     "mean": partial(ops_rowwise.reduction_plan, kind="mean"),
     "amax": partial(ops_rowwise.reduction_plan, kind="amax"),
+    **dict.fromkeys(("var", "std", "var_mean", "std_mean"), ops_rowwise.variance_plan),
+    "linalg_vector_norm": ops_rowwise.vector_norm_plan,
     "_softmax": partial(ops_rowwise.softmax_plan, kind="softmax"),
     "softmax": partial(ops_rowwise.softmax_plan, kind="softmax"),
     "_log_softmax": partial(ops_rowwise.softmax_plan, kind="log_softmax"),

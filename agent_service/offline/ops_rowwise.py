@@ -135,6 +135,56 @@ def reduction_plan(card: OperatorCard, base: str, call: dict[str, Any], *, kind:
                    inputs=tuple(card.inputs), outputs=tuple(card.outputs))
 
 
+def variance_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan:
+    """var and std over adjacent dims, with eager's correction: family ``reduction``, row kind ``var``
+    or ``std``. var_mean and std_mean are refused: eager's mean of a row holding an infinity is
+    infinite or NaN by where the infinity sits (its Welford updates), which no other order repeats."""
+    if base.endswith("_mean"):
+        raise UnsupportedCard(f"{card.op}: eager's mean of a row with an infinity depends on its element order")
+    x = tensor_argument(call, "self")
+    dims = _dims(call.get("dim"), len(x.spec.shape))
+    outer, length, inner = dense_row_layout(x.spec, dims, kept_any_order=True)
+    correction = _correction(call)
+    if length - correction <= 0:
+        raise UnsupportedCard(f"{card.op}: a correction of {correction:g} leaves no divisor for rows of {length}")
+    if len(card.outputs) != 1:
+        raise UnsupportedCard(f"{card.op} returns {len(card.outputs)} tensors")
+    return RowPlan(family="reduction", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}",
+                   kind=base, x=x.index, rows=outer * inner, length=length, inner=inner,
+                   row_outputs={"value": 0}, correction=correction,
+                   row_order=storage_rows(x.spec, dims, card.outputs[0]),
+                   inputs=tuple(card.inputs), outputs=tuple(card.outputs))
+
+
+def _correction(call: dict[str, Any]) -> float:
+    """The divisor's correction of a var or std call: ``correction`` (default 1) or ``unbiased``."""
+    if "unbiased" in call:
+        return 1.0 if call["unbiased"] else 0.0
+    value = call.get("correction")
+    if value is None:
+        return 1.0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UnsupportedCard(f"correction {value!r} is not a number")
+    return float(value)
+
+
+def vector_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan:
+    """linalg_vector_norm of order 2 over adjacent dims, in the input's dtype: family ``reduction``."""
+    x = tensor_argument(call, "self")
+    if call.get("ord", 2) not in (2, 2.0) or isinstance(call.get("ord"), bool):
+        raise UnsupportedCard(f"vector norm of order {call.get('ord')!r}; order 2 is templated")
+    if call.get("dtype") is not None:
+        raise UnsupportedCard("vector norm computed in another dtype is not templated")
+    dims = _dims(call.get("dim"), len(x.spec.shape))
+    outer, length, inner = dense_row_layout(x.spec, dims, kept_any_order=True)
+    if len(card.outputs) != 1:
+        raise UnsupportedCard(f"{card.op} returns {len(card.outputs)} tensors")
+    return RowPlan(family="reduction", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}",
+                   kind="vector_norm", x=x.index, rows=outer * inner, length=length, inner=inner,
+                   row_outputs={"value": 0}, row_order=storage_rows(x.spec, dims, card.outputs[0]),
+                   inputs=tuple(card.inputs), outputs=tuple(card.outputs))
+
+
 def softmax_plan(card: OperatorCard, base: str, call: dict[str, Any], *, kind: str) -> RowPlan:
     """softmax or log-softmax (``kind``) over one dim: family ``softmax``."""
     x = tensor_argument(call, "self")

@@ -105,6 +105,18 @@ ATEN_CASES = [
     Case("to_copy_half", "elementwise_copy", lambda: (aten._to_copy.default, [r(4, 8, dtype=f16)]),
          kwargs={"dtype": torch.float32}),
     Case("add_same", "elementwise_binary", lambda: (aten.add.Tensor, [r(8, 32), r(8, 32)])),
+    Case("addcmul_broadcast", "elementwise_ternary", lambda: (aten.addcmul.default, [r(6, 20), r(6, 20), r(20)]),
+         kwargs={"value": 0.5}),
+    Case("addcdiv_bf16", "elementwise_ternary", lambda: (aten.addcdiv.default, [r(4, 33, dtype=bf16),
+                                                                                 r(4, 33, dtype=bf16),
+                                                                                 r(4, 33, dtype=bf16)]),
+         positive=(2,)),
+    Case("lerp_scalar", "elementwise_ternary", lambda: (aten.lerp.Scalar, [r(5, 30), r(5, 30), 0.75])),
+    Case("lerp_tensor_weight", "elementwise_ternary", lambda: (aten.lerp.Tensor, [r(5, 30), r(5, 30), r(5, 30)])),
+    Case("nan_to_num_bf16", "elementwise_unary", lambda: (aten.nan_to_num.default, [
+        torch.tensor([[float("nan"), float("inf"), -float("inf"), 1.5]] * 3, dtype=bf16)])),
+    Case("nan_to_num_given", "elementwise_unary", lambda: (aten.nan_to_num.default, [
+        torch.tensor([float("nan"), float("inf"), -float("inf"), -2.0] * 5), 1.0, 9.0, -9.0])),
     Case("add_row_broadcast_bf16", "elementwise_binary",
          lambda: (aten.add.Tensor, [r(4, 48, dtype=bf16), r(48, dtype=bf16)])),
     Case("sub_alpha", "elementwise_binary", lambda: (aten.sub.Tensor, [r(8, 8), r(8, 1)]), kwargs={"alpha": 0.5}),
@@ -121,6 +133,14 @@ ATEN_CASES = [
          lambda: (aten.sum.dim_IntList, [r(2, 3, 8, 8, dtype=bf16), [2, 3], True])),
     Case("mean_dim0_inner", "reduction", lambda: (aten.mean.dim, [r(30, 7), [0]])),
     Case("amax_last", "reduction", lambda: (aten.amax.default, [r(5, 77), [-1]])),
+    Case("var_last_unbiased", "reduction", lambda: (aten.var.dim, [r(6, 90) * 3 + 7, [-1]])),
+    Case("std_dim1_biased_bf16", "reduction", lambda: (aten.std.correction, [r(4, 30, 9, dtype=bf16), [1]]),
+         kwargs={"correction": 0, "keepdim": True}),
+    Case("var_spatial", "reduction", lambda: (aten.var.dim, [r(2, 5, 6, 7), [2, 3]])),
+    Case("std_all_correction_2", "reduction", lambda: (aten.std.correction, [r(5, 41)]), kwargs={"correction": 2}),
+    Case("vector_norm_last_f16", "reduction",
+         lambda: (aten.linalg_vector_norm.default, [r(7, 64, dtype=f16), 2, [-1]])),
+    Case("vector_norm_all", "reduction", lambda: (aten.linalg_vector_norm.default, [r(3, 50)])),
     Case("sum_all", "reduction", lambda: (aten.sum.default, [r(3, 41)])),
     Case("softmax_last", "softmax", lambda: (aten._softmax.default, [r(8, 100), -1, False])),
     Case("softmax_dim1_inner", "softmax", lambda: (aten.softmax.int, [r(2, 10, 6), 1])),
@@ -510,3 +530,23 @@ def test_rounding_signs_and_nan_bounds_are_eagers_exactly(build_dir: Path) -> No
         assert run_kernel(compile_cpu(source, build_dir), [x], [got]) == 0
         assert torch.equal(got.nan_to_num(123.0), expected.nan_to_num(123.0)), (op, got, expected)
         assert torch.equal(got.isnan(), expected.isnan()), (op, got, expected)
+
+
+def test_nan_and_infinities_are_replaced_or_kept_as_eager_does(build_dir: Path) -> None:
+    """nan_to_num's defaults are the dtype's own extremes; a variance of a row with a NaN or an infinity
+    is NaN (a clamp of the variance at zero must not hide it), a norm as in eager."""
+    special = [float("nan"), float("inf"), -float("inf"), -0.0, 2.5, 1e30]
+    rows = torch.tensor([special, [1.0, 2.0, float("nan"), 4.0, 5.0, 6.0], [1.0, float("inf"), 0.0, 1.0, 2.0, 3.0]])
+    cases = [(aten.nan_to_num.default, [torch.tensor(special * 2)]),
+             (aten.nan_to_num.default, [torch.tensor(special * 2, dtype=bf16)]),
+             (aten.nan_to_num.default, [torch.tensor(special * 2, dtype=f16), None, None, -1.0]),
+             (aten.var.dim, [rows, [-1]]), (aten.std.correction, [rows, [1]]),
+             (aten.linalg_vector_norm.default, [rows, 2, [-1]])]
+    for op, args in cases:
+        card, expected = aten_card(op, args)
+        source = propose_offline(ProposeRequest(card=card, device=CPU, backend="cpu")).source
+        got = [torch.full_like(e, 7.0) for e in expected]
+        assert run_kernel(compile_cpu(source, build_dir), [args[0]], got) == 0
+        for g, e in zip(got, expected, strict=True):
+            assert torch.equal(g.isnan(), e.isnan()), (op, g, e)
+            torch.testing.assert_close(g.nan_to_num(123.0), e.nan_to_num(123.0), rtol=1e-5, atol=0, msg=str(op))

@@ -231,6 +231,22 @@ BINARY_SPELLINGS = {
 }
 
 
+TERNARY_SPECS = [
+    OpSpec("addcmul", "elementwise_ternary", aten.addcmul.default, ("a", "b", "c"),
+           (X, replace(X, seed=1), replace(X, seed=2)),
+           ("torch.addcmul(a, b, c, value=0.5)", "torch.addcmul(a, b, c)", "a.addcmul(b, c, value=2)",
+            "torch.addcmul(a, b, c, value=0.5, out=out)", "a + 0.5 * b * c"),
+           (Slot(ELEMENTWISE_SHAPES), Slot(BROADCAST_SHAPES, numbers=True), Slot(BROADCAST_SHAPES))),
+    OpSpec("lerp_scalar", "elementwise_ternary", aten.lerp.Scalar, ("a", "b"), (X, replace(X, seed=1)),
+           ("torch.lerp(a, b, 0.75)", "torch.lerp(a, b, 0.25)", "a.lerp(b, 1.0)", "torch.lerp(a, b, 0.75, out=out)",
+            "torch.lerp(a, b, torch.tensor(0.75))"),
+           (Slot(ELEMENTWISE_SHAPES), Slot(BROADCAST_SHAPES))),
+    OpSpec("nan_to_num", "elementwise_unary", aten.nan_to_num.default, ("x",), (X,),
+           ("torch.nan_to_num(x)", "x.nan_to_num(0.0)", "torch.nan_to_num(x, nan=1.0, posinf=2.0)",
+            "torch.nan_to_num(x, out=out)", "x.nan_to_num_()"), (Slot(ELEMENTWISE_SHAPES),)),
+]
+
+
 def _binary(name: str, op: torch._ops.OpOverload, a: TensorRecipe, b: object, card_spelling: str) -> OpSpec:
     base = op._schema.name.removeprefix("aten::")
     others = tuple(s for s in BINARY_SPELLINGS[base] if s != card_spelling)
@@ -416,6 +432,18 @@ ROW_SPECS = [
     _rowwise("amax_last", "reduction", aten.amax.default, ("x",), (X,),
              ("x.amax(-1)", "torch.amax(x, dim=-1)", "x.amax((-1,))", "x.amax(-1, keepdim=True)", "x.amax()",
               "x.amax(0)", "torch.amax(x, -1, out=out)", "x.max(-1).values"), (ROW_SHAPES,)),
+    _rowwise("var_last", "reduction", aten.var.dim, ("x",), (X,),
+             ("x.var(-1)", "torch.var(x, -1)", "x.var(-1, unbiased=False)", "x.var(-1, correction=0)",
+              "x.var(-1, keepdim=True)", "x.var()", "torch.var(x, -1, out=out)", "torch.var_mean(x, -1)[0]",
+              "x.var(0)"), (ROW_SHAPES,)),
+    _rowwise("std_last_biased", "reduction", aten.std.correction, ("x",), (X,),
+             ("x.std(-1, correction=0)", "x.std(-1, unbiased=False)", "x.std(-1)", "torch.std(x, -1, correction=2)",
+              "x.std(-1, correction=0, keepdim=True)", "torch.std(x, -1, correction=0, out=out)"), (ROW_SHAPES,)),
+    _rowwise("vector_norm_last", "reduction", aten.linalg_vector_norm.default, ("x",), (X,),
+             ("torch.linalg.vector_norm(x, dim=-1)", "x.norm(dim=-1)", "torch.norm(x, dim=-1)",
+              "torch.linalg.vector_norm(x, 2, -1, True)", "torch.linalg.vector_norm(x, 1, -1)",
+              "torch.linalg.vector_norm(x)", "torch.linalg.vector_norm(x, dim=-1, dtype=torch.float64)",
+              "F.normalize(x, dim=-1)"), (ROW_SHAPES,)),
     _rowwise("softmax_int", "softmax", aten.softmax.int, ("x",), (X,), SOFTMAX_SPELLINGS, (ROW_SHAPES,)),
     _rowwise("_softmax", "softmax", aten._softmax.default, ("x",), (X,), SOFTMAX_SPELLINGS, (ROW_SHAPES,),
              capture_mode="grad"),
@@ -692,8 +720,8 @@ MODULE_SPECS = [
             ("setattr(m.norm, 'eps', 1e-3)", "setattr(m.norm, 'num_groups', 2)")),
 ]
 
-SPECS = (UNARY_SPECS + BINARY_SPECS + COPY_SPECS + ROW_SPECS + GATHER_SPECS + COMPARE_SPECS + INTEGER_SPECS + SCAN_SPECS
-         + HISTC_SPECS + SORT_SPECS + MODULE_SPECS)
+SPECS = (UNARY_SPECS + BINARY_SPECS + TERNARY_SPECS + COPY_SPECS + ROW_SPECS + GATHER_SPECS + COMPARE_SPECS
+         + INTEGER_SPECS + SCAN_SPECS + HISTC_SPECS + SORT_SPECS + MODULE_SPECS)
 
 
 # --- cards and casts --------------------------------------------------------------------------
@@ -1141,7 +1169,8 @@ def test_every_call_form_returns_what_eager_returns(family: str, packaged: dict[
 
 def test_every_family_and_op_the_offline_proposer_covers_has_a_card_here() -> None:
     assert set(FAMILIES) == {
-        "elementwise_unary", "elementwise_binary", "elementwise_copy", "batch_norm_inference", "reduction", "softmax",
+        "elementwise_unary", "elementwise_binary", "elementwise_ternary", "elementwise_copy", "batch_norm_inference",
+        "reduction", "softmax",
         "layer_norm", "rms_norm", "group_norm", "adaptive_avg_pool", "global_avg_pool", "max_pool",
         "module_rms_norm", "module_activation", "module_gated_activation", "module_norm_activation",
         "gather_upsample_nearest", "gather_cat", "gather_index", "gather_embedding", "gather_pad", "gather_select",

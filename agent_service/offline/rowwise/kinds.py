@@ -7,8 +7,9 @@ else about a kind, so a new kind is one :class:`RowKind` in :data:`ROW_KINDS`.
 
 C snippets see the element as ``v`` (a float), a partial statistic as ``s`` (``kf_stat``, three
 floats ``a``, ``b``, ``c``: see row_helpers.cuh for the ops that merge them) and the finished
-statistics as ``st_*``; ``{n}`` stands for the row length as a float literal and ``{eps}`` for
-the plan's epsilon.
+statistics as ``st_*``; ``{n}`` stands for the row length as a float literal, ``{eps}`` for
+the plan's epsilon and, in per-row values, ``{d}`` for the row length less the plan's correction
+(a variance's divisor).
 """
 
 from __future__ import annotations
@@ -247,6 +248,13 @@ _NORM_CHUNKS = ChunkStats(
                "      s.c = fmaxf(s.c - m * s.b, 0.0f);\n      s.b = shift + m;\n    }\n"),
 )
 _NORM_FINISH = "const float st_rstd = 1.0f / sqrtf(fmaxf(st_var, 0.0f) + {eps});"
+# The variance with eager's correction: the biased one rescaled to divide by n - correction. A row
+# holding an infinity or a NaN (its mean not finite) has a NaN variance, as in eager, whatever the
+# running sums made of it; a NaN is kept where the clamp at zero would hide it (fmaxf would).
+_VARIANCE = "(st_mean - st_mean != 0.0f ? NAN : (st_var < 0.0f ? 0.0f : st_var) * ({n} / {d}))"
+_SUMSQ = Statistics("one_pass", cuda=(ReducePass(_ZERO, "s.a += v * v;", "kf_sum_op", "st_sumsq = s.a;"),),
+                    cpu=(CpuReduce("0.0f", "st_sumsq", "+", "v * v"),))
+_SUMSQ_CHUNKS = ChunkStats(_ZERO, "s.a += v * v;", "kf_sum_op", "kf_sum_op", "st_sumsq = s.a;")
 _NORM_ROW_VALUES = {"mean": "st_mean", "rstd": "st_rstd"}
 
 ROW_KINDS: dict[str, RowKind] = {kind.name: kind for kind in (
@@ -267,10 +275,13 @@ ROW_KINDS: dict[str, RowKind] = {kind.name: kind for kind in (
             finish=_SOFTMAX_FINISH, row_values={}, write=_log_softmax_value),
     RowKind("layer_norm", declare="float st_mean, st_var;", stats=_NORM_STATS, chunk=_NORM_CHUNKS,
             finish=_NORM_FINISH, row_values=_NORM_ROW_VALUES, write=_norm_value),
-    RowKind("rms_norm", declare="float st_sumsq;",
-            stats=(Statistics("one_pass", cuda=(ReducePass(_ZERO, "s.a += v * v;", "kf_sum_op", "st_sumsq = s.a;"),),
-                              cpu=(CpuReduce("0.0f", "st_sumsq", "+", "v * v"),)),),
-            chunk=ChunkStats(_ZERO, "s.a += v * v;", "kf_sum_op", "kf_sum_op", "st_sumsq = s.a;"),
+    RowKind("var", declare="float st_mean, st_var;", stats=_NORM_STATS, chunk=_NORM_CHUNKS, finish="",
+            row_values={"value": _VARIANCE}),
+    RowKind("std", declare="float st_mean, st_var;", stats=_NORM_STATS, chunk=_NORM_CHUNKS, finish="",
+            row_values={"value": f"sqrtf({_VARIANCE})"}),
+    RowKind("vector_norm", declare="float st_sumsq;", stats=(_SUMSQ,), chunk=_SUMSQ_CHUNKS, finish="",
+            row_values={"value": "sqrtf(st_sumsq)"}, tile=TileStats("0.0f", "acc += v * v;", "sqrtf(acc)")),
+    RowKind("rms_norm", declare="float st_sumsq;", stats=(_SUMSQ,), chunk=_SUMSQ_CHUNKS,
             finish="const float st_rstd = 1.0f / sqrtf(st_sumsq / {n} + {eps});", row_values={"rstd": "st_rstd"},
             write=_rms_norm_value),
     RowKind("group_norm", declare="float st_mean, st_var;", stats=_NORM_STATS, chunk=_NORM_CHUNKS,

@@ -62,6 +62,7 @@ class RowPlan:
     weight_offset: float = 0.0  # 1.0 for zero-centred weights: y *= (1 + w)
     round_before_weight: bool = False  # normalised value rounded to x's dtype before the weight
     eps: float = 0.0
+    correction: float = 0.0  # var and std: the divisor is length - correction
     groups: int = 1  # group norm: channels per group = channels // groups
     channels: int = 0
     spatial: int = 1
@@ -335,9 +336,9 @@ class RowPlan:
     def row_output_writes(self, backend: str, indent: str) -> str:
         """Statements storing each per-row output of ``row`` from the finished statistics."""
         writes = ""
-        n = cxx.cfloat(float(self.length))
+        n, d = cxx.cfloat(float(self.length)), cxx.cfloat(float(self.length) - self.correction)
         for name, value in self.row_kind.row_values.items():
-            value = fill(value, n=n)
+            value = fill(value, n=n, d=d)
             if name in self.row_outputs:
                 t = cxx.element_type(self.outputs[self.row_outputs[name]].dtype, backend)
                 writes += f"{indent}r_{name}[{self.row_index_c('row')}] = kf_from_f32<{t}>({value});\n"
