@@ -183,10 +183,12 @@ def embedding_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Gathe
 
 
 def pad_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
-    """constant_pad_nd and pad(mode='constant'): the input where it lies, the value elsewhere (negative pads crop)."""
+    """constant_pad_nd and pad: the input where it lies, elsewhere the value (mode constant; negative
+    pads crop) or the input at a source eager's mode picks (reflect, replicate, circular)."""
     x = tensor_argument(call, "self")
-    if call.get("mode", "constant") != "constant":
-        raise UnsupportedCard(f"pad mode {call.get('mode')!r}; only constant padding is templated")
+    mode = call.get("mode", "constant")
+    if mode != "constant":
+        return _pad_from_input(card, x, call, str(mode))
     pad = call.get("pad")
     shape, out = x.spec.shape, card.outputs[0]
     if not isinstance(pad, list) or len(pad) % 2 or len(pad) // 2 > len(shape):
@@ -205,6 +207,37 @@ def pad_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
     fill = fill_bits(0 if value is None else value, out.dtype)
     branches = [read, Branch("", fill)] if inside else [read]
     return _plan(card, "gather_pad", branches)
+
+
+#: pad modes that fill from the input: the source coordinate of ``i = o - low`` along a dim of size ``n``
+_PAD_SOURCES = {
+    "reflect": lambda i, n: f"({i} < 0LL ? -({i}) : ({i} >= {n}LL ? {2 * (n - 1)}LL - ({i}) : {i}))",
+    "replicate": lambda i, n: f"({i} < 0LL ? 0LL : ({i} >= {n}LL ? {n - 1}LL : {i}))",
+    "circular": lambda i, n: f"({i} < 0LL ? {i} + {n}LL : ({i} >= {n}LL ? {i} - {n}LL : {i}))",
+}
+
+
+def _pad_from_input(card: OperatorCard, x: TensorArg, call: dict[str, Any], mode: str) -> GatherPlan:
+    """pad in a mode that reads the input everywhere; pads that reach no further than eager allows
+    (a reflection within the dim, a circular pad of at most its size), none negative."""
+    if mode not in _PAD_SOURCES:
+        raise UnsupportedCard(f"pad mode {mode!r} is not templated")
+    pad, shape, out = call.get("pad"), x.spec.shape, card.outputs[0]
+    if not isinstance(pad, list) or len(pad) % 2 or len(pad) // 2 > len(shape):
+        raise UnsupportedCard(f"pad {pad!r} is not pairs over the input's {len(shape)} dims")
+    _same_dtype(card, [x], "pad")
+    coords = _coords(len(shape))
+    for k in range(len(pad) // 2):
+        d, low, high = len(shape) - 1 - k, int(pad[2 * k]), int(pad[2 * k + 1])
+        n = shape[d]
+        reach = n - 1 if mode == "reflect" else n if mode == "circular" else None
+        if low < 0 or high < 0 or (reach is not None and max(low, high) > reach) or n == 0:
+            raise UnsupportedCard(f"pad {pad} in mode {mode} of a dim of {n}: not templated")
+        if out.shape[d] != n + low + high:
+            raise UnsupportedCard(f"pad {pad} of {shape} does not give the card's output {out.shape}")
+        if low or high:
+            coords[d] = _PAD_SOURCES[mode](f"(o{d} - {low}LL)" if low else f"o{d}", n)
+    return _plan(card, "gather_pad", [Branch.reading("", x.index, coords, x.spec.stride)])
 
 
 def triangle_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:

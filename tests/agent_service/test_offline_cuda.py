@@ -57,6 +57,8 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
                                                           r(24, dtype=bf16)], {"value": 0.5}, [{}]),
         ("lerp_tensor", aten.lerp.Tensor, [r(64, 24), r(64, 24), r(64, 24)], {}, [{}]),
         ("nan_to_num_f16", aten.nan_to_num.default, [r(64, 24, dtype=f16)], {}, [{}]),
+        ("pad_reflect_2d_bf16", aten.pad.default, [r(2, 8, 64, 64, dtype=bf16), [1, 1, 1, 1], "reflect"], {}, [{}]),
+        ("pad_replicate_circular", aten.pad.default, [r(4, 16, 30), [3, 2], "circular"], {}, [{}]),
         ("argmax_rows_bf16", aten.argmax.default, [r(64, 300, dtype=bf16), -1], {},
          [{}, {"mode": "block"}, {"mode": "flat"}]),
         ("argmin_flat_int", aten.argmin.default, [torch.randint(-9, 9, (4, 5000))], {}, [{}, {"mode": "warp"}]),
