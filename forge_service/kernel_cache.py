@@ -38,13 +38,15 @@ COLUMNS = ("card_id, arch, toolchain, source, description, knobs_json, latency_u
 
 OFFLINE = "offline"
 OFFLINE_TEMPLATES = "agent_service.offline"
+#: The files a template is made of: its Python and the CUDA helpers it pastes in.
+TEMPLATE_SUFFIXES = (".py", ".cuh", ".h")
 
 
 def sources_fingerprint(folders: Sequence[str | Path]) -> str:
-    """A short digest of the Python sources under ``folders``: names and contents."""
+    """A short digest of the template sources under ``folders``: names and contents."""
     digest = hashlib.sha256()
     for folder in folders:
-        for path in sorted(Path(folder).rglob("*.py")):
+        for path in sorted(p for p in Path(folder).rglob("*") if p.suffix in TEMPLATE_SUFFIXES and p.is_file()):
             digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 

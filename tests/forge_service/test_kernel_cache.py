@@ -68,4 +68,11 @@ def test_the_offline_searcher_is_named_by_its_templates_and_an_llm_by_its_model(
     (tmp_path / "family" / "render.py").write_text("EXPR = 'kf_log1pf(x)'\n")  # a mended template
     assert sources_fingerprint([tmp_path]) != before
     (tmp_path / "family" / "render.py").rename(tmp_path / "family" / "other.py")  # same text, another module
-    assert sources_fingerprint([tmp_path]) not in (before, sources_fingerprint([]))
+    renamed = sources_fingerprint([tmp_path])
+    assert renamed not in (before, sources_fingerprint([]))
+    (tmp_path / "family" / "helpers.cuh").write_text("__device__ float kf_twice(float v) { return 2 * v; }\n")
+    assert sources_fingerprint([tmp_path]) != renamed  # the CUDA helpers a template pastes in count too
+    (tmp_path / "family" / "notes.txt").write_text("not a template\n")
+    with_helpers = sources_fingerprint([tmp_path])
+    (tmp_path / "family" / "notes.txt").write_text("still not a template\n")
+    assert sources_fingerprint([tmp_path]) == with_helpers
