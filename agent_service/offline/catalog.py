@@ -70,6 +70,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     "amax": partial(ops_rowwise.reduction_plan, kind="amax"),
     **dict.fromkeys(("var", "std", "var_mean", "std_mean"), ops_rowwise.variance_plan),
     "linalg_vector_norm": ops_rowwise.vector_norm_plan,
+    "logsumexp": partial(ops_rowwise.reduction_plan, kind="logsumexp"),
     "_softmax": partial(ops_rowwise.softmax_plan, kind="softmax"),
     "softmax": partial(ops_rowwise.softmax_plan, kind="softmax"),
     "_log_softmax": partial(ops_rowwise.softmax_plan, kind="log_softmax"),

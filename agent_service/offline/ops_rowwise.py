@@ -123,7 +123,7 @@ def avg_pool_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Adapti
 
 
 def reduction_plan(card: OperatorCard, base: str, call: dict[str, Any], *, kind: str) -> RowPlan:
-    """sum, mean, amax over adjacent dims: family ``reduction``, row kind ``kind``."""
+    """sum, mean, amax, logsumexp over adjacent dims: family ``reduction``, row kind ``kind``."""
     x = tensor_argument(call, "self")
     dims = _dims(call.get("dim"), len(x.spec.shape))
     outer, length, inner = dense_row_layout(x.spec, dims, kept_any_order=True)

@@ -141,6 +141,8 @@ ATEN_CASES = [
     Case("vector_norm_last_f16", "reduction",
          lambda: (aten.linalg_vector_norm.default, [r(7, 64, dtype=f16), 2, [-1]])),
     Case("vector_norm_all", "reduction", lambda: (aten.linalg_vector_norm.default, [r(3, 50)])),
+    Case("logsumexp_last_bf16", "reduction", lambda: (aten.logsumexp.default, [r(6, 70, dtype=bf16) * 30, [-1]])),
+    Case("logsumexp_dim0_keepdim", "reduction", lambda: (aten.logsumexp.default, [r(9, 5, 4), [0], True])),
     Case("sum_all", "reduction", lambda: (aten.sum.default, [r(3, 41)])),
     Case("softmax_last", "softmax", lambda: (aten._softmax.default, [r(8, 100), -1, False])),
     Case("softmax_dim1_inner", "softmax", lambda: (aten.softmax.int, [r(2, 10, 6), 1])),
@@ -537,16 +539,24 @@ def test_rounding_signs_and_nan_bounds_are_eagers_exactly(build_dir: Path) -> No
         assert torch.equal(got.isnan(), expected.isnan()), (op, got, expected)
 
 
+def _logsumexp_rows() -> torch.Tensor:
+    inf, nan = float("inf"), float("nan")
+    return torch.tensor([[-inf] * 6, [1.0, inf, 2.0, inf, 0.0, 1.0], [nan, 1.0, 2.0, 3.0, 4.0, 5.0],
+                         [80.0, 90.0, -3.0, 0.0, 1.0, -inf]])
+
+
 def test_nan_and_infinities_are_replaced_or_kept_as_eager_does(build_dir: Path) -> None:
     """nan_to_num's defaults are the dtype's own extremes; a variance of a row with a NaN or an infinity
-    is NaN (a clamp of the variance at zero must not hide it), a norm as in eager."""
+    is NaN (a clamp of the variance at zero must not hide it), a norm as in eager; a logsumexp of -inf
+    alone is -inf, of a row holding +inf is +inf."""
     special = [float("nan"), float("inf"), -float("inf"), -0.0, 2.5, 1e30]
     rows = torch.tensor([special, [1.0, 2.0, float("nan"), 4.0, 5.0, 6.0], [1.0, float("inf"), 0.0, 1.0, 2.0, 3.0]])
     cases = [(aten.nan_to_num.default, [torch.tensor(special * 2)]),
              (aten.nan_to_num.default, [torch.tensor(special * 2, dtype=bf16)]),
              (aten.nan_to_num.default, [torch.tensor(special * 2, dtype=f16), None, None, -1.0]),
              (aten.var.dim, [rows, [-1]]), (aten.std.correction, [rows, [1]]),
-             (aten.linalg_vector_norm.default, [rows, 2, [-1]])]
+             (aten.linalg_vector_norm.default, [rows, 2, [-1]]),
+             (aten.logsumexp.default, [_logsumexp_rows(), [1]])]
     for op, args in cases:
         card, expected = aten_card(op, args)
         source = propose_offline(ProposeRequest(card=card, device=CPU, backend="cpu")).source

@@ -57,6 +57,8 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
                                                           r(24, dtype=bf16)], {"value": 0.5}, [{}]),
         ("lerp_tensor", aten.lerp.Tensor, [r(64, 24), r(64, 24), r(64, 24)], {}, [{}]),
         ("nan_to_num_f16", aten.nan_to_num.default, [r(64, 24, dtype=f16)], {}, [{}]),
+        ("logsumexp_rows_bf16", aten.logsumexp.default, [r(64, 4096, dtype=bf16), [-1]], {}, [{}]),
+        ("logsumexp_split_rows", aten.logsumexp.default, [r(4, 65536), [-1]], {}, [{}, {"mode": "resident"}]),
         ("pad_reflect_2d_bf16", aten.pad.default, [r(2, 8, 64, 64, dtype=bf16), [1, 1, 1, 1], "reflect"], {}, [{}]),
         ("pad_replicate_circular", aten.pad.default, [r(4, 16, 30), [3, 2], "circular"], {}, [{}]),
         ("argmax_rows_bf16", aten.argmax.default, [r(64, 300, dtype=bf16), -1], {},

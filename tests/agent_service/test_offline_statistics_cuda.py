@@ -1,5 +1,5 @@
-"""Variance, standard deviation and vector norms, the three-tensor elementwise ops, nan_to_num and the
-log forms on the GPU: every cuda mode of each card against eager's own cuda kernels."""
+"""Variance, standard deviation, vector norms and logsumexp, the three-tensor elementwise ops,
+nan_to_num and the log forms on the GPU: every cuda mode of each card against eager's own cuda kernels."""
 
 from __future__ import annotations
 
@@ -35,6 +35,9 @@ def _cases() -> list[tuple[Any, list[Any], dict[str, Any]]]:
         (aten.std.dim, [_r(8, 96, 33), [1]], {}),
         (aten.linalg_vector_norm.default, [_r(128, 64, dtype=f16), 2, [-1]], {}),
         (aten.linalg_vector_norm.default, [_r(3, 200000)], {}),
+        (aten.logsumexp.default, [_r(64, 4096, dtype=bf16) * 20, [-1]], {}),
+        (aten.logsumexp.default, [_lse_rows(), [-1]], {}),
+        (aten.logsumexp.default, [_r(4, 8, 300), [1]], {}),
         (aten.addcmul.default, [_r(64, 24, dtype=bf16), _r(64, 24, dtype=bf16), _r(24, dtype=bf16)], {"value": 0.5}),
         (aten.addcdiv.default, [_r(256, 33), _r(256, 33), _r(256, 33).abs() + 0.5], {"value": -2.0}),
         (aten.lerp.Tensor, [_r(64, 24), _r(64, 24), torch.rand(64, 24) * 2 - 0.5], {}),
@@ -44,6 +47,16 @@ def _cases() -> list[tuple[Any, list[Any], dict[str, Any]]]:
         (aten.log1p.default, [_r(64, 24).abs()], {}),
         (aten.softplus.default, [_r(64, 24) * 8, 2.0, 10.0], {}),
     ]
+
+
+def _lse_rows() -> torch.Tensor:
+    """Rows of 65536 (split and resident modes) holding only -inf, +inf twice, a NaN, large values."""
+    rows = _r(5, 65536)
+    rows[0] = -float("inf")
+    rows[1, 10], rows[1, 60000] = float("inf"), float("inf")
+    rows[2, 123] = float("nan")
+    rows[3] *= 60
+    return rows
 
 
 def _knob_sets(plan: Any) -> list[dict[str, Any]]:

@@ -218,6 +218,21 @@ _SOFTMAX_STATS = (
 _SOFTMAX_CHUNKS = ChunkStats(_LOWEST, _ONLINE_UPDATE, "kf_online_op", "kf_online_op", "st_m = s.a; st_sum = s.b;")
 _SOFTMAX_FINISH = "const float st_inv = 1.0f / st_sum; const float st_log = logf(st_sum); (void)st_inv; (void)st_log;"
 
+# logsumexp: eager shifts by the row's maximum unless it is infinite (then by 0), so a row of -inf
+# gives -inf and a row holding +inf gives +inf; the online update counts an element equal to the
+# running maximum as exp(0), which exp(inf - inf) would make NaN.
+_LSE_BASE = "st_base = (st_m == INFINITY || st_m == -INFINITY) ? 0.0f : st_m;"
+_LSE_UPDATE = ("if (v > s.a) { s.b = s.b * KF_EXP(s.a - v) + 1.0f; s.a = v; } else if (v == s.a) s.b += 1.0f;"
+               " else s.b += KF_EXP(v - s.a);")
+_LSE_STATS = Statistics(
+    "two_pass",
+    cuda=(ReducePass(_LOWEST, "s.a = fmaxf(s.a, v);", "kf_max_op", f"st_m = s.a; {_LSE_BASE}"),
+          ReducePass(_ZERO, "s.a += KF_EXP(v - st_base);", "kf_sum_op", "st_sum = s.a;")),
+    cpu=(CpuReduce("-INFINITY", "st_m", "max", "v", after=f"    float st_base; {_LSE_BASE}\n"),
+         CpuReduce("0.0f", "st_sum", "+", "KF_EXP(v - st_base)")),
+)
+_LSE_CHUNKS = ChunkStats(_LOWEST, _LSE_UPDATE, "kf_lse_op", "kf_lse_op", "st_m = s.a; st_sum = s.b; st_base = st_m;")
+
 _NORM_STATS = (
     Statistics(
         "two_pass",
@@ -273,6 +288,8 @@ ROW_KINDS: dict[str, RowKind] = {kind.name: kind for kind in (
                 "0.0f", "st_sum", "+", "e", before="const float e = KF_EXP(v - st_m); y[base + j * {inner}LL] = e; "))),
     RowKind("log_softmax", declare="float st_m, st_sum;", stats=_SOFTMAX_STATS, chunk=_SOFTMAX_CHUNKS,
             finish=_SOFTMAX_FINISH, row_values={}, write=_log_softmax_value),
+    RowKind("logsumexp", declare="float st_m, st_base, st_sum;", stats=(_LSE_STATS,), chunk=_LSE_CHUNKS,
+            finish="", row_values={"value": "st_base + logf(st_sum)"}),
     RowKind("layer_norm", declare="float st_mean, st_var;", stats=_NORM_STATS, chunk=_NORM_CHUNKS,
             finish=_NORM_FINISH, row_values=_NORM_ROW_VALUES, write=_norm_value),
     RowKind("var", declare="float st_mean, st_var;", stats=_NORM_STATS, chunk=_NORM_CHUNKS, finish="",

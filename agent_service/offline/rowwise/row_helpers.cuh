@@ -23,6 +23,14 @@ struct kf_online_op { __device__ __forceinline__ kf_stat operator()(kf_stat x, k
   if (m == -INFINITY) { kf_stat r = {m, 0.0f, 0.0f}; return r; }
   kf_stat r = {m, x.b * __expf(x.a - m) + y.b * __expf(y.a - m), 0.0f}; return r; } };
 
+/* The online merge for logsumexp, where a row's maximum may be infinite: two partials whose larger
+   maximum is +-inf keep it with their summed counts (log then leaves it infinite), where
+   exp(inf - inf) would make it NaN. */
+struct kf_lse_op { __device__ __forceinline__ kf_stat operator()(kf_stat x, kf_stat y) const {
+  const float m = fmaxf(x.a, y.a);
+  if (m == -INFINITY || m == INFINITY) { kf_stat r = {m, x.b + y.b, 0.0f}; return r; }
+  kf_stat r = {m, x.b * __expf(x.a - m) + y.b * __expf(y.a - m), 0.0f}; return r; } };
+
 /* Columns mode: the NT warps of a block split 32 adjacent rows; lane l of every warp holds row l. */
 template <int NT, typename Op>
 __device__ __forceinline__ kf_stat kf_column_reduce(kf_stat v, Op op, kf_stat *smem) {
