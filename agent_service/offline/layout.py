@@ -149,6 +149,37 @@ def dense_row_layout(spec: TensorSpec, dims: Sequence[int], kept_any_order: bool
     return outer, length, inner
 
 
+def strided_outer_layout(spec: TensorSpec, dims: Sequence[int]) -> tuple[tuple[tuple[int, int, int], ...], int, int]:
+    """``(outer_terms, length, inner)`` of reducing a tensor whose reduced dims and the dims after them
+    form a contiguous block and whose leading dims step through storage at any positive strides (a
+    slice such as ``x[:, 1:]``).
+
+    Element ``j`` of row ``r`` sits at ``sum(((r // inner) // divisor) % size * stride) + j * inner
+    + r % inner`` over the ``(divisor, size, stride)`` outer terms, one per leading dim; rows are in
+    logical order.
+    """
+    ndim = len(spec.shape)
+    norm = sorted({d % ndim for d in dims}) if dims else list(range(ndim))
+    if not norm or norm != list(range(norm[0], norm[-1] + 1)):
+        raise UnsupportedCard(f"reduced dims {list(dims)} are not adjacent")
+    expected = 1
+    for d in range(ndim - 1, norm[0] - 1, -1):
+        if spec.shape[d] != 1 and spec.stride[d] != expected:
+            raise UnsupportedCard(f"layout stride={spec.stride}: the reduced dims and those after them are not "
+                                  "one contiguous block")
+        expected *= spec.shape[d]
+    outer_dims = [d for d in range(norm[0]) if spec.shape[d] != 1]
+    if any(spec.stride[d] <= 0 for d in outer_dims):
+        raise UnsupportedCard(f"layout stride={spec.stride} steps back or in place over a leading dim")
+    terms, divisor = [], 1
+    for d in reversed(outer_dims):
+        terms.append((divisor, spec.shape[d], spec.stride[d]))
+        divisor *= spec.shape[d]
+    length = math.prod(spec.shape[d] for d in norm)
+    inner = math.prod(spec.shape[norm[-1] + 1:])
+    return tuple(reversed(terms)), length, inner
+
+
 def storage_rows(spec: TensorSpec, dims: Sequence[int], out: TensorSpec) -> tuple[tuple[int, int, int], ...]:
     """Where each row of a dense permuted ``spec`` reduced over ``dims`` goes in the row output ``out``.
 

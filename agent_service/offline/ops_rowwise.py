@@ -5,11 +5,18 @@ One builder per family; :mod:`agent_service.offline.catalog` says which ops each
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from agent_service.offline.call import TensorArg, UnsupportedCard, tensor_argument
 from agent_service.offline.group_norm_nhwc import ChannelsLastGroupNormPlan, is_channels_last
-from agent_service.offline.layout import dense_row_layout, is_contiguous, row_layout, storage_rows
+from agent_service.offline.layout import (
+    dense_row_layout,
+    is_contiguous,
+    row_layout,
+    storage_rows,
+    strided_outer_layout,
+)
 from agent_service.offline.pooling import AdaptivePoolPlan
 from agent_service.offline.rowwise.plan import RowPlan
 from kforge_domain.card import OperatorCard
@@ -122,17 +129,31 @@ def avg_pool_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Adapti
     )
 
 
+def _reduced_rows(card: OperatorCard, x: TensorArg, call: dict[str, Any]) -> dict[str, Any]:
+    """The RowPlan fields of reducing ``x`` over the call's dims into the card's one output: a dense
+    layout walked in storage, else leading dims at their own strides (a slice such as ``x[:, 1:]``)."""
+    if len(card.outputs) != 1:
+        raise UnsupportedCard(f"{card.op} returns {len(card.outputs)} tensors")
+    dims = _dims(call.get("dim"), len(x.spec.shape))
+    try:
+        outer, length, inner = dense_row_layout(x.spec, dims, kept_any_order=True)
+        return {"rows": outer * inner, "length": length, "inner": inner,
+                "row_order": storage_rows(x.spec, dims, card.outputs[0])}
+    except UnsupportedCard as dense:
+        try:
+            leading, length, inner = strided_outer_layout(x.spec, dims)
+        except UnsupportedCard:
+            raise dense from None
+        rows = math.prod(size for _, size, _ in leading) * inner
+        return {"rows": rows, "length": length, "inner": inner, "x_outer": leading}
+
+
 def reduction_plan(card: OperatorCard, base: str, call: dict[str, Any], *, kind: str) -> RowPlan:
     """sum, mean, amax, logsumexp over adjacent dims: family ``reduction``, row kind ``kind``."""
     x = tensor_argument(call, "self")
-    dims = _dims(call.get("dim"), len(x.spec.shape))
-    outer, length, inner = dense_row_layout(x.spec, dims, kept_any_order=True)
-    if len(card.outputs) != 1:
-        raise UnsupportedCard(f"{card.op} returns {len(card.outputs)} tensors")
-    return RowPlan(family="reduction", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}",
-                   kind=kind, x=x.index, rows=outer * inner, length=length, inner=inner,
-                   row_outputs={"value": 0}, row_order=storage_rows(x.spec, dims, card.outputs[0]),
-                   inputs=tuple(card.inputs), outputs=tuple(card.outputs))
+    return RowPlan(family="reduction", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}", kind=kind, x=x.index,
+                   row_outputs={"value": 0}, inputs=tuple(card.inputs), outputs=tuple(card.outputs),
+                   **_reduced_rows(card, x, call))
 
 
 def variance_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan:
@@ -142,18 +163,13 @@ def variance_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPla
     if base.endswith("_mean"):
         raise UnsupportedCard(f"{card.op}: eager's mean of a row with an infinity depends on its element order")
     x = tensor_argument(call, "self")
-    dims = _dims(call.get("dim"), len(x.spec.shape))
-    outer, length, inner = dense_row_layout(x.spec, dims, kept_any_order=True)
-    correction = _correction(call)
-    if length - correction <= 0:
-        raise UnsupportedCard(f"{card.op}: a correction of {correction:g} leaves no divisor for rows of {length}")
-    if len(card.outputs) != 1:
-        raise UnsupportedCard(f"{card.op} returns {len(card.outputs)} tensors")
-    return RowPlan(family="reduction", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}",
-                   kind=base, x=x.index, rows=outer * inner, length=length, inner=inner,
-                   row_outputs={"value": 0}, correction=correction,
-                   row_order=storage_rows(x.spec, dims, card.outputs[0]),
-                   inputs=tuple(card.inputs), outputs=tuple(card.outputs))
+    rows, correction = _reduced_rows(card, x, call), _correction(call)
+    if rows["length"] - correction <= 0:
+        raise UnsupportedCard(f"{card.op}: a correction of {correction:g} leaves no divisor for rows of "
+                              f"{rows['length']}")
+    return RowPlan(family="reduction", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}", kind=base, x=x.index,
+                   row_outputs={"value": 0}, correction=correction, inputs=tuple(card.inputs),
+                   outputs=tuple(card.outputs), **rows)
 
 
 def _correction(call: dict[str, Any]) -> float:
@@ -175,14 +191,9 @@ def vector_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Row
         raise UnsupportedCard(f"vector norm of order {call.get('ord')!r}; order 2 is templated")
     if call.get("dtype") is not None:
         raise UnsupportedCard("vector norm computed in another dtype is not templated")
-    dims = _dims(call.get("dim"), len(x.spec.shape))
-    outer, length, inner = dense_row_layout(x.spec, dims, kept_any_order=True)
-    if len(card.outputs) != 1:
-        raise UnsupportedCard(f"{card.op} returns {len(card.outputs)} tensors")
-    return RowPlan(family="reduction", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}",
-                   kind="vector_norm", x=x.index, rows=outer * inner, length=length, inner=inner,
-                   row_outputs={"value": 0}, row_order=storage_rows(x.spec, dims, card.outputs[0]),
-                   inputs=tuple(card.inputs), outputs=tuple(card.outputs))
+    return RowPlan(family="reduction", summary=f"{card.op} of {x.spec.shape} {x.spec.dtype}", kind="vector_norm",
+                   x=x.index, row_outputs={"value": 0}, inputs=tuple(card.inputs), outputs=tuple(card.outputs),
+                   **_reduced_rows(card, x, call))
 
 
 def softmax_plan(card: OperatorCard, base: str, call: dict[str, Any], *, kind: str) -> RowPlan:

@@ -1,5 +1,6 @@
-"""Variance, standard deviation, vector norms and logsumexp, the three-tensor elementwise ops,
-nan_to_num and the log forms on the GPU: every cuda mode of each card against eager's own cuda kernels."""
+"""Variance, standard deviation, vector norms and logsumexp, reductions of slices, the three-tensor
+elementwise ops, nan_to_num and the log forms on the GPU: every cuda mode of each card against eager's
+own cuda kernels."""
 
 from __future__ import annotations
 
@@ -38,6 +39,9 @@ def _cases() -> list[tuple[Any, list[Any], dict[str, Any]]]:
         (aten.logsumexp.default, [_r(64, 4096, dtype=bf16) * 20, [-1]], {}),
         (aten.logsumexp.default, [_lse_rows(), [-1]], {}),
         (aten.logsumexp.default, [_r(4, 8, 300), [1]], {}),
+        (aten.mean.dim, [_r(64, 197, 768, dtype=bf16)[:, 1:], [1]], {}),
+        (aten.sum.dim_IntList, [_r(256, 1024)[:, :1000], [-1]], {}),
+        (aten.var.dim, [_r(8, 3, 64, 64)[::2], [2, 3]], {}),
         (aten.addcmul.default, [_r(64, 24, dtype=bf16), _r(64, 24, dtype=bf16), _r(24, dtype=bf16)], {"value": 0.5}),
         (aten.addcdiv.default, [_r(256, 33), _r(256, 33), _r(256, 33).abs() + 0.5], {"value": -2.0}),
         (aten.lerp.Tensor, [_r(64, 24), _r(64, 24), torch.rand(64, 24) * 2 - 0.5], {}),

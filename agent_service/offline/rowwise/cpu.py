@@ -74,7 +74,7 @@ def render(plan: RowPlan, knobs: Knobs) -> str:
 static void kf_rows({params}) {{
 #pragma omp parallel for{threads} schedule({knobs["schedule"]})
   for (int64_t row = 0; row < {plan.rows}LL; ++row) {{
-    const int64_t base = (row / {inner}LL) * {L * inner}LL + row % {inner}LL;
+    const int64_t base = {plan.x_base_c()};
 {stats}{write}  }}
 }}
 

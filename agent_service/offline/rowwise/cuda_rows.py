@@ -215,7 +215,7 @@ def render(plan: RowPlan, knobs: Knobs, device: DeviceInfo) -> str:
 __global__ void __launch_bounds__({shape.block}) kf_rows({params}) {{
   __shared__ kf_stat smem[{smem}];
 {stage_decl}
-{row_loop}    const int64_t base = (row / {plan.inner}LL) * {plan.length * plan.inner}LL + row % {plan.inner}LL;
+{row_loop}    const int64_t base = {plan.x_base_c()};
 {cache_decl}    {decl}
 {stats}{write}{row_writes}  }}
 }}

@@ -78,6 +78,10 @@ class RowPlan:
     # view whose kept dims are permuted in storage): row r's output is at the sum of
     # ((r / divisor) % size) * stride over these terms (layout.storage_rows). Empty: at r.
     row_order: tuple[tuple[int, int, int], ...] = ()
+    # Rows of an input whose leading dims step through storage at their own strides (a slice such as
+    # x[:, 1:], layout.strided_outer_layout): row r starts at the sum of (((r / inner) / divisor) % size)
+    # * stride over these terms, plus r % inner. Empty: the dense layouts above.
+    x_outer: tuple[tuple[int, int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in ROW_KINDS:
@@ -95,7 +99,10 @@ class RowPlan:
         x = self.inputs[self.x]
         per_element = [self.outputs[self.y]] if self.y is not None else []
         per_element += [self.inputs[self.gate]] if self.gate is not None else []
-        if self.storage_order:
+        if self.x_outer:
+            if per_element or self.storage_order or self.row_order or kind.grouped:
+                raise UnsupportedCard("an input strided over its leading dims is templated for row outputs alone")
+        elif self.storage_order:
             if self.row_outputs or kind.grouped or storage_order_rows(x, per_element) is None:
                 raise UnsupportedCard("rows cannot be walked in storage order")
         elif is_contiguous(x):
@@ -136,6 +143,14 @@ class RowPlan:
         """Whether y is laid out otherwise than x (then y is never moved in vectors or split rows)."""
         return self.y_inner is not None and self.y_inner != self.inner
 
+    def x_base_c(self, row: str = "row") -> str:
+        """C expression of where row ``row`` starts in x."""
+        inner = self.inner
+        if not self.x_outer:
+            return f"({row} / {inner}LL) * {self.length * inner}LL + {row} % {inner}LL"
+        leading = " + ".join(f"(({row} / {inner}LL) / {d}LL % {n}LL) * {s}LL" for d, n, s in self.x_outer)
+        return f"{leading} + {row} % {inner}LL"
+
     def y_base_c(self, indent: str) -> str:
         """C declaration of ``ybase``, the start of ``row`` in y, where y is laid out apart."""
         if self.y_inner is None or not self.y_apart:
@@ -172,7 +187,7 @@ class RowPlan:
         if self.inner != 1 or self.y_apart or not all(s.aligned16 for s in specs):
             return 1
         vec = 16 // max(cxx.ELEMENT_BYTES[s.dtype] for s in specs)
-        while vec > 1 and self.length % vec:
+        while vec > 1 and (self.length % vec or any(stride % vec for _, _, stride in self.x_outer)):
             vec //= 2
         return vec
 
@@ -235,7 +250,7 @@ class RowPlan:
         copies a run of whole rows to shared memory with 16-byte loads, then each thread
         reduces one row there.
         """
-        return (self.inner == 1 and self.y is None and self.row_kind.tile is not None
+        return (self.inner == 1 and self.y is None and self.row_kind.tile is not None and not self.x_outer
                 and self.length <= TILE_MAX_LENGTH and set(self.row_outputs) == {"value"})
 
     def _split_choices(self, device: DeviceInfo, vec: int) -> tuple[int, ...]:
@@ -246,7 +261,7 @@ class RowPlan:
         which reduce partial statistics that a second kernel merges before writing.
         """
         sms = multiprocessors(device)
-        if self.inner != 1 or self.y_apart or self.rows >= sms or self.length < SPLIT_MIN_LENGTH:
+        if self.inner != 1 or self.y_apart or self.x_outer or self.rows >= sms or self.length < SPLIT_MIN_LENGTH:
             return ()
         most = max(2, self.length // (vec * 256))
         # Two blocks per SM first; eight fill an SM with 256-thread blocks, four times the loads in flight.
@@ -266,7 +281,7 @@ class RowPlan:
         is often small enough to stay on chip: each block keeps its chunk in shared memory across
         a grid-wide barrier (a cooperative launch) and the input is read from memory once.
         """
-        if self.inner != 1 or self.y is None or self.y_apart or self.rows >= (device.sm_count or 132) \
+        if self.inner != 1 or self.y is None or self.y_apart or self.x_outer or self.rows >= (device.sm_count or 132) \
                 or self.length < SPLIT_MIN_LENGTH:
             return ()
         budget = RESIDENT_SMEM_BYTES.get(device.arch, RESIDENT_DEFAULT_SMEM_BYTES)
