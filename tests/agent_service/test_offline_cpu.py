@@ -11,6 +11,8 @@ import pytest
 import torch
 from diffusers.models.normalization import RMSNorm as DiffusersRMSNorm
 
+from agent_service.offline.call import UnsupportedCard
+from agent_service.offline.catalog import plan_for_card
 from agent_service.offline.proposer import propose_offline
 from kforge_domain.card import OperatorCard
 from kforge_domain.device import DeviceInfo
@@ -20,6 +22,7 @@ from tests.agent_service.agent_cards import (
     compile_cpu,
     fresh_like,
     module_card,
+    on_cuda,
     reference,
     root_and_revisions,
     run_kernel,
@@ -570,3 +573,20 @@ def test_nan_and_infinities_are_replaced_or_kept_as_eager_does(build_dir: Path) 
         for g, e in zip(got, expected, strict=True):
             assert torch.equal(g.isnan(), e.isnan()), (op, g, e)
             torch.testing.assert_close(g.nan_to_num(123.0), e.nan_to_num(123.0), rtol=1e-5, atol=0, msg=str(op))
+
+
+def test_a_slice_is_reduced_only_where_its_rows_are_one_contiguous_block() -> None:
+    """Leading dims may step at any positive stride; the reduced and trailing dims must be one block."""
+    sliced, _ = aten_card(aten.mean.dim, [r(4, 65, 32)[:, 1:], [1]])
+    plan = plan_for_card(sliced, "cpu")
+    assert plan.x_outer == ((1, 4, 2080),) and (plan.rows, plan.length, plan.inner) == (128, 64, 32)
+    gpu = DeviceInfo(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132, l2_bytes=60 << 20)
+    long_rows, _ = aten_card(aten.sum.dim_IntList, [r(4, 20000)[:, :16384], [-1]])
+    modes = plan_for_card(on_cuda(long_rows), "cuda").knob_space("cuda", gpu).choices["mode"]
+    assert "split" not in modes and "resident" not in modes  # their chunks assume rows side by side
+    for op, args in [(aten.sum.dim_IntList, [r(3, 4, 64)[:, :, ::2], [-1]]),  # a row with gaps
+                     (aten.sum.dim_IntList, [r(3, 64)[:, :40].t(), [0]]),  # rows across the block
+                     (aten.sum.dim_IntList, [r(1, 64).expand(4, 64), [-1]])]:  # a leading dim of stride 0
+        card, _ = aten_card(op, args)
+        with pytest.raises(UnsupportedCard):
+            plan_for_card(card, "cpu")
