@@ -85,6 +85,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
                      "_adaptive_avg_pool3d"), ops_rowwise.adaptive_avg_pool_plan),
     "max_pool2d": ops_rowwise.max_pool_plan,
     "avg_pool2d": ops_rowwise.avg_pool_plan,
+    "upsample_bilinear2d": ops_rowwise.upsample_bilinear_plan,
     **dict.fromkeys(("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "_upsample_nearest_exact1d",
                      "_upsample_nearest_exact2d", "_upsample_nearest_exact3d"), ops_gather.upsample_nearest_plan),
     "cat": ops_gather.cat_plan,

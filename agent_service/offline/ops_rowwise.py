@@ -60,6 +60,39 @@ def _adaptive_pool(card: OperatorCard, x: TensorArg, size: list[int]) -> Adaptiv
                             in_h=shape[-2], in_w=shape[-1], out_h=size[0], out_w=size[1])
 
 
+def upsample_bilinear_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> AdaptivePoolPlan:
+    """upsample_bilinear2d (.vec and by output size) of NCHW planes, with or without
+    align_corners: family ``upsample_bilinear``. A resize to the input's own size is left to eager,
+    which copies it (the formula would weigh a neighbouring inf or NaN by 0)."""
+    x = tensor_argument(call, "input" if "input" in call else "self")
+    shape, out = x.spec.shape, card.outputs[0].shape
+    if len(shape) != 4 or len(out) != 4 or out[:-2] != shape[:-2]:
+        raise UnsupportedCard(f"bilinear resizing of {shape} to {out}: eager's op takes NCHW planes only")
+    if out[-2:] == shape[-2:]:
+        raise UnsupportedCard("a bilinear resize to the input's own size is a copy in eager")
+    align = call.get("align_corners")
+    if not isinstance(align, bool):
+        raise UnsupportedCard(f"align_corners {align!r} is not a bool")
+    factors = call.get("scale_factors") or [call.get("scales_h"), call.get("scales_w")]
+    if len(factors) != 2 or not all(f is None or (isinstance(f, (int, float)) and not isinstance(f, bool))
+                                    for f in factors):
+        raise UnsupportedCard(f"bilinear scale factors {factors!r} are not two numbers")
+    scales = []
+    for size_in, size_out, factor in zip(shape[-2:], out[-2:], factors, strict=True):
+        if align:  # (in - 1) / (out - 1) in float, 0 for a single output
+            scales.append(f"((float){size_in - 1} / (float){size_out - 1})" if size_out > 1 else "0.0f")
+        elif factor is not None and factor > 0:  # eager: 1 / scale in double, then float
+            scales.append(f"((float)(1.0 / {float(factor)!r}))")
+        else:
+            scales.append(f"((float){size_in} / (float){size_out})")
+    return AdaptivePoolPlan(
+        family="upsample_bilinear", summary=f"{card.op} of {shape} to {out} {x.spec.dtype}", inputs=tuple(card.inputs),
+        outputs=tuple(card.outputs), x=x.index, planes=x.spec.numel // (shape[-1] * shape[-2]), in_h=shape[-2],
+        in_w=shape[-1], out_h=out[-2], out_w=out[-1], kind="bilinear", scales=(scales[0], scales[1]),
+        align_corners=align,
+    )
+
+
 def _pair(value: Any, what: str, default: list[int] | None = None) -> tuple[int, int]:
     if isinstance(value, int):
         value = [value]

@@ -1,4 +1,5 @@
-"""2-d pooling over NCHW planes: adaptive average pooling to any size, average and max pooling.
+"""2-d pooling over NCHW planes: adaptive average pooling to any size, average and max pooling, and
+bilinear resizing (each output from four inputs, eager's formula).
 
 Each output is computed from its window of the input plane by one thread (cuda) or loop
 iteration (cpu). On cuda, average and max windows of fixed size may be unrolled, so a thread
@@ -6,6 +7,11 @@ issues all of its window's loads before it adds any (the clipped loop adds in th
 and indices may be 32-bit where the tensors allow it. On the H200, for a 3x3 stride-2 average
 pool over 256 MiB, unrolling took the kernel from 211 to 94 µs; 64-bit indices beat 32-bit ones
 (94–97 against 112 µs), so they are tried first.
+
+Bilinear resizing follows PyTorch's cuda kernel: the source coordinate ``scale * (o + 0.5) - 0.5``
+clamped at 0 (``scale * o`` with ``align_corners``), truncated to the first tap, the second one
+row or column further unless at the edge, weights from the fraction, all in float; the scale is
+eager's own (``1 / scale_factor`` where the call gives one, else ``in / out``).
 
 Adaptive bins follow PyTorch: rows ``floor(o * in / out)`` to ``ceil((o + 1) * in / out)``;
 pooling windows start at ``o * stride - padding`` (with dilation for max pooling, where NaN
@@ -49,6 +55,9 @@ class AdaptivePoolPlan:
     dilation: tuple[int, int] = (1, 1)
     count_include_pad: bool = True  # avg: padded positions count in the divisor
     divisor: int | None = None  # avg: divisor_override
+    # bilinear: C float expressions of the source scale per dim (eager's area_pixel_compute_scale)
+    scales: tuple[str, str] = ("1.0f", "1.0f")
+    align_corners: bool = False
 
     def __post_init__(self) -> None:
         x, y = self.inputs[self.x], self.outputs[0]
@@ -103,10 +112,29 @@ class AdaptivePoolPlan:
                 f"{window}"
                 f"    y[i] = kf_from_f32<TY>(h0c >= h1 || w0c >= w1 ? 0.0f : s / {divisor});\n")
 
+    def _bilinear(self, n: str) -> str:
+        """Four taps of the input plane weighted as eager's bilinear kernel weights them."""
+        ih, iw = self.in_h, self.in_w
+        lines = []
+        for o, size, scale, name in (("oh", ih, self.scales[0], "h"), ("ow", iw, self.scales[1], "w")):
+            if self.align_corners:
+                lines.append(f"    const float {name}r = {scale} * (float){o};\n")
+            else:  # eager clamps a negative source coordinate to 0
+                lines.append(f"    float {name}r = {scale} * ((float){o} + 0.5f) - 0.5f;\n"
+                             f"    {name}r = {name}r < 0.0f ? 0.0f : {name}r;\n")
+            lines.append(f"    const IDX {name}1 = (IDX){name}r, {name}1p = {name}1 < {size - 1}{n} ? 1 : 0;\n"
+                         f"    const float {name}1l = {name}r - (float){name}1, {name}0l = 1.0f - {name}1l;\n")
+        return ("".join(lines) + f"    const TX *plane = x + p * {ih * iw}{n} + h1 * {iw}{n} + w1;\n"
+                f"    const TX *below = plane + h1p * {iw}{n};\n"
+                "    y[i] = kf_from_f32<TY>(h0l * (w0l * kf_to_f32(plane[0]) + w1l * kf_to_f32(plane[w1p]))\n"
+                "                           + h1l * (w0l * kf_to_f32(below[0]) + w1l * kf_to_f32(below[w1p])));\n")
+
     def _bin_loop(self, unrolled: bool = False, n: str = "LL") -> str:
         ih, iw, oh, ow = self.in_h, self.in_w, self.out_h, self.out_w
         if self.kind == "avg":
             return self._avg_loop(unrolled, n)
+        if self.kind == "bilinear":
+            return self._bilinear(n)
         unroll = "#pragma unroll\n" if unrolled else ""
         if self.kind == "max":
             (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel, self.stride, self.padding, self.dilation

@@ -1,6 +1,6 @@
-"""Variance, standard deviation, vector norms and logsumexp, reductions of slices, the three-tensor
-elementwise ops, nan_to_num and the log forms on the GPU: every cuda mode of each card against eager's
-own cuda kernels."""
+"""Variance, standard deviation, vector norms and logsumexp, reductions of slices, bilinear resizing,
+the three-tensor elementwise ops, nan_to_num and the log forms on the GPU: every cuda mode of each
+card against eager's own cuda kernels."""
 
 from __future__ import annotations
 
@@ -42,6 +42,9 @@ def _cases() -> list[tuple[Any, list[Any], dict[str, Any]]]:
         (aten.mean.dim, [_r(64, 197, 768, dtype=bf16)[:, 1:], [1]], {}),
         (aten.sum.dim_IntList, [_r(256, 1024)[:, :1000], [-1]], {}),
         (aten.var.dim, [_r(8, 3, 64, 64)[::2], [2, 3]], {}),
+        (aten.upsample_bilinear2d.vec, [_r(2, 64, 32, 32, dtype=bf16), None, False, [2.0, 2.0]], {}),
+        (aten.upsample_bilinear2d.vec, [_r(1, 8, 9, 7), [20, 30], True, None], {}),
+        (aten.upsample_bilinear2d.vec, [_r(2, 4, 64, 48), None, False, [0.5, 0.75]], {}),
         (aten.addcmul.default, [_r(64, 24, dtype=bf16), _r(64, 24, dtype=bf16), _r(24, dtype=bf16)], {"value": 0.5}),
         (aten.addcdiv.default, [_r(256, 33), _r(256, 33), _r(256, 33).abs() + 0.5], {"value": -2.0}),
         (aten.lerp.Tensor, [_r(64, 24), _r(64, 24), torch.rand(64, 24) * 2 - 0.5], {}),
