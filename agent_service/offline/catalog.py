@@ -89,6 +89,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "_upsample_nearest_exact1d",
                      "_upsample_nearest_exact2d", "_upsample_nearest_exact3d"), ops_gather.upsample_nearest_plan),
     "cat": ops_gather.cat_plan,
+    "stack": ops_gather.stack_plan,
     "index": ops_gather.index_plan,
     "embedding": ops_gather.embedding_plan,
     # pad decomposes (CompositeImplicitAutograd) to constant_pad_nd: overridden at that key, as type_as is

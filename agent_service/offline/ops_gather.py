@@ -130,6 +130,24 @@ def cat_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
     return _plan(card, "gather_cat", branches)
 
 
+def stack_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """stack of same-shape, same-dtype tensors along a new dim: output slice ``i`` along it from input ``i``."""
+    tensors = call.get("tensors")
+    if not isinstance(tensors, list) or not tensors or not all(isinstance(t, TensorArg) for t in tensors):
+        raise UnsupportedCard("stack's tensors are not a list of tensors")
+    out = card.outputs[0]
+    ndim = len(out.shape)
+    dim = int(call.get("dim", 0)) % max(ndim, 1)
+    _same_dtype(card, tensors, "stack")
+    parts = out.shape[:dim] + out.shape[dim + 1:]
+    if out.shape[dim] != len(tensors) or any(t.spec.shape != parts for t in tensors):
+        raise UnsupportedCard(f"stack of {[t.spec.shape for t in tensors]} does not give the card's output {out.shape}")
+    coords = [f"o{d}" for d in range(ndim) if d != dim]
+    branches = [Branch.reading(f"o{dim} == {i}LL", t.index, coords, t.spec.stride) for i, t in enumerate(tensors)]
+    branches[-1] = replace(branches[-1], condition="")
+    return _plan(card, "gather_cat", branches)
+
+
 # ---- index by one tensor -----------------------------------------------------------------------
 
 

@@ -217,6 +217,9 @@ ATEN_CASES = [
     Case("embedding_int32_of_transposed_weight", "gather_embedding",
          lambda: (aten.embedding.default, [r(16, 30).t(), torch.tensor([29, 1, 5], dtype=torch.int32), 0]),
          positive=(1,)),
+    Case("stack_last_of_views_bf16", "gather_cat", lambda: (aten.stack.default, [
+        [r(4, 6, dtype=bf16), r(6, 4, dtype=bf16).t(), r(4, 12, dtype=bf16)[:, ::2]], -1])),
+    Case("stack_front", "gather_cat", lambda: (aten.stack.default, [[r(3, 5), r(3, 5)]])),
     Case("constant_pad_nd_front_and_back", "gather_pad",
          lambda: (aten.constant_pad_nd.default, [r(2, 3, 7), [2, 1, 0, 3], 0.5])),
     Case("pad_crop_and_pad_bf16", "gather_pad",

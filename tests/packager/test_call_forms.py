@@ -541,6 +541,11 @@ GATHER_SPECS = [
     _rowwise("cat_last", "gather_cat", aten.cat.default, ("a", "b"), (X, TensorRecipe((4, 7), seed=1)),
              CAT_SPELLINGS, (ELEMENTWISE_SHAPES, ((4, 7), (0,), (4, 0), (2, 4, 7), ()))),
     # capture keeps a cat whose empty part eager skips (a legacy 1-D [0]): the part's exact layout is in the key
+    _rowwise("stack_last", "gather_cat", aten.stack.default, ("a", "b"), (X, replace(X, seed=1)),
+             ("torch.stack([a, b], -1)", "torch.stack((a, b), dim=-1)", "torch.stack([a, b])", "torch.stack([a, b], 1)",
+              "torch.stack([b, a], -1)", "torch.stack([a, b], -1, out=out)", "torch.stack([a, b, a], -1)",
+              "torch.dstack([a, b])", "torch.cat([a, b], -1)"),
+             (ELEMENTWISE_SHAPES, ELEMENTWISE_SHAPES)),
     _rowwise("cat_after_legacy_empty", "gather_cat", aten.cat.default, ("e", "x"), (TensorRecipe((0,)), X),
              CAT_AFTER_EMPTY_SPELLINGS, (((0, 33), (4, 0), (3,), ()), ELEMENTWISE_SHAPES)),
     _rowwise("index_rows", "gather_index", aten.index.Tensor, ("x", "i"),
