@@ -9,6 +9,7 @@ arithmetic is always fp32.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,6 +31,11 @@ _STORAGE_TYPES = {"float32": "float", "float64": "double", "int64": "int64_t", "
                   "uint8": "uint8_t", "bool": "uint8_t"}
 _HALF_STORAGE_TYPES = {"cpu": {"float16": "kf_f16", "bfloat16": "kf_bf16"},
                        "cuda": {"float16": "__half", "bfloat16": "__nv_bfloat16"}}
+
+
+def vectorising_cpu_math(expression: str) -> str:
+    """``expression`` with fmaxf and fminf calls made the cpu prelude's selects (kf_fmaxf, kf_fminf)."""
+    return re.sub(r"\bf(max|min)f\(", r"kf_f\1f(", expression)
 
 
 def storage_type(dtype: str, backend: str) -> str:
@@ -152,6 +158,10 @@ static inline float kf_erff(float x) {
   float y = a < 0.5f ? near : far;
   return x < 0.0f ? -y : y;
 }
+/* fmaxf and fminf as selects, which vectorise where g++ keeps the library calls: a NaN operand
+   gives the other one, as fmaxf and fminf do. */
+static inline float kf_fmaxf(float a, float b) { return ((a > b) | (b != b)) ? a : b; }
+static inline float kf_fminf(float a, float b) { return ((a < b) | (b != b)) ? a : b; }
 /* log without a library call, vectorising like kf_expf: x = 2^e * m with m in [sqrt(1/2), sqrt(2)),
    log(m) = 2 atanh(s) for s = (m - 1) / (m + 1), |s| < 0.172, whose odd series to s^9 is exact to
    float precision; e ln 2 in two parts. Subnormals are scaled into the normal range first. */

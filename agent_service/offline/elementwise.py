@@ -252,7 +252,7 @@ static void kf_elementwise({params}) {{
 {simd}
     for (int64_t c = c0; c < c1; ++c) {{
 {loads}
-      out[oo + c * {out_strides[-1]}LL] = kf_from_f32<{out_t}>({plan.expression});
+      out[oo + c * {out_strides[-1]}LL] = kf_from_f32<{out_t}>({cxx.vectorising_cpu_math(plan.expression)});
     }}
   }}
 }}

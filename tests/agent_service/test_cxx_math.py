@@ -84,3 +84,23 @@ def test_simd_loops_over_exp_erf_and_log1p_of_exp_vectorise(tmp_path: Path) -> N
     lines = len(cxx.CPU_PRELUDE.splitlines())
     vectorised = {int(line.split(":")[1]) - lines for line in proc.stderr.splitlines() if "loop vectorized" in line}
     assert {4, 8, 12} <= vectorised, proc.stderr  # the three loops' lines within LOOPS
+
+
+def test_cpu_max_and_min_are_selects_that_vectorise_and_keep_fmaxfs_nan_rule(tmp_path: Path) -> None:
+    expression = cxx.vectorising_cpu_math("(x0 != x0 ? x0 : fminf(fmaxf(x0, 0.0f), 6.0f))")
+    assert "kf_fminf(kf_fmaxf(" in expression and "kf_kf_" not in cxx.vectorising_cpu_math(expression)
+    body = ("void clamp_loop(const float *__restrict x, float *__restrict y, long n) {\n#pragma omp simd\n"
+            "  for (long i = 0; i < n; ++i) { const float x0 = x[i]; y[i] = " + expression + "; }\n}\n")
+    proc = _build(tmp_path, body, "clamp.so", ["-shared", "-fPIC", "-fopt-info-vec-optimized"])
+    lines = len(cxx.CPU_PRELUDE.splitlines())
+    assert any("loop vectorized" in line and int(line.split(":")[1]) - lines == 3 for line in proc.stderr.splitlines())
+    checks = r"""
+#include <stdio.h>
+int main() {
+  printf("%g %g %g %g %d\n", kf_fmaxf(NAN, 2.0f), kf_fmaxf(2.0f, NAN), kf_fminf(NAN, -1.0f), kf_fminf(3.0f, 5.0f),
+         isnan(kf_fmaxf(NAN, NAN)));
+}
+"""
+    _build(tmp_path, checks, "nan_rule", ["-lm"])
+    out = subprocess.run([str(tmp_path / "nan_rule")], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["2", "2", "-1", "3", "1"]
