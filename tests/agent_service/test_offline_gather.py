@@ -44,7 +44,7 @@ def test_calls_that_convert_or_select_a_data_dependent_count_are_refused() -> No
     assert "converts" in _refusal(aten.cat.default, [[torch.randn(2, 3), torch.randn(2, 3).to(bf16)], 1])
     assert "2 index tensors" in _refusal(aten.index.Tensor, [torch.randn(4, 5), [torch.tensor([1]), torch.tensor([2])]])
     assert "mask" in _refusal(aten.index.Tensor, [torch.randn(4, 5), [torch.tensor([True, False, True, True])]])
-    assert "constant padding" in _refusal(aten.pad.default, [torch.randn(1, 2, 6), [1, 1], "reflect"])
+    assert "mode replicate" in _refusal(aten.pad.default, [torch.randn(1, 2, 6), [-1, 2], "replicate"])  # a crop
     assert "tensor value" in _refusal(aten.masked_fill.Tensor,
                                       [torch.randn(3, 4), torch.randn(3, 4) > 0, torch.tensor(1.0)])
     complex_x = torch.randn(3, dtype=torch.complex64)
