@@ -204,27 +204,34 @@ def pad_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
     """constant_pad_nd and pad: the input where it lies, elsewhere the value (mode constant; negative
     pads crop) or the input at a source eager's mode picks (reflect, replicate, circular)."""
     x = tensor_argument(call, "self")
+    low, high = _pad_amounts(card, x, call)
+    _same_dtype(card, [x], "pad")
     mode = call.get("mode", "constant")
     if mode != "constant":
-        return _pad_from_input(card, x, call, str(mode))
-    pad = call.get("pad")
+        return _pad_from_input(card, x, str(mode), low, high)
     shape, out = x.spec.shape, card.outputs[0]
+    coords = [f"o{d} - {lo}LL" if lo else f"o{d}" for d, lo in enumerate(low)]
+    inside = [f"(uint64_t)({c}) < {n}ULL" for c, n, lo, hi in zip(coords, shape, low, high, strict=True)
+              if lo > 0 or hi > 0]
+    read = Branch.reading(" && ".join(inside), x.index, coords, x.spec.stride)
+    value = call.get("value")
+    fill = fill_bits(0 if value is None else value, out.dtype)
+    branches = [read, Branch("", fill)] if inside else [read]
+    return _plan(card, "gather_pad", branches)
+
+
+def _pad_amounts(card: OperatorCard, x: TensorArg, call: dict[str, Any]) -> tuple[list[int], list[int]]:
+    """The pad before and after each dim of ``x`` (the call's pairs from the last dim back), checked
+    against the card's output."""
+    pad, shape, out = call.get("pad"), x.spec.shape, card.outputs[0]
     if not isinstance(pad, list) or len(pad) % 2 or len(pad) // 2 > len(shape):
         raise UnsupportedCard(f"pad {pad!r} is not pairs over the input's {len(shape)} dims")
-    value = call.get("value")
     low, high = [0] * len(shape), [0] * len(shape)
     for k in range(len(pad) // 2):
         low[len(shape) - 1 - k], high[len(shape) - 1 - k] = int(pad[2 * k]), int(pad[2 * k + 1])
     if out.shape != [n + lo + hi for n, lo, hi in zip(shape, low, high, strict=True)]:
         raise UnsupportedCard(f"pad {pad} of {shape} does not give the card's output {out.shape}")
-    coords = [f"o{d} - {lo}LL" if lo else f"o{d}" for d, lo in enumerate(low)]
-    inside = [f"(uint64_t)({c}) < {n}ULL" for c, n, lo, hi in zip(coords, shape, low, high, strict=True)
-              if lo > 0 or hi > 0]
-    read = Branch.reading(" && ".join(inside), x.index, coords, x.spec.stride)
-    _same_dtype(card, [x], "pad")
-    fill = fill_bits(0 if value is None else value, out.dtype)
-    branches = [read, Branch("", fill)] if inside else [read]
-    return _plan(card, "gather_pad", branches)
+    return low, high
 
 
 #: pad modes that fill from the input: the source coordinate of ``i = o - low`` along a dim of size ``n``
@@ -235,26 +242,18 @@ _PAD_SOURCES = {
 }
 
 
-def _pad_from_input(card: OperatorCard, x: TensorArg, call: dict[str, Any], mode: str) -> GatherPlan:
+def _pad_from_input(card: OperatorCard, x: TensorArg, mode: str, low: list[int], high: list[int]) -> GatherPlan:
     """pad in a mode that reads the input everywhere; pads that reach no further than eager allows
     (a reflection within the dim, a circular pad of at most its size), none negative."""
     if mode not in _PAD_SOURCES:
         raise UnsupportedCard(f"pad mode {mode!r} is not templated")
-    pad, shape, out = call.get("pad"), x.spec.shape, card.outputs[0]
-    if not isinstance(pad, list) or len(pad) % 2 or len(pad) // 2 > len(shape):
-        raise UnsupportedCard(f"pad {pad!r} is not pairs over the input's {len(shape)} dims")
-    _same_dtype(card, [x], "pad")
-    coords = _coords(len(shape))
-    for k in range(len(pad) // 2):
-        d, low, high = len(shape) - 1 - k, int(pad[2 * k]), int(pad[2 * k + 1])
-        n = shape[d]
+    coords = _coords(len(low))
+    for d, (n, lo, hi) in enumerate(zip(x.spec.shape, low, high, strict=True)):
         reach = n - 1 if mode == "reflect" else n if mode == "circular" else None
-        if low < 0 or high < 0 or (reach is not None and max(low, high) > reach) or n == 0:
-            raise UnsupportedCard(f"pad {pad} in mode {mode} of a dim of {n}: not templated")
-        if out.shape[d] != n + low + high:
-            raise UnsupportedCard(f"pad {pad} of {shape} does not give the card's output {out.shape}")
-        if low or high:
-            coords[d] = _PAD_SOURCES[mode](f"(o{d} - {low}LL)" if low else f"o{d}", n)
+        if lo < 0 or hi < 0 or (reach is not None and max(lo, hi) > reach) or (n == 0 and (lo or hi)):
+            raise UnsupportedCard(f"pad {[lo, hi]} in mode {mode} of a dim of {n}: not templated")
+        if lo or hi:
+            coords[d] = _PAD_SOURCES[mode](f"(o{d} - {lo}LL)" if lo else f"o{d}", n)
     return _plan(card, "gather_pad", [Branch.reading("", x.index, coords, x.spec.stride)])
 
 

@@ -17,6 +17,7 @@ from agent_service.offline.layout import (
     storage_rows,
     strided_outer_layout,
 )
+from agent_service.offline.ops_elementwise import _num
 from agent_service.offline.pooling import AdaptivePoolPlan
 from agent_service.offline.rowwise.plan import RowPlan
 from kforge_domain.card import OperatorCard
@@ -210,11 +211,7 @@ def _correction(call: dict[str, Any]) -> float:
     if "unbiased" in call:
         return 1.0 if call["unbiased"] else 0.0
     value = call.get("correction")
-    if value is None:
-        return 1.0
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UnsupportedCard(f"correction {value!r} is not a number")
-    return float(value)
+    return 1.0 if value is None else _num(value, "correction")
 
 
 def vector_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan:

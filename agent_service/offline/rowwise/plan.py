@@ -148,8 +148,7 @@ class RowPlan:
         inner = self.inner
         if not self.x_outer:
             return f"({row} / {inner}LL) * {self.length * inner}LL + {row} % {inner}LL"
-        leading = " + ".join(f"(({row} / {inner}LL) / {d}LL % {n}LL) * {s}LL" for d, n, s in self.x_outer)
-        return f"{leading} + {row} % {inner}LL"
+        return f"{_strided_sum(f'({row} / {inner}LL)', self.x_outer)} + {row} % {inner}LL"
 
     def y_base_c(self, indent: str) -> str:
         """C declaration of ``ybase``, the start of ``row`` in y, where y is laid out apart."""
@@ -281,7 +280,7 @@ class RowPlan:
         is often small enough to stay on chip: each block keeps its chunk in shared memory across
         a grid-wide barrier (a cooperative launch) and the input is read from memory once.
         """
-        if self.inner != 1 or self.y is None or self.y_apart or self.x_outer or self.rows >= (device.sm_count or 132) \
+        if self.inner != 1 or self.y is None or self.y_apart or self.rows >= (device.sm_count or 132) \
                 or self.length < SPLIT_MIN_LENGTH:
             return ()
         budget = RESIDENT_SMEM_BYTES.get(device.arch, RESIDENT_DEFAULT_SMEM_BYTES)
@@ -363,10 +362,15 @@ class RowPlan:
         """C expression of where row ``row``'s outputs go (see ``row_order``)."""
         if not self.row_order:
             return row
-        return " + ".join(f"(({row}) / {d}LL % {n}LL) * {s}LL" for d, n, s in self.row_order)
+        return _strided_sum(f"({row})", self.row_order)
 
     def vector_pointers(self) -> list[str]:
         """The pointers a vectorised kernel moves 16 bytes at a time (which must be aligned)."""
         pointers = [f"inputs[{self.x}].data"] + ([f"outputs[{self.y}].data"] if self.y is not None else [])
         return pointers + ([f"inputs[{self.gate}].data"] if self.gate is not None else [])
 
+
+def _strided_sum(index: str, terms: tuple[tuple[int, int, int], ...]) -> str:
+    """C expression of ``sum((index / divisor) % size * stride)`` over ``terms``: where a row's
+    ``index`` falls in a tensor laid out by those (divisor, size, stride) dims."""
+    return " + ".join(f"({index} / {d}LL % {n}LL) * {s}LL" for d, n, s in terms)
