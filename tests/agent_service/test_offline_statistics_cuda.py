@@ -76,6 +76,20 @@ def _knob_sets(plan: Any) -> list[dict[str, Any]]:
     return [space.normalise(s) for s in sets]
 
 
+def _on_cuda(t: torch.Tensor, device: str = "cuda") -> torch.Tensor:
+    """``t`` on the device with its strides and storage offset kept (``.cuda()`` makes a slice
+    contiguous, which is not the card's layout)."""
+    storage = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage()).to(device)
+    return storage.as_strided(t.size(), t.stride(), t.storage_offset())
+
+
+def test_a_slice_moved_to_the_device_keeps_its_layout() -> None:
+    sliced = _r(4, 5, 6)[:, 1:, ::2]
+    moved = _on_cuda(sliced, "cpu")
+    assert (moved.stride(), moved.storage_offset()) == (sliced.stride(), sliced.storage_offset())
+    assert torch.equal(moved, sliced)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="compares with eager's cuda kernels")
 def test_every_mode_matches_eagers_cuda_result(tmp_path: Path) -> None:
     runs = []
@@ -86,7 +100,7 @@ def test_every_mode_matches_eagers_cuda_result(tmp_path: Path) -> None:
     with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
         libraries = list(pool.map(lambda run: compile_cuda(run[4], tmp_path), runs))
     for (op, args, kwargs, knobs, _), library in zip(runs, libraries, strict=True):
-        cuda_args = [a.cuda() if isinstance(a, torch.Tensor) else a for a in args]
+        cuda_args = [_on_cuda(a) if isinstance(a, torch.Tensor) else a for a in args]
         expected = op(*cuda_args, **kwargs)
         got = torch.full_like(expected, 7.0)
         assert run_kernel(library, [a for a in cuda_args if isinstance(a, torch.Tensor)], [got]) == 0
