@@ -297,6 +297,23 @@ def test_few_rows_larger_than_l2_are_never_given_one_block_each() -> None:
     assert split.normalise({**split.default(), "cache_row": False, "stats": "one_pass"}) == split.default()
 
 
+def test_long_rows_start_with_the_smallest_block_that_holds_the_row_in_registers() -> None:
+    def first(op: Any, args: list[Any]) -> dict[str, Any]:
+        card, _ = aten_card(op, args)
+        space = plan_for_card(on_cuda(card), "cuda").knob_space("cuda", H200)
+        return {k: v for k, v in space.default().items() if k in ("mode", "threads_per_block", "stats")}
+
+    images = r(16, 64, 16, 16)  # rows of 8 x 256 elements: 256 threads hold them
+    assert first(aten.group_norm.default, [images, 8, r(64), r(64), 1e-5])["threads_per_block"] == 256
+    wide = r(32, 64, 64, 64)  # 256 rows of 32768 fp32: 512 threads hold 64 each
+    assert first(aten.group_norm.default, [wide, 8, r(64), r(64), 1e-5]) == \
+        {"mode": "block", "threads_per_block": 512, "stats": "two_pass"}
+    assert first(aten._softmax.default, [r(200, 4096), -1, False])["threads_per_block"] == 256
+    # Rows no block holds: the largest block, and the statistics that walk the row the fewest times.
+    assert first(aten._softmax.default, [r(170, 131072), -1, False]) == \
+        {"mode": "block", "threads_per_block": 1024, "stats": "online"}
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 def test_rows_shorter_than_a_warp_of_vectors_share_warps_first() -> None:
     def plan(*shape: int) -> Any:

@@ -38,8 +38,13 @@ def _cuda_shape(plan: RowPlan, knobs: Knobs) -> _CudaShape:
     nt = {"thread": 1, "warp": 32, "block": block, "columns": block // 32,
           "lanes": lanes_per_row(plan.length, vec)}[knobs["mode"]]
     items = cxx.ceil_div(plan.length, nt * vec)
-    cache = bool(knobs["cache_row"]) and items * vec <= MAX_CACHED_FLOATS and plan.rereads_row(knobs["stats"])
+    cache = bool(knobs["cache_row"]) and row_fits_registers(plan.length, nt, vec) and plan.rereads_row(knobs["stats"])
     return _CudaShape(nt, block, vec, items, cache)
+
+
+def row_fits_registers(length: int, threads: int, vec: int) -> bool:
+    """Whether ``threads`` sharing a row of ``length`` each hold their part of it in registers (cache_row)."""
+    return cxx.ceil_div(length, threads * vec) * vec <= MAX_CACHED_FLOATS
 
 
 def lanes_per_row(length: int, vec: int) -> int:

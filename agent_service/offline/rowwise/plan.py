@@ -11,6 +11,7 @@ from agent_service.offline.knobs import Knobs, KnobSpace
 from agent_service.offline.layout import is_contiguous, is_dense, storage_order_rows
 from agent_service.offline.plan import cpu_thread_choices, multiprocessors
 from agent_service.offline.rowwise import cpu, cuda_resident, cuda_rows, cuda_split, cuda_tile
+from agent_service.offline.rowwise.cuda_rows import row_fits_registers
 from agent_service.offline.rowwise.kinds import ACTIVATIONS, ROW_KINDS, RowKind, fill
 from kforge_domain.card import TensorSpec
 from kforge_domain.device import DeviceInfo
@@ -215,11 +216,15 @@ class RowPlan:
             modes = (("split",) if splits else ()) + (("resident",) if resident_per_sm else ())
             if not (splits and self._outgrows_l2(device)):
                 modes += ("block", "warp")
+        threads = (256, 128, 512, 1024) if modes[0] not in ("warp", "lanes") else (256, 128, 512)
+        stats = self._stats_choices()
+        if modes[0] == "block":
+            threads, stats = self._long_row_choices(threads, stats, vec)
         choices: dict[str, tuple[Any, ...]] = {
             "mode": modes,
-            "threads_per_block": (256, 128, 512, 1024) if modes[0] not in ("warp", "lanes") else (256, 128, 512),
+            "threads_per_block": threads,
             "vector": (vec, 1) if vec > 1 else (1,),
-            "stats": self._stats_choices(),
+            "stats": stats,
             "cache_row": (True, False) if self.rereads_row() else (False,),
             "reduce": ("shuffle", "smem_tree"),
         }
@@ -230,6 +235,25 @@ class RowPlan:
         if resident_per_sm:
             choices["resident_blocks_per_sm"] = resident_per_sm
         return KnobSpace(choices, only_in=_CUDA_KNOB_MODES)
+
+    def _long_row_choices(self, threads: tuple[int, ...], stats: tuple[str, ...],
+                          vec: int) -> tuple[tuple[int, ...], tuple[str, ...]]:
+        """Block mode's first block size and statistics pass, from whether a block can hold its row.
+
+        A block that keeps its row in registers reads it from memory once, however many passes
+        its statistics take; so the first block size is the smallest that holds the row. Where
+        none does, the largest block keeps the most loads in flight, and the statistics pass
+        that walks the row the fewest times comes first. On the H100 (``bench/gpu/row_norms.py``,
+        2026-12-06) a group norm over rows of 32768 fp32 took 189 µs with 512 threads and 404 µs
+        with 256; a softmax over rows of 393216 took 292 µs with 1024 threads and the online
+        statistics, 381 µs with 256 and two passes.
+        """
+        holding = [t for t in sorted(threads) if t >= 256 and row_fits_registers(self.length, t, vec)]
+        first = holding[0] if holding else max(threads)
+        threads = (first, *(t for t in threads if t != first))
+        if not holding:
+            stats = tuple(sorted(stats, key=lambda name: len(self.row_kind.statistics(name).cuda)))
+        return threads, stats
 
     def _outgrows_l2(self, device: DeviceInfo) -> bool:
         """Whether the input is larger than the last-level cache (then a row's second read is from memory).
