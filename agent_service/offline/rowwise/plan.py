@@ -216,7 +216,7 @@ class RowPlan:
             modes = (("split",) if splits else ()) + (("resident",) if resident_per_sm else ())
             if not (splits and self._outgrows_l2(device)):
                 modes += ("block", "warp")
-        threads = (256, 128, 512, 1024) if modes[0] not in ("warp", "lanes") else (256, 128, 512)
+        threads: tuple[int, ...] = (256, 128, 512, 1024) if modes[0] not in ("warp", "lanes") else (256, 128, 512)
         stats = self._stats_choices()
         if modes[0] == "block":
             threads, stats = self._long_row_choices(threads, stats, vec)
