@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -159,14 +160,17 @@ class CardSearch:
                 task.result()
 
     # -- the kernel cache ----------------------------------------------------------------------
+    @functools.cached_property
     def _cache_hit(self) -> CachedKernel | None:
+        """This card's entry in the kernel cache as the search started: read once, since the
+        search writes the card's entry only when it ends and every proposal asks for it."""
         if self.cache is None:
             return None
         return self.cache.lookup(self.card.id, self.device.arch, self.device.toolchain)
 
     async def _start_from_cache(self) -> bool:
         """Evaluate the cached kernel of this card first; True when nothing more is needed."""
-        hit = self._cache_hit()
+        hit = self._cache_hit
         if hit is None:
             return False
         node = self.tree.add_child(ROOT)
@@ -185,7 +189,7 @@ class CardSearch:
         rows = self.store.candidates(self.card.id)
         if not rows or rows[0].proposer != "cache":
             return False
-        hit = self._cache_hit()
+        hit = self._cache_hit
         result = self.store.result(rows[0].id)
         return bool(hit and hit.completes_search_for(searcher_of(self.settings.proposer)) and result is not None
                     and result.passed)
@@ -196,7 +200,7 @@ class CardSearch:
         rows = self.store.candidates(self.card.id)
         if not rows or rows[0].proposer != "cache":
             return None
-        hit = self._cache_hit()
+        hit = self._cache_hit
         return rows[0].id if hit is None or hit.proposer != searcher_of(self.settings.proposer) else None
 
     def _remember_best(self) -> None:
