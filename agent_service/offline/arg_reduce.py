@@ -136,11 +136,12 @@ def _across_warps(reduction: ArgReduction, block: int) -> str:
 
 
 def kernel(reduction: ArgReduction, knobs: Knobs, device: DeviceInfo, params: str, args: str, total: int,
-           coords: str, store: str) -> ArgKernel:
+           coords: str, write: str) -> ArgKernel:
     """The kernels and launch for ``knobs["mode"]`` in :data:`GROUP_MODES`; ``coords`` defines
-    ``o<d>`` from the output index ``i``, ``store`` is that element's offset in ``out``."""
+    ``o<d>`` from the output index ``i``, ``write`` stores that element's result from its winning
+    index ``found`` (the kernel's parameters ``params`` in scope)."""
     if knobs["mode"] == "split":
-        return _split(reduction, knobs, params, args, total, coords, store)
+        return _split(reduction, knobs, params, args, total, coords, write)
     block = int(knobs["threads_per_block"])
     group = 32 if knobs["mode"] == "warp" else block
     per_block = block // group
@@ -152,7 +153,7 @@ __global__ void __launch_bounds__({block}) kf_gather({params}) {{
   for (int64_t i = (int64_t)blockIdx.x * {per_block} + threadIdx.x / {group}; i < {total}LL;
        i += (int64_t)gridDim.x * {per_block}) {{
 {coords}
-{_scan(reduction, "lane", f"{reduction.length}LL", str(group))}{across_warps}    if (lane == 0) out[{store}] = (T)found;
+{_scan(reduction, "lane", f"{reduction.length}LL", str(group))}{across_warps}    if (lane == 0) {write}
   }}
 }}
 """
@@ -160,7 +161,7 @@ __global__ void __launch_bounds__({block}) kf_gather({params}) {{
 
 
 def _split(reduction: ArgReduction, knobs: Knobs, params: str, args: str, total: int, coords: str,
-           store: str) -> ArgKernel:
+           write: str) -> ArgKernel:
     """Each output's row cut into pieces of ``threads_per_block * per_thread`` elements, a block per
     piece writing its winner to the workspace; then a warp per output combines its pieces' winners."""
     block = int(knobs["threads_per_block"])
@@ -185,7 +186,7 @@ __global__ void __launch_bounds__({block}) kf_arg_pieces({params}, kf_arg_part *
     }}
 }}
 
-__global__ void __launch_bounds__({MERGE_BLOCK}) kf_arg_merge(T *__restrict__ out,
+__global__ void __launch_bounds__({MERGE_BLOCK}) kf_arg_merge({params},
                                                      const kf_arg_part *__restrict__ kf_parts) {{
   const int lane = threadIdx.x % 32;
   for (int64_t i = (int64_t)blockIdx.x * {warps} + threadIdx.x / 32; i < {total}LL;
@@ -198,11 +199,11 @@ __global__ void __launch_bounds__({MERGE_BLOCK}) kf_arg_merge(T *__restrict__ ou
       if (kf_better(part.best, part.found, best, found)) {{ best = part.best; found = part.found; }}
     }}
     kf_warp_combine(best, found);
-    if (lane == 0) out[{store}] = (T)found;
+    if (lane == 0) {write}
   }}
 }}
 """
     merge_grid = cxx.ceil_div(total, warps)
     launch = (f"  kf_arg_pieces<<<{total * pieces}, {block}, 0, s>>>({args}, kf_parts);\n"
-              f"  kf_arg_merge<<<{merge_grid}, {MERGE_BLOCK}, 0, s>>>((T *)outputs[0].data, kf_parts);\n")
+              f"  kf_arg_merge<<<{merge_grid}, {MERGE_BLOCK}, 0, s>>>({args}, kf_parts);\n")
     return ArgKernel(source, launch, scratch)

@@ -98,7 +98,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(("triu", "tril"), ops_gather.triangle_plan),
     "where": ops_gather.where_plan,
     "gather": ops_gather.gather_plan,
-    **dict.fromkeys(("argmax", "argmin"), ops_gather.arg_extreme_plan),
+    **dict.fromkeys(("argmax", "argmin", "max", "min"), ops_gather.arg_extreme_plan),
     "repeat_interleave": ops_gather.repeat_interleave_plan,
     "flip": ops_gather.flip_plan,
     "roll": ops_gather.roll_plan,

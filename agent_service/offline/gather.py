@@ -53,6 +53,7 @@ LOAD_TYPES = {1: "uint8_t", 2: "uint16_t", **STORE_TYPES}  # one load of a run's
 # on the sixth (bench/results/gpu_gather_stores_2026-12-05_h100_run68.md); one element per store ran
 # a comparison into bool at 0.84x eager, 8 bytes at 1.00x.
 FIRST_STORE = 8
+FOUND = "kf_chosen"  # a row reduction's winning index, where the gather also writes it (max.dim)
 
 
 def c_type(dtype: str) -> str:
@@ -232,14 +233,21 @@ class GatherPlan:
     tables: tuple[Table, ...] = ()
     helpers: str = ""  # C/C++ defined before the kernel, for both backends (``__CUDACC__`` tells them apart)
     reduction: ArgReduction | None = None  # each element reduces a row (argmax, argmin): cuda's group modes
+    # max.dim, min.dim: the C expression of the row's element at index FOUND (coordinates ``o<d>``), written
+    # to the first output while the second takes FOUND; the preamble defines FOUND where a thread walks its row.
+    found_value: str = ""
 
     def __post_init__(self) -> None:
-        out = self.outputs[0]
-        if len(self.outputs) != 1:
-            raise UnsupportedCard(f"the gather template writes one output, the card has {len(self.outputs)}")
-        if min(out.stride, default=0) < 0 or overlaps_itself(out.shape, out.stride):
-            raise UnsupportedCard(f"output layout stride={out.stride} overlaps itself")
-        for spec in (*self.inputs, out):
+        wanted = 2 if self.found_value else 1
+        if len(self.outputs) != wanted:
+            raise UnsupportedCard(f"the gather template writes {wanted} output(s), the card has {len(self.outputs)}")
+        for out in self.outputs:
+            if min(out.stride, default=0) < 0 or overlaps_itself(out.shape, out.stride):
+                raise UnsupportedCard(f"output layout stride={out.stride} overlaps itself")
+        if self.found_value and (self.reduction is None or self.outputs[1].dtype != "int64"
+                                 or self.outputs[1].shape != self.outputs[0].shape):
+            raise ValueError("a gather writing a row's value and index needs a reduction and an int64 index output")
+        for spec in (*self.inputs, *self.outputs):
             c_type(spec.dtype)
         if not self.branches or self.branches[-1].condition:
             raise ValueError("a gather needs an unconditional last branch")
@@ -305,6 +313,20 @@ class GatherPlan:
         out = self.outputs[0]
         return dense_index if is_dense(out) else offset(_all_coords(len(out.shape)), out.stride)
 
+    def _index_store(self, indent: str) -> str:
+        """With :attr:`found_value`: the statement writing FOUND to the index output, at the element's coordinates."""
+        if not self.found_value:
+            return ""
+        index = self.outputs[1]
+        return f"\n{indent}out1[{offset(_all_coords(len(index.shape)), index.stride)}] = {FOUND};"
+
+    def _reduction_write(self) -> str:
+        """What a group-mode reduction's first lane writes for its element, its winner in ``found``."""
+        if not self.found_value:
+            return f"out[{self._store('i')}] = (T)found;"
+        return (f"{{ const int64_t {FOUND} = found; out[{self._store('i')}] = {self.found_value};"
+                f"{self._index_store(' ')} }}")
+
     def _element(self, indent: str) -> str:
         lines = [f"{indent}{line}" for line in self.preamble.splitlines()]
         lines.append(f"{indent}T v;")
@@ -319,7 +341,12 @@ class GatherPlan:
         restrict = "__restrict__" if backend == "cuda" else "__restrict"
         params = [f"const {c_type(s.dtype)} *{restrict} in{i}" for i, s in enumerate(self.inputs)]
         args = [f"(const {c_type(s.dtype)} *)inputs[{i}].data" for i, s in enumerate(self.inputs)]
-        return ", ".join([*params, f"T *{restrict} out"]), ", ".join([*args, "(T *)outputs[0].data"])
+        params.append(f"T *{restrict} out")
+        args.append("(T *)outputs[0].data")
+        if self.found_value:
+            params.append(f"int64_t *{restrict} out1")
+            args.append("(int64_t *)outputs[1].data")
+        return ", ".join(params), ", ".join(args)
 
     def _tables(self, backend: str) -> str:
         qualifier = "__device__ " if backend == "cuda" else ""
@@ -349,7 +376,7 @@ static int kf_gather({params}) {{
     for (int64_t c = 0; c < {length}LL; ++c) {{
 {self._coords(walk[-1:], "c", "      ", outer=False)}
 {self._element("      ")}
-      out[{self._store(f'row * {length}LL + c')}] = v;
+      out[{self._store(f'row * {length}LL + c')}] = v;{self._index_store("      ")}
     }}
   }}
   return kf_bad;
@@ -436,7 +463,7 @@ static int kf_gather({params}) {{
             return f"""    for (int64_t c = {start}threadIdx.x; c < {end}; c += {block}) {{
 {self._coords(self._walk[-1:], "c", "      ", outer=False)}
 {self._element("      ")}
-      out[{self._store(f'row * {length}LL + c')}] = v;
+      out[{self._store(f'row * {length}LL + c')}] = v;{self._index_store("      ")}
     }}
 """
         element, loads = self._element("        "), []
@@ -466,7 +493,7 @@ static int kf_gather({params}) {{
         define = "#define KF_BAD() __trap()\n"
         if self.reduction is not None and knobs["mode"] in arg_reduce.GROUP_MODES:
             reduction = arg_reduce.kernel(self.reduction, knobs, device, params, args, total,
-                                          self._coords(walk, "i", "    "), self._store("i"))
+                                          self._coords(walk, "i", "    "), self._reduction_write())
             return self._cuda_launch(define + reduction.source, reduction.launch, reduction.workspace)
         if knobs["mode"] == "rows":
             rows, width = total // length, int(knobs["store_bytes"])
@@ -485,7 +512,7 @@ static int kf_gather({params}) {{
   for (int64_t i = (int64_t)blockIdx.x * {block} + threadIdx.x; i < {total}LL; i += (int64_t)gridDim.x * {block}) {{
 {self._coords(walk, "i", "    ")}
 {self._element("    ")}
-    out[{self._store('i')}] = v;
+    out[{self._store('i')}] = v;{self._index_store("    ")}
   }}
 }}
 """

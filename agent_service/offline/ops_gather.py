@@ -9,6 +9,7 @@ output element comes from; a call outside what it handles raises :class:`Unsuppo
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -17,7 +18,7 @@ from agent_service.offline.arg_reduce import ArgReduction
 from agent_service.offline.call import TensorArg, UnsupportedCard, split_op_name, tensor_argument
 from agent_service.offline.convert import conversion_helpers, converted
 from agent_service.offline.elementwise import ElementwisePlan, Operand
-from agent_service.offline.gather import Branch, GatherPlan, Table, fill_bits, offset
+from agent_service.offline.gather import FOUND, Branch, GatherPlan, Table, fill_bits, offset
 from agent_service.offline.layout import broadcast_strides, is_contiguous
 from agent_service.offline.ops_compare import VALUE_HELPERS as _VALUE
 from agent_service.offline.ops_compare import helpers_for
@@ -27,11 +28,12 @@ MAX_TABLE = 8192  # source-map entries a nearest upsampling embeds where no form
 
 
 def _plan(card: OperatorCard, family: str, branches: list[Branch], preamble: str = "",
-          tables: tuple[Table, ...] = ()) -> GatherPlan:
+          tables: tuple[Table, ...] = (), **fields: Any) -> GatherPlan:
+    """The card's gather; ``fields`` sets the plan's other fields (a reduction's, :attr:`GatherPlan.helpers`)."""
     out = card.outputs[0]
     return GatherPlan(family=family, summary=f"{card.op} to {out.shape} {out.dtype} stride {out.stride}",
                       inputs=tuple(card.inputs), outputs=tuple(card.outputs), branches=tuple(branches),
-                      preamble=preamble, tables=tables)
+                      preamble=preamble, tables=tables, **fields)
 
 
 def _same_dtype(card: OperatorCard, tensors: list[TensorArg], what: str) -> None:
@@ -359,9 +361,15 @@ def gather_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPl
 def arg_extreme_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
     """argmax, argmin along one dim (``keepdim`` or not) or over the flattened input: each output
     element walks its row in order and keeps the first index of the largest (smallest) value, a NaN
-    counting past every number and the first NaN winning, as eager's kernels choose on both backends."""
+    counting past every number and the first NaN winning, as eager's kernels choose on both backends.
+    max.dim and min.dim choose the same way and write the chosen element and its index."""
     x = tensor_argument(call, "self")
-    out, shape, dim = card.outputs[0], x.spec.shape, call.get("dim")
+    with_value = base in ("max", "min")
+    if with_value and split_op_name(card.op)[1] != "dim":
+        raise UnsupportedCard(f"{card.op}: only the dim overload (values and indices) is templated here")
+    out, shape, dim = card.outputs[-1], x.spec.shape, call.get("dim")
+    if with_value and card.outputs[0].dtype != x.spec.dtype:
+        raise UnsupportedCard(f"{card.op} of {x.spec.dtype} gives values of {card.outputs[0].dtype}")
     if out.dtype != "int64" or x.spec.dtype not in (*_VALUE, "int64", "int32", "int8", "uint8"):
         raise UnsupportedCard(f"{card.op} of {x.spec.dtype} into {out.dtype} is not templated")
     if not shape or x.spec.numel == 0:
@@ -379,14 +387,18 @@ def arg_extreme_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Gat
         raise UnsupportedCard(f"{card.op} along dim {dim!r} is not templated")
     read = f"in{x.index}[{at}]"
     value = f"{_VALUE[x.spec.dtype]}({read})" if x.spec.dtype in _VALUE else f"(int64_t)({read})"
-    beats = ">" if base == "argmax" else "<"
+    beats = ">" if base in ("argmax", "max") else "<"
     choose = (f"([&]() -> int64_t {{ int64_t k = 0, found = 0; auto best = {value}; "
               f"for (k = 1; k < {length}LL && best == best; ++k) {{ auto v = {value}; "
               f"if (v != v || v {beats} best) {{ best = v; found = k; }} }} return found; }}())")
     value_type = "double" if x.spec.dtype == "float64" else "float" if x.spec.dtype in _VALUE else "int64_t"
+    reduction = ArgReduction(length=length, value=value, value_type=value_type, beats=beats, inner=inner)
+    if with_value:  # the element itself, its bits copied: the value eager returns, NaN payload and all
+        found = re.sub(r"\bk\b", FOUND, read)
+        return _plan(card, "arg_extreme", [Branch("", found)], preamble=f"const int64_t {FOUND} = {choose};",
+                     helpers=helpers_for(choose), reduction=reduction, found_value=found)
     plan = _plan(card, "arg_extreme", [Branch("", f"(T)({choose})")])
-    return replace(plan, helpers=helpers_for(choose),
-                   reduction=ArgReduction(length=length, value=value, value_type=value_type, beats=beats, inner=inner))
+    return replace(plan, helpers=helpers_for(choose), reduction=reduction)
 
 
 # ---- repeat_interleave by an int ---------------------------------------------------------------

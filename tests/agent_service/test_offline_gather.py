@@ -180,6 +180,9 @@ def test_every_cuda_argmax_mode_takes_eagers_index_for_ties_and_nans(tmp_path: P
              for op in (aten.argmax.default, aten.argmin.default)]
     cases.append((aten.argmax.default, [torch.randint(-3, 3, (16, 5000)), -1]))
     cases.append((aten.argmin.default, [torch.randint(-3, 3, (2, 70000)), -1]))
+    cases += [(aten.max.dim, [_tied_rows(8, 151936, torch.bfloat16, 11), -1]),
+              (aten.min.dim, [_tied_rows(33, 3000, torch.float32, 12), 1, True]),
+              (aten.max.dim, [_tied_rows(20000, 3, torch.float16, 13), 0])]
     runs: list[tuple[Any, list[Any], dict[str, Any]]] = []
     for op, args in cases:
         choices = _cuda_plan(op, args).knob_space("cuda", H200).choices
@@ -195,9 +198,12 @@ def test_every_cuda_argmax_mode_takes_eagers_index_for_ties_and_nans(tmp_path: P
         libraries = list(pool.map(build, runs))
     for (op, args, knobs), library in zip(runs, libraries, strict=True):
         expected = op(args[0].cuda(), *args[1:])
-        got = torch.full_like(expected, -7)
-        assert run_kernel(library, [args[0].cuda()], [got]) == 0
-        assert torch.equal(got, expected), (op, args[1:], knobs)
+        expected = list(expected) if isinstance(expected, tuple) else [expected]
+        got = [torch.full_like(e, -7) for e in expected]
+        assert run_kernel(library, [args[0].cuda()], got) == 0
+        for g, e in zip(got, expected, strict=True):
+            assert torch.equal(g.isnan(), e.isnan()) and torch.equal(g.nan_to_num(0.5), e.nan_to_num(0.5)), \
+                (op, args[1:], knobs)
 
 
 def _store_cases() -> list[tuple[Any, list[Any]]]:
@@ -340,6 +346,30 @@ def test_an_in_place_masked_fill_keeps_selfs_values_at_every_store_width(tmp_pat
             library = compile_cuda(plan.render("cuda", {"store_bytes": width}, H200), tmp_path)
             assert run_kernel(library, [x, m], [got]) == 0
             assert torch.equal(got, expected), width
+
+
+def test_max_and_min_along_a_dim_write_eagers_values_and_indices(tmp_path: Path) -> None:
+    """max.dim and min.dim: the element eager picks (first of equal values, the first NaN) and its index,
+    in any layout of the input and of both outputs."""
+    nan = float("nan")
+    rows = torch.tensor([[1.0, 3.0, 3.0, -2.0], [nan, 5.0, nan, 1.0], [-0.0, 0.0, -1.0, -1.0], [2.0, 2.0, 2.0, 2.0],
+                         [-5.0, nan, 7.0, -7.0], [0.5, -0.5, 0.25, 0.5]])
+    cases = [(aten.max.dim, [rows, 1]), (aten.min.dim, [rows, 0, True]), (aten.max.dim, [rows.t().to(bf16), 0]),
+             (aten.min.dim, [torch.randn(3, 7, 5)[:, 1:], 1]),
+             (aten.max.dim, [torch.tensor([[3, 9, 9], [-4, -4, 2]]), -1])]
+    for op, args in cases:
+        card, expected = aten_card(op, args)
+        plan = plan_for_card(card, "cpu")
+        assert plan.family == "arg_extreme"
+        got = [torch.full_like(e, -7) for e in expected]
+        assert run_kernel(compile_cpu(plan.render("cpu", {}, CPU), tmp_path), [args[0]], got) == 0
+        for g, e in zip(got, expected, strict=True):
+            assert torch.equal(g.view(torch.int8) if g.is_floating_point() else g,
+                               e.view(torch.int8) if e.is_floating_point() else e), (op, args[1:], got, expected)
+    for op, args in [(aten.max.default, [rows]), (aten.max.other, [rows, rows])]:
+        card, _ = aten_card(op, args)
+        with pytest.raises(UnsupportedCard, match="only the dim overload"):
+            plan_for_card(card, "cpu")
 
 
 def test_argmax_and_argmin_take_eagers_index_for_ties_nans_and_signed_zeros(tmp_path: Path) -> None:
