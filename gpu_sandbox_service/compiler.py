@@ -23,6 +23,8 @@ from gpu_sandbox_service.models import Limits
 INCLUDE_DIR = Path(__file__).parent / "include"
 ABI_HEADER = INCLUDE_DIR / "kf_abi.h"
 SOURCE_SUFFIX = {"cpu": ".cpp", "cuda": ".cu"}
+#: g++'s flags for a cpu kernel, without the include path (see :meth:`Toolchain.flags`).
+CPU_FLAGS = ["-O3", "-march=native", "-fno-math-errno", "-fopenmp", "-shared", "-fPIC", "-std=c++17"]
 
 
 @dataclass(frozen=True)
@@ -43,9 +45,14 @@ class Toolchain:
         Most of a build is the front ends parsing the CUDA headers (host preprocessing, cudafe++,
         device preprocessing, cicc, host compile), which no flag that keeps the SASS cuts; host
         ``-O1``, ``-pipe`` and SASS without PTX saved nothing measurable (bench/nvcc_phases.py).
+
+        cpu: ``-fno-math-errno`` lets g++ treat ``sqrtf`` as the one instruction it is (no kernel
+        reads errno, and no result changes): a batch norm's ``1 / sqrtf(var + eps)`` is then hoisted
+        out of the loop and vectorised, where it was a libm call per element (a [16, 48, 24, 24]
+        float32 batch norm, one thread: 906 µs without it, 264 µs with it, eager 233 µs).
         """
         if self.backend == "cpu":
-            return ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", f"-I{INCLUDE_DIR}"]
+            return [*CPU_FLAGS, f"-I{INCLUDE_DIR}"]
         return ["-arch=" + self.arch, "-O3", "-shared", "-nodlink", "-Xcompiler", "-fPIC", "-std=c++17",
                 f"-I{INCLUDE_DIR}", *[f"-l{lib}" for lib in libraries]]
 

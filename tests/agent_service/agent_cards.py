@@ -16,6 +16,7 @@ from agent_service.offline.cxx import CUDA_PRELUDE
 from agent_service.offline.proposer import propose_offline
 from capture_service.program_graph import program_graph
 from gpu_sandbox_service.cardkit import mutated_inputs
+from gpu_sandbox_service.compiler import CPU_FLAGS
 from kforge_domain.card import OperatorCard, TensorSpec
 from kforge_domain.device import DeviceInfo
 from kforge_domain.propose_request import ParentCandidate, ProposeRequest
@@ -92,8 +93,8 @@ def compile_cpu(source: str, workdir: Path) -> Path:
     src, lib = workdir / f"k_{digest}.cpp", workdir / f"k_{digest}.so"
     if not lib.exists():
         src.write_text(source)
-        subprocess.run(["g++", "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-I", str(INCLUDE),
-                        "-o", str(lib), str(src)], check=True, capture_output=True, text=True)
+        subprocess.run(["g++", *CPU_FLAGS, "-I", str(INCLUDE), "-o", str(lib), str(src)],
+                       check=True, capture_output=True, text=True)
     return lib
 
 

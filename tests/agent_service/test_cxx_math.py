@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 from agent_service.offline import cxx
-from gpu_sandbox_service.compiler import INCLUDE_DIR, detect_toolchain
+from gpu_sandbox_service.compiler import CPU_FLAGS, INCLUDE_DIR, detect_toolchain
 
 ACCURACY = r"""
 #include <stdio.h>
@@ -61,7 +61,8 @@ def _build(tmp_path: Path, body: str, out: str, extra: list[str]) -> subprocess.
     source = tmp_path / "math.cpp"
     source.write_text(cxx.CPU_PRELUDE + body)
     compiler = detect_toolchain("cpu", "cpu").compiler
-    return subprocess.run([compiler, "-O3", "-march=native", "-fopenmp", "-std=c++17", f"-I{INCLUDE_DIR}", *extra,
+    flags = [f for f in CPU_FLAGS if f not in ("-shared", "-fPIC")]  # the sandbox's, for an executable
+    return subprocess.run([compiler, *flags, f"-I{INCLUDE_DIR}", *extra,
                            "-o", str(tmp_path / out), str(source)], capture_output=True, text=True, check=True)
 
 
