@@ -78,20 +78,48 @@ def upsample_bilinear_plan(card: OperatorCard, base: str, call: dict[str, Any]) 
     if len(factors) != 2 or not all(f is None or (isinstance(f, (int, float)) and not isinstance(f, bool))
                                     for f in factors):
         raise UnsupportedCard(f"bilinear scale factors {factors!r} are not two numbers")
-    scales = []
-    for size_in, size_out, factor in zip(shape[-2:], out[-2:], factors, strict=True):
-        if align:  # (in - 1) / (out - 1) in float, 0 for a single output
-            scales.append(f"((float){size_in - 1} / (float){size_out - 1})" if size_out > 1 else "0.0f")
-        elif factor is not None and factor > 0:  # eager: 1 / scale in double, then float
-            scales.append(f"((float)(1.0 / {float(factor)!r}))")
-        else:
-            scales.append(f"((float){size_in} / (float){size_out})")
+    scales = [_source_scale(size_in, size_out, factor, align)
+              for size_in, size_out, factor in zip(shape[-2:], out[-2:], factors, strict=True)]
     return AdaptivePoolPlan(
         family="upsample_bilinear", summary=f"{card.op} of {shape} to {out} {x.spec.dtype}", inputs=tuple(card.inputs),
         outputs=tuple(card.outputs), x=x.index, planes=x.spec.numel // (shape[-1] * shape[-2]), in_h=shape[-2],
         in_w=shape[-1], out_h=out[-2], out_w=out[-1], kind="bilinear", scales=(scales[0], scales[1]),
         align_corners=align,
     )
+
+
+def upsample_linear_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> AdaptivePoolPlan:
+    """upsample_linear1d (.vec and by output size) of NCL rows, with or without align_corners:
+    family ``upsample_linear``, each output from two inputs with eager's weights. A resize to the
+    input's own length is left to eager, which copies it."""
+    x = tensor_argument(call, "input" if "input" in call else "self")
+    shape, out = x.spec.shape, card.outputs[0].shape
+    if len(shape) != 3 or len(out) != 3 or out[:-1] != shape[:-1]:
+        raise UnsupportedCard(f"linear resizing of {shape} to {out}: eager's op takes NCL rows only")
+    if out[-1] == shape[-1]:
+        raise UnsupportedCard("a linear resize to the input's own length is a copy in eager")
+    align = call.get("align_corners")
+    if not isinstance(align, bool):
+        raise UnsupportedCard(f"align_corners {align!r} is not a bool")
+    factors = call.get("scale_factors") or [call.get("scales")]
+    if len(factors) != 1 or not (factors[0] is None or (isinstance(factors[0], (int, float))
+                                                          and not isinstance(factors[0], bool))):
+        raise UnsupportedCard(f"linear scale factors {factors!r} are not one number")
+    return AdaptivePoolPlan(
+        family="upsample_linear", summary=f"{card.op} of {shape} to {out} {x.spec.dtype}", inputs=tuple(card.inputs),
+        outputs=tuple(card.outputs), x=x.index, planes=shape[0] * shape[1], in_h=1, in_w=shape[-1], out_h=1,
+        out_w=out[-1], kind="linear", scales=("0.0f", _source_scale(shape[-1], out[-1], factors[0], align)),
+        align_corners=align,
+    )
+
+
+def _source_scale(size_in: int, size_out: int, factor: Any, align: bool) -> str:
+    """Eager's area_pixel_compute_scale for one dim, as a C float expression."""
+    if align:  # (in - 1) / (out - 1) in float, 0 for a single output
+        return f"((float){size_in - 1} / (float){size_out - 1})" if size_out > 1 else "0.0f"
+    if factor is not None and factor > 0:  # eager: 1 / scale in double, then float
+        return f"((float)(1.0 / {float(factor)!r}))"
+    return f"((float){size_in} / (float){size_out})"
 
 
 def _pair(value: Any, what: str, default: list[int] | None = None) -> tuple[int, int]:

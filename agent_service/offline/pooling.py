@@ -48,7 +48,7 @@ class AdaptivePoolPlan:
     in_w: int
     out_h: int
     out_w: int
-    kind: str = "adaptive_avg"  # or "max", "avg"
+    kind: str = "adaptive_avg"  # or "max", "avg", "bilinear", "linear" (1-D resizing: in_h and out_h are 1)
     kernel: tuple[int, int] = (1, 1)
     stride: tuple[int, int] = (1, 1)
     padding: tuple[int, int] = (0, 0)
@@ -113,10 +113,12 @@ class AdaptivePoolPlan:
                 f"    y[i] = kf_from_f32<TY>(h0c >= h1 || w0c >= w1 ? 0.0f : s / {divisor});\n")
 
     def _bilinear(self, n: str) -> str:
-        """Four taps of the input plane weighted as eager's bilinear kernel weights them."""
+        """Four taps of the input plane weighted as eager's bilinear kernel weights them; two taps
+        of the row for linear resizing, as eager's linear kernel weights them."""
         ih, iw = self.in_h, self.in_w
         lines = []
-        for o, size, scale, name in (("oh", ih, self.scales[0], "h"), ("ow", iw, self.scales[1], "w")):
+        dims = (("oh", ih, self.scales[0], "h"), ("ow", iw, self.scales[1], "w"))
+        for o, size, scale, name in dims[1:] if self.kind == "linear" else dims:
             if self.align_corners:
                 lines.append(f"    const float {name}r = {scale} * (float){o};\n")
             else:  # eager clamps a negative source coordinate to 0
@@ -124,6 +126,9 @@ class AdaptivePoolPlan:
                              f"    {name}r = {name}r < 0.0f ? 0.0f : {name}r;\n")
             lines.append(f"    const IDX {name}1 = (IDX){name}r, {name}1p = {name}1 < {size - 1}{n} ? 1 : 0;\n"
                          f"    const float {name}1l = {name}r - (float){name}1, {name}0l = 1.0f - {name}1l;\n")
+        if self.kind == "linear":
+            return ("".join(lines) + f"    const TX *plane = x + p * {iw}{n} + w1;\n"
+                    "    y[i] = kf_from_f32<TY>(w0l * kf_to_f32(plane[0]) + w1l * kf_to_f32(plane[w1p]));\n")
         return ("".join(lines) + f"    const TX *plane = x + p * {ih * iw}{n} + h1 * {iw}{n} + w1;\n"
                 f"    const TX *below = plane + h1p * {iw}{n};\n"
                 "    y[i] = kf_from_f32<TY>(h0l * (w0l * kf_to_f32(plane[0]) + w1l * kf_to_f32(plane[w1p]))\n"
@@ -133,7 +138,7 @@ class AdaptivePoolPlan:
         ih, iw, oh, ow = self.in_h, self.in_w, self.out_h, self.out_w
         if self.kind == "avg":
             return self._avg_loop(unrolled, n)
-        if self.kind == "bilinear":
+        if self.kind in ("bilinear", "linear"):
             return self._bilinear(n)
         unroll = "#pragma unroll\n" if unrolled else ""
         if self.kind == "max":
@@ -162,6 +167,8 @@ class AdaptivePoolPlan:
         total = self.planes * self.out_h * self.out_w
 
         def index(n: str) -> str:
+            if self.kind == "linear":  # rows: no output row coordinate
+                return f"    const IDX p = i / {self.out_w}{n}, ow = i % {self.out_w}{n};\n"
             return (f"    const IDX p = i / {self.out_h * self.out_w}{n}, oh = (i / {self.out_w}{n}) % {self.out_h}{n},"
                     f" ow = i % {self.out_w}{n};\n")
 
