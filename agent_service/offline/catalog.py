@@ -52,6 +52,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(ops_elementwise.UNARY, ops_elementwise.unary_plan),
     **dict.fromkeys(ops_integer.CLAMPS, _integers_first(ops_elementwise.unary_plan)),
     **dict.fromkeys(ops_elementwise.BINARY, _integers_first(ops_elementwise.binary_plan)),
+    "glu": ops_elementwise.glu_plan,
     **dict.fromkeys(("floor_divide", "remainder"), ops_integer.integer_plan),
     **dict.fromkeys(("addcmul", "addcdiv", "lerp"), ops_ternary.ternary_plan),
     "nan_to_num": ops_ternary.nan_to_num_plan,

@@ -244,6 +244,27 @@ def binary_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Elementw
     )
 
 
+def glu_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ElementwisePlan:
+    """glu along a dim: the first half times the sigmoid of the second, both read in place as
+    views of the input (the second at half the dim's extent further on), eager's formula."""
+    _check_single_output(card)
+    x = tensor_argument(call)
+    shape, out, dim = x.spec.shape, card.outputs[0], call.get("dim", -1)
+    if not shape or not isinstance(dim, int) or isinstance(dim, bool) or not -len(shape) <= dim < len(shape):
+        raise UnsupportedCard(f"glu of {shape} along dim {dim!r} is not templated")
+    dim %= len(shape)
+    half = shape[dim] // 2
+    if shape[dim] % 2 or out.shape != [*shape[:dim], half, *shape[dim + 1:]] or out.dtype != x.spec.dtype:
+        raise UnsupportedCard(f"glu of {shape} {x.spec.dtype} along dim {dim} into {out.shape} {out.dtype}")
+    strides = tuple(x.spec.stride)
+    first, second = (Operand(x.index, x.spec.dtype, at, strides) for at in (0, half * strides[dim]))
+    return ElementwisePlan(
+        family="elementwise_binary", summary=f"{card.op} to {out.shape} {out.dtype}",
+        inputs=tuple(card.inputs), outputs=tuple(card.outputs), operands=(first, second),
+        expression="x0 * (1.0f / (1.0f + KF_EXP(-x1)))", uses_math=True,
+    )
+
+
 def batch_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ElementwisePlan:
     if call.get("training"):
         raise UnsupportedCard("batch norm in training mode updates running statistics; not templated")

@@ -64,6 +64,7 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         ("upsample_bilinear_by_2_bf16", aten.upsample_bilinear2d.vec, [r(2, 64, 32, 32, dtype=bf16), None, False,
                                                                         [2.0, 2.0]], {}, [{}, {"index_bits": 32}]),
         ("upsample_bilinear_aligned", aten.upsample_bilinear2d.vec, [r(1, 8, 9, 7), [20, 30], True, None], {}, [{}]),
+        ("glu_of_channels_bf16", aten.glu.default, [r(4, 64, 4000, dtype=bf16), 1], {}, [{}]),
         ("upsample_linear_by_2_bf16", aten.upsample_linear1d.vec, [r(4, 32, 4000, dtype=bf16), None, False, [2.0]], {},
          [{}, {"index_bits": 32}]),
         ("stack_last_of_views", aten.stack.default, [[r(64, 96), r(96, 64).t(), r(64, 96)], -1], {}, [{}]),

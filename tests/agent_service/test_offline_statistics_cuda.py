@@ -46,6 +46,8 @@ def _cases() -> list[tuple[Any, list[Any], dict[str, Any]]]:
         (aten.upsample_bilinear2d.vec, [_r(1, 8, 9, 7), [20, 30], True, None], {}),
         (aten.upsample_bilinear2d.vec, [_r(2, 4, 64, 48), None, False, [0.5, 0.75]], {}),
         (aten.upsample_linear1d.vec, [_r(4, 32, 4000, dtype=bf16), None, False, [2.0]], {}),
+        (aten.glu.default, [_r(4, 64, 4000, dtype=bf16), 1], {}),
+        (aten.glu.default, [_r(6, 30, 8).transpose(1, 2), -1], {}),
         (aten.upsample_linear1d.vec, [_r(2, 8, 77), [300], True, None], {}),
         (aten.addcmul.default, [_r(64, 24, dtype=bf16), _r(64, 24, dtype=bf16), _r(24, dtype=bf16)], {"value": 0.5}),
         (aten.addcdiv.default, [_r(256, 33), _r(256, 33), _r(256, 33).abs() + 0.5], {"value": -2.0}),

@@ -244,6 +244,10 @@ TERNARY_SPECS = [
     OpSpec("nan_to_num", "elementwise_unary", aten.nan_to_num.default, ("x",), (X,),
            ("torch.nan_to_num(x)", "x.nan_to_num(0.0)", "torch.nan_to_num(x, nan=1.0, posinf=2.0)",
             "torch.nan_to_num(x, out=out)", "x.nan_to_num_()"), (Slot(ELEMENTWISE_SHAPES),)),
+    OpSpec("glu_halves", "elementwise_binary", aten.glu.default, ("x",), (TensorRecipe((4, 34)),),
+           ("F.glu(x, -1)", "F.glu(x)", "nn.GLU(1)(x)", "F.glu(x, dim=0)", "F.glu(x.double(), -1)", "F.glu(x, 5)",
+            "x.chunk(2, -1)[0] * x.chunk(2, -1)[1].sigmoid()"),
+           (Slot(((4, 34), (2, 4, 34), (4, 0), (4, 33), (34,), (1, 2))),)),
 ]
 
 
