@@ -196,6 +196,14 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
         threads = f" num_threads({knobs['threads']})" if knobs["threads"] else ""
         launch = cxx.cpu_kf_launch(self.inputs, self.outputs,
                                    f"  kf_pool((const TX *)inputs[{self.x}].data, (TY *)outputs[0].data);\n")
+        if self.kind in ("bilinear", "linear"):  # output rows: a row's columns share no division, and vectorise
+            rows, ow = self.planes * self.out_h, self.out_w
+            coords = "p = r" if self.kind == "linear" else f"p = r / {self.out_h}LL, oh = r % {self.out_h}LL"
+            loop = (f"  for (int64_t r = 0; r < {rows}LL; ++r) {{\n    const IDX {coords};\n#pragma omp simd\n"
+                    f"    for (IDX ow = 0; ow < {ow}LL; ++ow) {{\n    const IDX i = r * {ow}LL + ow;\n"
+                    f"{self._bin_loop()}    }}\n  }}")
+        else:
+            loop = f"  for (int64_t i = 0; i < {total}LL; ++i) {{\n{index('LL')}{self._bin_loop()}  }}"
         return f"""{cxx.CPU_PRELUDE}
 typedef {tx} TX;
 typedef {ty} TY;
@@ -203,8 +211,7 @@ typedef int64_t IDX;
 /* {self.summary} */
 static void kf_pool(const TX *__restrict x, TY *__restrict y) {{
 #pragma omp parallel for{threads} schedule({knobs["schedule"]})
-  for (int64_t i = 0; i < {total}LL; ++i) {{
-{index("LL")}{self._bin_loop()}  }}
+{loop}
 }}
 
 {launch}"""
