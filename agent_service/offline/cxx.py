@@ -146,17 +146,22 @@ static inline float kf_expf(float x) {
   y = x > 88.7228f ? INFINITY : y;
   return x != x ? x : y;
 }
-/* erf without a library call, vectorising like kf_expf: a Taylor series near zero (relative error
-   under 3e-8 below 0.5), Abramowitz and Stegun 7.1.26 beyond (absolute error under 1.5e-7). */
+/* erf without a library call, vectorising like kf_expf: x P(x^2) / Q(x^2), P and Q of degree 5, fitted
+   to erf on [0, 4] by least squares (absolute error under 3e-7 in float arithmetic), +-1 beyond 4 where
+   erf rounds to 1 in float. One division and no exp: half the time of the exp-based form it replaced. */
 static inline float kf_erff(float x) {
-  float a = x < 0.0f ? -x : x, a2 = a * a;
-  float t = 1.0f / (1.0f + 0.3275911f * a);
-  float p = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-  float far = 1.0f - p * kf_expf(-a2);
-  float near = a * (1.1283791671f + a2 * (-0.3761263890f + a2 * (0.1128379167f + a2 * (-0.0268661706f
-               + a2 * (0.0052239776f + a2 * -0.0008548327f)))));
-  float y = a < 0.5f ? near : far;
-  return x < 0.0f ? -y : y;
+  float a = x < 0.0f ? -x : x, z = a * a;
+  float p = 2.086932350789745e-06f;
+  p = p * z + 2.8474218469329244e-4f; p = p * z + 3.6831418789470896e-3f; p = p * z + 5.248990513577136e-2f;
+  p = p * z + 0.18824426378136552f; p = p * z + 1.1283791113148112f;
+  float q = 3.847173582899415e-05f;
+  q = q * z + 1.1459779785322963e-3f; q = q * z + 1.479894348837985e-2f; q = q * z + 0.11324095791845144f;
+  q = q * z + 0.5001597240330979f; q = q * z + 1.0f;
+  float y = a * p / q;
+  y = y > 1.0f ? 1.0f : y;
+  y = a > 4.0f ? 1.0f : y;  /* also an infinite x, whose p / q is inf / inf */
+  y = x < 0.0f ? -y : y;
+  return x != x ? x : y;
 }
 /* fmaxf and fminf as selects, which vectorise where g++ keeps the library calls: a NaN operand
    gives the other one, as fmaxf and fminf do. */
