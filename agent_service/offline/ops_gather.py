@@ -397,8 +397,7 @@ def arg_extreme_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Gat
         found = re.sub(r"\bk\b", FOUND, read)
         return _plan(card, "arg_extreme", [Branch("", found)], preamble=f"const int64_t {FOUND} = {choose};",
                      helpers=helpers_for(choose), reduction=reduction, found_value=found)
-    plan = _plan(card, "arg_extreme", [Branch("", f"(T)({choose})")])
-    return replace(plan, helpers=helpers_for(choose), reduction=reduction)
+    return _plan(card, "arg_extreme", [Branch("", f"(T)({choose})")], helpers=helpers_for(choose), reduction=reduction)
 
 
 # ---- repeat_interleave by an int ---------------------------------------------------------------

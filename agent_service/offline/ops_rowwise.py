@@ -65,51 +65,39 @@ def upsample_bilinear_plan(card: OperatorCard, base: str, call: dict[str, Any]) 
     """upsample_bilinear2d (.vec and by output size) of NCHW planes, with or without
     align_corners: family ``upsample_bilinear``. A resize to the input's own size is left to eager,
     which copies it (the formula would weigh a neighbouring inf or NaN by 0)."""
-    x = tensor_argument(call, "input" if "input" in call else "self")
-    shape, out = x.spec.shape, card.outputs[0].shape
-    if len(shape) != 4 or len(out) != 4 or out[:-2] != shape[:-2]:
-        raise UnsupportedCard(f"bilinear resizing of {shape} to {out}: eager's op takes NCHW planes only")
-    if out[-2:] == shape[-2:]:
-        raise UnsupportedCard("a bilinear resize to the input's own size is a copy in eager")
-    align = call.get("align_corners")
-    if not isinstance(align, bool):
-        raise UnsupportedCard(f"align_corners {align!r} is not a bool")
-    factors = call.get("scale_factors") or [call.get("scales_h"), call.get("scales_w")]
-    if len(factors) != 2 or not all(f is None or (isinstance(f, (int, float)) and not isinstance(f, bool))
-                                    for f in factors):
-        raise UnsupportedCard(f"bilinear scale factors {factors!r} are not two numbers")
-    scales = [_source_scale(size_in, size_out, factor, align)
-              for size_in, size_out, factor in zip(shape[-2:], out[-2:], factors, strict=True)]
-    return AdaptivePoolPlan(
-        family="upsample_bilinear", summary=f"{card.op} of {shape} to {out} {x.spec.dtype}", inputs=tuple(card.inputs),
-        outputs=tuple(card.outputs), x=x.index, planes=x.spec.numel // (shape[-1] * shape[-2]), in_h=shape[-2],
-        in_w=shape[-1], out_h=out[-2], out_w=out[-1], kind="bilinear", scales=(scales[0], scales[1]),
-        align_corners=align,
-    )
+    return _resize_plan(card, call, "bilinear", [call.get("scales_h"), call.get("scales_w")])
 
 
 def upsample_linear_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> AdaptivePoolPlan:
     """upsample_linear1d (.vec and by output size) of NCL rows, with or without align_corners:
     family ``upsample_linear``, each output from two inputs with eager's weights. A resize to the
     input's own length is left to eager, which copies it."""
+    return _resize_plan(card, call, "linear", [call.get("scales")])
+
+
+def _resize_plan(card: OperatorCard, call: dict[str, Any], kind: str, scales_given: list[Any]) -> AdaptivePoolPlan:
+    """Bilinear (two spatial dims) or linear (one) resizing of ``[N, C, *spatial]``: eager's source
+    scale per spatial dim from the call's scale factors (``.vec``) or ``scales_given`` (by size)."""
     x = tensor_argument(call, "input" if "input" in call else "self")
-    shape, out = x.spec.shape, card.outputs[0].shape
-    if len(shape) != 3 or len(out) != 3 or out[:-1] != shape[:-1]:
-        raise UnsupportedCard(f"linear resizing of {shape} to {out}: eager's op takes NCL rows only")
-    if out[-1] == shape[-1]:
-        raise UnsupportedCard("a linear resize to the input's own length is a copy in eager")
+    shape, out, n = x.spec.shape, card.outputs[0].shape, len(scales_given)
+    if len(shape) != 2 + n or len(out) != 2 + n or out[:2] != shape[:2]:
+        raise UnsupportedCard(f"{kind} resizing of {shape} to {out}: eager's op takes [N, C] and {n} spatial dims")
+    if out[2:] == shape[2:]:
+        raise UnsupportedCard(f"a {kind} resize to the input's own size is a copy in eager")
     align = call.get("align_corners")
     if not isinstance(align, bool):
         raise UnsupportedCard(f"align_corners {align!r} is not a bool")
-    factors = call.get("scale_factors") or [call.get("scales")]
-    if len(factors) != 1 or not (factors[0] is None or (isinstance(factors[0], (int, float))
-                                                          and not isinstance(factors[0], bool))):
-        raise UnsupportedCard(f"linear scale factors {factors!r} are not one number")
+    factors = call.get("scale_factors") or scales_given
+    if len(factors) != n or not all(f is None or (isinstance(f, (int, float)) and not isinstance(f, bool))
+                                    for f in factors):
+        raise UnsupportedCard(f"{kind} scale factors {factors!r} are not {n} numbers")
+    scales = [_source_scale(size_in, size_out, factor, align)
+              for size_in, size_out, factor in zip(shape[2:], out[2:], factors, strict=True)]
+    in_h, out_h, scale_h = (shape[2], out[2], scales[0]) if n == 2 else (1, 1, "0.0f")
     return AdaptivePoolPlan(
-        family="upsample_linear", summary=f"{card.op} of {shape} to {out} {x.spec.dtype}", inputs=tuple(card.inputs),
-        outputs=tuple(card.outputs), x=x.index, planes=shape[0] * shape[1], in_h=1, in_w=shape[-1], out_h=1,
-        out_w=out[-1], kind="linear", scales=("0.0f", _source_scale(shape[-1], out[-1], factors[0], align)),
-        align_corners=align,
+        family=f"upsample_{kind}", summary=f"{card.op} of {shape} to {out} {x.spec.dtype}", inputs=tuple(card.inputs),
+        outputs=tuple(card.outputs), x=x.index, planes=shape[0] * shape[1], in_h=in_h, in_w=shape[-1],
+        out_h=out_h, out_w=out[-1], kind=kind, scales=(scale_h, scales[-1]), align_corners=align,
     )
 
 

@@ -11,7 +11,6 @@ from agent_service.offline.knobs import Knobs, KnobSpace
 from agent_service.offline.layout import is_contiguous, is_dense, storage_order_rows
 from agent_service.offline.plan import cpu_thread_choices, multiprocessors
 from agent_service.offline.rowwise import cpu, cuda_resident, cuda_rows, cuda_split, cuda_tile
-from agent_service.offline.rowwise.cuda_rows import row_fits_registers
 from agent_service.offline.rowwise.kinds import ACTIVATIONS, ROW_KINDS, RowKind, fill
 from kforge_domain.card import TensorSpec
 from kforge_domain.device import DeviceInfo
@@ -248,7 +247,7 @@ class RowPlan:
         with 256; a softmax over rows of 393216 took 292 µs with 1024 threads and the online
         statistics, 381 µs with 256 and two passes.
         """
-        holding = [t for t in sorted(threads) if t >= 256 and row_fits_registers(self.length, t, vec)]
+        holding = [t for t in sorted(threads) if t >= 256 and cuda_rows.row_fits_registers(self.length, t, vec)]
         first = holding[0] if holding else max(threads)
         threads = (first, *(t for t in threads if t != first))
         if not holding:
