@@ -98,14 +98,14 @@ def _spec(t: torch.Tensor) -> dict[str, object]:
             "storage_offset": t.storage_offset(), "aligned16": t.data_ptr() % 16 == 0}
 
 
-def _card(key: VariantKey, args: list[object], kwargs: dict[str, object], result: torch.Tensor,
+def cpu_card(key: VariantKey, args: list[object], kwargs: dict[str, object], result: torch.Tensor,
           kind: str = "aten") -> dict[str, object]:
     _, tensors = encode_call(args, kwargs)
     return {"id": key.id, "kind": kind, "op": key.op, "device": "cpu", "key": key.to_json(),
             "inputs": [_spec(t) for t in tensors], "outputs": [_spec(result)]}
 
 
-def _entry(card: dict[str, object], source: str, work: Path, kind: str = "aten") -> KernelEntry:
+def cpu_entry(card: dict[str, object], source: str, work: Path, kind: str = "aten") -> KernelEntry:
     src, lib = work / f"{card['id']}.cpp", work / f"{card['id']}.so"
     src.write_text(source)
     flags = "-O3 -shared -fPIC"
@@ -130,8 +130,8 @@ def measure() -> dict[str, object]:
     rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp, torch.inference_mode():
         work = Path(tmp)
-        cards = {name: _card(variant_key(op, args, {}), args, {}, fn(x)) for name, (op, args, fn, _) in calls.items()}
-        entries = [_entry(cards[name], source, work) for name, (*_, source) in calls.items()]
+        cards = {name: cpu_card(variant_key(op, args, {}), args, {}, fn(x)) for name, (op, args, fn, _) in calls.items()}
+        entries = [cpu_entry(cards[name], source, work) for name, (*_, source) in calls.items()]
         build_cast(work / "bench.cast", ModelIdentity("bench", "bench", "bench"), entries, [])
         cast = load_cast(work / "bench.cast")
         for name, (_, args, fn, _) in calls.items():
@@ -178,7 +178,7 @@ def measure_misses_among_kernels(n_kernels: int = 4) -> dict[str, float]:
         entries = []
         for i in range(n_kernels):
             t = torch.randn(8 * (i + 1), SHAPE[1])
-            entries.append(_entry(_card(variant_key("aten::relu.default", [t], {}), [t], {}, torch.relu(t)), RELU,
+            entries.append(cpu_entry(cpu_card(variant_key("aten::relu.default", [t], {}), [t], {}, torch.relu(t)), RELU,
                                   work))
         build_cast(work / "many.cast", ModelIdentity("bench", "bench", "bench"), entries, [])
         cast = load_cast(work / "many.cast")
@@ -198,7 +198,7 @@ def measure_module() -> dict[str, float]:
     module = torch.nn.GroupNorm(32, 128).eval()
     x = torch.randn(1, 128, 16, 16)
     key = module_variant_key(module, [x], {})
-    card = _card(key, [x], module_call_kwargs(module, {}), x, kind="module")
+    card = cpu_card(key, [x], module_call_kwargs(module, {}), x, kind="module")
     plain, remembering, reader = CallMatcher(key), CallMatcher(key, remembered=(ATTRIBUTES_KWARG,)), ModuleKeyReader()
     with torch.inference_mode():
         row = {
@@ -220,9 +220,9 @@ def measure_module_card() -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp, torch.inference_mode():
         work = Path(tmp)
         key = module_variant_key(module, [x], {})
-        card = _card(key, [x], {STATE_KWARG: module_state(module)}, module(x), kind="module")
+        card = cpu_card(key, [x], {STATE_KWARG: module_state(module)}, module(x), kind="module")
         build_cast(work / "module.cast", ModelIdentity("bench", "bench", "bench"),
-                   [_entry(card, SCALED_RELU, work, kind="module")], [])
+                   [cpu_entry(card, SCALED_RELU, work, kind="module")], [])
         cast = load_cast(work / "module.cast")
         kernel = cast.kernels[str(card["id"])]
         row = {"eager_us": median_us(lambda: module(x)), "eager_miss_shape_us": median_us(lambda: module(miss)),

@@ -133,10 +133,14 @@ def _hit_counts(native: NativeGraphOp, slot: int) -> tuple[int, dict[str, int]]:
 def call(tensors: list[torch.Tensor], owner: GraphOwner, kernel: LoadedKernel) -> list[torch.Tensor]:
     """Record (under tracing) or run the op: ``kforge_cast::native`` where the owner has a slot
     for the kernel, else ``kforge_cast::kernel``."""
-    slot = owner.native_slots.get(kernel.card_id)
-    if slot is not None:
+    return call_chosen(tensors, owner.token, owner.native_slots.get(kernel.card_id, -1), kernel.card_id)
+
+
+def call_chosen(tensors: list[torch.Tensor], token: str, slot: int, card_id: str) -> list[torch.Tensor]:
+    """:func:`call` with the owner's choice already made: ``slot`` -1 where it has no native slot."""
+    if slot >= 0:
         return torch.ops.kforge_cast.native(tensors, slot)
-    return torch.ops.kforge_cast.kernel(tensors, owner.token, kernel.card_id)
+    return torch.ops.kforge_cast.kernel(tensors, token, card_id)
 
 
 def _owner(token: str) -> GraphOwner:

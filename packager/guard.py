@@ -12,10 +12,11 @@ import enum
 import json
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 
+from packager.traced_call import TracedTensor
 from packager.variant import _ENUMS, TensorSignature, VariantKey, dtype_from_name
 
 # Miss reasons, as counted in Cast.stats().
@@ -42,6 +43,7 @@ class CallMatcher:
     def __init__(self, key: VariantKey, *, traced: bool = False, remembered: Collection[str] = ()) -> None:
         """``traced=True`` leaves out storage offset and alignment, which torch.compile cannot trace;
         whoever runs the kernel must then check both on the real tensors (see :func:`address_miss`).
+        A traced matcher also takes a :class:`~packager.traced_call.TracedTensor` for a tensor.
 
         For the keywords named in ``remembered`` (which must hold no tensors) the verdict on a
         value object is reused when the caller passes that very object again; only callers that
@@ -143,8 +145,8 @@ def _tensor_check(expected: TensorSignature, traced: bool) -> Check:
     # Tensor.is_cpu / is_cuda cost a fraction of Tensor.device.type.
     device_attr = {"cpu": "is_cpu", "cuda": "is_cuda"}.get(device)
 
-    def check(value: object, tensors: list[torch.Tensor]) -> str | None:
-        if not isinstance(value, torch.Tensor):
+    def check(value: object, tensors: list[Any]) -> str | None:
+        if not isinstance(value, torch.Tensor) and not (traced and isinstance(value, TracedTensor)):
             return ARGS
         if not traced and type(value) not in REAL_TENSOR_TYPES:
             return ARGS  # a fake or functional tensor of a trace, or a user subclass: never a kernel's
@@ -164,17 +166,18 @@ def _tensor_check(expected: TensorSignature, traced: bool) -> Check:
         if traced:
             tensors.append(value)
             return None
-        if value.storage_offset() != offset:
+        real = cast(torch.Tensor, value)  # checked above: an untraced matcher takes real tensors only
+        if real.storage_offset() != offset:
             return STORAGE_OFFSET
-        if (value.data_ptr() % 16 == 0) != aligned:
+        if (real.data_ptr() % 16 == 0) != aligned:
             return ALIGNMENT
-        tensors.append(value)
+        tensors.append(real)
         return None
 
     return check
 
 
-def is_static(tensor: torch.Tensor) -> bool:
+def is_static(tensor: torch.Tensor | TracedTensor) -> bool:
     """Whether every size and stride is a plain int (not a symbol of a dynamic-shape trace)."""
     return all(type(s) is int for s in tensor.shape) and all(type(s) is int for s in tensor.stride())
 

@@ -8,10 +8,11 @@ the module's native front (:mod:`packager.native.module`) serves calls like it f
 the module stays unchanged; it also turns away from C++ the calls whose first argument no kernel
 takes, and hands every other call back to the Python guard.
 
-Under torch.compile the kernel stays in the graph: the guard runs at trace time on fake
-tensors (shapes, strides, dtypes, device, arguments; dynamo guards on the same facts)
-and emits :mod:`packager.graph_op`'s ``kforge_cast::kernel``, whose fake implementation allocates
-the card's outputs. What tracing cannot see is checked when the compiled graph runs, which falls
+Under torch.compile the kernel stays in the graph: at trace time the call is described in
+constants (shapes, strides, dtypes, device, arguments: facts dynamo guards on anyway) and matched
+outside the trace (:mod:`packager.traced_call`), so the compiled model's guards hold nothing of
+the cast but the override's identity; a match emits :mod:`packager.graph_op`'s
+``kforge_cast::kernel``, whose fake implementation allocates the card's outputs. What tracing cannot see is checked when the compiled graph runs, which falls
 back to the original forward there on a miss or a kernel error. Calls that miss at trace time
 are not counted (the graph simply contains the original forward). Eager calls use the kernels
 that serve eager mode, traced calls those that serve the compiled mode the graph is for (their
@@ -32,6 +33,7 @@ from packager.kernel import KernelSet, LoadedKernel
 from packager.module_state import ModuleKeyReader
 from packager.native.module import DECLINED, ModuleFront, native_module_guard
 from packager.stats import AUTOGRAD
+from packager.traced_call import KnownValues, describe, rebuild
 from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG
 
 _ABSENT = object()
@@ -61,14 +63,22 @@ def _resolve(module: torch.nn.Module, path: str) -> Any:
     return value
 
 
-def traced_call_kwargs(module: torch.nn.Module, kwargs: dict[str, Any], names: KeyNames) -> dict[str, Any] | None:
-    """A module call's keyed keywords read by ``names``; None when the module lacks one of them."""
-    attributes = [[name, _resolve(module, name)] for name in names.attributes]
-    state = [[name, _resolve(module, name)] for name in names.state]
-    if any(value is _ABSENT for _, value in attributes) or any(value is _ABSENT for _, value in state):
-        return None
-    attributes = [[name, list(value) if isinstance(value, (list, tuple)) else value] for name, value in attributes]
-    return {**kwargs, ATTRIBUTES_KWARG: attributes, STATE_KWARG: state}
+# Dynamo runs these two as constants, outside the trace: what they read of the override adds
+# no guard (the override itself is matched by identity). The override's graph mode is read when
+# a graph is traced; a graph already compiled keeps the mode it was traced for (dynamo reuses it
+# only for the backend that compiled it).
+@torch.compiler.assume_constant_result
+def _traced_plan(override: ModuleOverride) -> tuple[tuple[str, ...], KnownValues]:
+    """The module attributes and state the override's compiled kernels' keys read, and the values
+    their keys hold."""
+    return override.traced_names, override.known_values
+
+
+@torch.compiler.assume_constant_result
+def _traced_choice(override: ModuleOverride, grad_enabled: bool,
+                   described: list[Any]) -> tuple[str, int, str, tuple[int, ...]] | None:
+    """The override's choice for a traced call."""
+    return override.choose_traced(grad_enabled, described)
 
 
 def _needs_autograd(tensors: Sequence[torch.Tensor]) -> bool:
@@ -82,6 +92,10 @@ class ModuleOverride(graph_op.GraphOwner):
         self._module_ref = weakref.ref(module)
         self._kernels = KernelSet([k for k in kernels if k.serves_eager])
         self._graph_kernels = tuple((k, KeyNames.of(k.template)) for k in kernels if k.serves_compiled)
+        # Every module attribute and state name some compiled kernel's key reads, read once per trace.
+        self.traced_names = tuple(dict.fromkeys(
+            name for _, names in self._graph_kernels for name in (*names.attributes, *names.state)))
+        self.known_values = KnownValues.of(kernel.key for kernel, _ in self._graph_kernels)
         self._by_id = {k.card_id: k for k in kernels}
         # The compiled mode traced graphs are for (set by ``Cast.backend``); None: not known.
         self.graph_mode: str | None = None
@@ -158,23 +172,41 @@ class ModuleOverride(graph_op.GraphOwner):
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _forward_traced(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """At trace time, the module's side of each kernel's key is read by the names in that key
-        (plain ``getattr``, which dynamo traces and guards on), not by walking the module's
-        ``__dict__``: the trace stays one graph, with no break and no per-instance recompile."""
+        """At trace time the call is described in constants dynamo already guards on (tensor
+        layouts, argument values, and the module attributes the kernels' keys name, read with
+        plain ``getattr`` as the forward itself would) and the kernel is chosen outside the trace
+        (:mod:`packager.traced_call`): the graph gets no guard on this override's state, no break,
+        and no per-instance recompile."""
+        tensors: list[torch.Tensor] = []
+        names, known = _traced_plan(self)
+        values = [_resolve(module, name) for name in names]
+        described = describe([list(args), [[name, kwargs[name]] for name in kwargs], values], tensors, known)
+        choice = _traced_choice(self, torch.is_grad_enabled(), described)
+        if choice is None:
+            return self.original(*args, **kwargs)
+        token, slot, card_id, positions = choice
+        outputs = graph_op.call_chosen([tensors[i] for i in positions], token, slot, card_id)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def choose_traced(self, grad_enabled: bool, described: list[Any]) -> tuple[str, int, str, tuple[int, ...]] | None:
+        """The graph op's arguments (token, native slot or -1, card id, positions of its tensors in
+        the described call) for the first kernel of the graph mode the call matches; None: the original."""
+        args, kwarg_pairs, values = rebuild(described)
+        by_name = dict(zip(self.traced_names, values, strict=True))
+        kwargs = dict(kwarg_pairs)
         for kernel, names in self._graph_kernels:
             if not kernel.serves_graphs(self.graph_mode):
                 continue
-            keyed_kwargs = traced_call_kwargs(module, kwargs, names)
-            if keyed_kwargs is None:
+            keyed = {**kwargs, ATTRIBUTES_KWARG: [[name, by_name[name]] for name in names.attributes],
+                     STATE_KWARG: [[name, by_name[name]] for name in names.state]}
+            found: list[Any] = []
+            if kernel.trace_matcher.miss_reason(args, keyed, found) is not None:
                 continue
-            tensors: list[torch.Tensor] = []
-            if kernel.trace_matcher.miss_reason(args, keyed_kwargs, tensors) is not None:
-                continue
-            if _needs_autograd(tensors):
-                break
-            outputs = graph_op.call(tensors, self, kernel)
-            return outputs[0] if len(outputs) == 1 else tuple(outputs)
-        return self.original(*args, **kwargs)
+            if grad_enabled and any(t.requires_grad for t in found):
+                return None
+            return (self.token, self.native_slots.get(kernel.card_id, -1), kernel.card_id,
+                    tuple(t.position for t in found))
+        return None
 
     def run_in_graph(self, tensors: list[torch.Tensor], card_id: str) -> list[torch.Tensor]:
         def original(args: list[Any], kwargs: dict[str, Any]) -> Any:

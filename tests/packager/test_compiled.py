@@ -13,6 +13,7 @@ from tests.packager.conftest import (
     MODEL,
     SCALED_RELU,
     SOFTMAX,
+    ScaledRelu,
     SmallNet,
     aten_card,
     compiled_kept,
@@ -71,6 +72,48 @@ def test_the_cast_adds_no_graph_break_and_no_recompilation(net_cast) -> None:
     with cast.applied_to(net):
         explained.append(torch._dynamo.explain(net)(x))
     assert [(e.graph_count, e.graph_break_count) for e in explained] == [(1, 0), (1, 0)]
+
+
+def test_a_traced_module_guards_the_override_by_identity_only(net_cast) -> None:
+    """Tracing reads the kernels' state outside dynamo: no guard reaches into the override."""
+    net, x, _, _, cast = net_cast
+    with torch.inference_mode(), cast.applied_to(net):
+        guards = torch._dynamo.explain(net)(x).out_guards
+        assert torch._dynamo.explain(net)(x).graph_count == 1
+    inside = [g.name for g in guards if "forward.__self__" in g.name]
+    assert inside  # the override is traced: its identity is guarded
+    assert all(name.endswith(("forward.__self__", "forward.__self__._module_ref", "_module_ref()")) for name in inside)
+    assert not [g.name for g in guards if "__closure__" in g.name or "trace_matcher" in g.name]
+
+
+class GainedRelu(ScaledRelu):
+    """``relu(x) * weight * gain``: its card's key holds ``gain``."""
+
+    def __init__(self, width: int, gain: float) -> None:
+        super().__init__(width)
+        self.gain = gain
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x) * self.weight * self.gain
+
+
+def test_a_traced_module_call_uses_the_kernel_only_for_its_cards_attributes(tmp_path: Path, artifacts) -> None:
+    x = torch.randn(4, 8)
+    block = module_card(GainedRelu(8, 1.0).eval(), x)  # the kernel computes relu(x) * weight: gain 1.0 only
+    build_cast(tmp_path / "g.cast", MODEL, [entry(block, SCALED_RELU, artifacts["scaled_relu"], eager_us=5000.0)],
+               [], verdicts=compiled_kept(block))
+    cast = load_cast(tmp_path / "g.cast")
+    net = torch.nn.Sequential(GainedRelu(8, 1.0), GainedRelu(8, 2.0), GainedRelu(8, 1.0)).eval()
+    torch._dynamo.reset()
+    calls = [x, torch.randn(6, 8), torch.randn(7, 8), x]  # the second shape on recompiles with dynamic sizes
+    with torch.inference_mode():
+        wants = [net(t) for t in calls]  # before the cast replaces the modules' forward
+        compiled = cast.compile(net, fullgraph=True)
+        for t, want in zip([*calls, x], [*wants, wants[0]], strict=True):
+            torch.testing.assert_close(compiled(t), want)
+    cast.remove()
+    assert cast.stats()[block.id]["hits"] == 6  # two modules of gain 1.0, three calls of the card's shape
+    assert len(torch._dynamo.utils.counters["graph_break"]) == 0
 
 
 def test_compiled_graphs_use_only_kernels_kept_for_compiled_use(tmp_path: Path, artifacts) -> None:
