@@ -130,7 +130,8 @@ def measure() -> dict[str, object]:
     rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp, torch.inference_mode():
         work = Path(tmp)
-        cards = {name: cpu_card(variant_key(op, args, {}), args, {}, fn(x)) for name, (op, args, fn, _) in calls.items()}
+        cards = {name: cpu_card(variant_key(op, args, {}), args, {}, fn(x))
+                 for name, (op, args, fn, _) in calls.items()}
         entries = [cpu_entry(cards[name], source, work) for name, (*_, source) in calls.items()]
         build_cast(work / "bench.cast", ModelIdentity("bench", "bench", "bench"), entries, [])
         cast = load_cast(work / "bench.cast")

@@ -12,8 +12,9 @@ Under torch.compile the kernel stays in the graph: at trace time the call is des
 constants (shapes, strides, dtypes, device, arguments: facts dynamo guards on anyway) and matched
 outside the trace (:mod:`packager.traced_call`), so the compiled model's guards hold nothing of
 the cast but the override's identity; a match emits :mod:`packager.graph_op`'s
-``kforge_cast::kernel``, whose fake implementation allocates the card's outputs. What tracing cannot see is checked when the compiled graph runs, which falls
-back to the original forward there on a miss or a kernel error. Calls that miss at trace time
+``kforge_cast::kernel``, whose fake implementation allocates the card's outputs. What tracing
+cannot see is checked when the compiled graph runs, which falls back to the original forward
+there on a miss or a kernel error. Calls that miss at trace time
 are not counted (the graph simply contains the original forward). Eager calls use the kernels
 that serve eager mode, traced calls those that serve the compiled mode the graph is for (their
 manifest verdicts): dynamo traces a module before its backend sees torch.compile's ``mode``, so
@@ -69,9 +70,20 @@ def _resolve(module: torch.nn.Module, path: str) -> Any:
 # only for the backend that compiled it).
 @torch.compiler.assume_constant_result
 def _traced_plan(override: ModuleOverride) -> tuple[tuple[str, ...], KnownValues]:
-    """The module attributes and state the override's compiled kernels' keys read, and the values
-    their keys hold."""
-    return override.traced_names, override.known_values
+    """The module attributes and state the override's compiled kernels' keys read that the module
+    has (the trace reads them with plain ``getattr``: a guard on each value, none on its presence;
+    a kernel whose key names one the module lacks cannot match), and the values the keys hold."""
+    module = override.graph_anchor()
+    present = tuple(name for name in override.traced_names
+                    if module is not None and _resolve(module, name) is not _ABSENT)
+    return present, override.known_values
+
+
+def _read(module: torch.nn.Module, path: str) -> Any:
+    value: Any = module
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
 
 
 @torch.compiler.assume_constant_result
@@ -179,7 +191,7 @@ class ModuleOverride(graph_op.GraphOwner):
         and no per-instance recompile."""
         tensors: list[torch.Tensor] = []
         names, known = _traced_plan(self)
-        values = [_resolve(module, name) for name in names]
+        values = [[name, _read(module, name)] for name in names]
         described = describe([list(args), [[name, kwargs[name]] for name in kwargs], values], tensors, known)
         choice = _traced_choice(self, torch.is_grad_enabled(), described)
         if choice is None:
@@ -191,11 +203,10 @@ class ModuleOverride(graph_op.GraphOwner):
     def choose_traced(self, grad_enabled: bool, described: list[Any]) -> tuple[str, int, str, tuple[int, ...]] | None:
         """The graph op's arguments (token, native slot or -1, card id, positions of its tensors in
         the described call) for the first kernel of the graph mode the call matches; None: the original."""
-        args, kwarg_pairs, values = rebuild(described)
-        by_name = dict(zip(self.traced_names, values, strict=True))
-        kwargs = dict(kwarg_pairs)
+        args, kwarg_pairs, value_pairs = rebuild(described)
+        by_name, kwargs = dict(value_pairs), dict(kwarg_pairs)
         for kernel, names in self._graph_kernels:
-            if not kernel.serves_graphs(self.graph_mode):
+            if not kernel.serves_graphs(self.graph_mode) or not by_name.keys() >= {*names.attributes, *names.state}:
                 continue
             keyed = {**kwargs, ATTRIBUTES_KWARG: [[name, by_name[name]] for name in names.attributes],
                      STATE_KWARG: [[name, by_name[name]] for name in names.state]}

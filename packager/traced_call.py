@@ -132,11 +132,12 @@ def describe(value: Any, tensors: list[torch.Tensor], known: KnownValues) -> Any
         return (_TENSOR, shape, strides, value.dtype, value.device.type, value.requires_grad, len(tensors) - 1)
     if isinstance(value, (list, tuple)):
         return [describe(item, tensors, known) for item in value]
-    if value is None or isinstance(value, (str, torch.dtype, torch.device, enum.Enum)) or type(value) is bool:
+    # isinstance, not type(): dynamo guards on the type a traced type() call reads
+    if value is None or isinstance(value, (bool, str, torch.dtype, torch.device, enum.Enum)):
         return value
-    if type(value) is int:  # also a symbolic number: described by the equal known one
+    if isinstance(value, int):  # also a symbolic int: described by the equal known one
         return _known_int(value, known.ints)
-    if type(value) is float:
+    if isinstance(value, float):
         return _known_float(value, known.floats)
     return UNTRACEABLE
 
