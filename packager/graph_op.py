@@ -143,7 +143,8 @@ def call_chosen(tensors: list[torch.Tensor], token: str, slot: int, card_id: str
     return torch.ops.kforge_cast.kernel(tensors, token, card_id)
 
 
-def _owner(token: str) -> GraphOwner:
+def registered_owner(token: str) -> GraphOwner:
+    """The registered owner of ``token``."""
     with _REGISTRY_LOCK:
         owner = _REGISTRY.get(token)
     if owner is None:
@@ -152,11 +153,11 @@ def _owner(token: str) -> GraphOwner:
 
 
 def _run(inputs: list[torch.Tensor], token: str, card_id: str) -> list[torch.Tensor]:
-    return _owner(token).run_in_graph(list(inputs), card_id)
+    return registered_owner(token).run_in_graph(list(inputs), card_id)
 
 
 def _fake(inputs: list[torch.Tensor], token: str, card_id: str) -> list[torch.Tensor]:
-    owner = _owner(token)
+    owner = registered_owner(token)
     owner.recorded()
     return owner.fake_outputs(list(inputs), card_id)
 

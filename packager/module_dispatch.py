@@ -65,14 +65,16 @@ def _resolve(module: torch.nn.Module, path: str) -> Any:
 
 
 # Dynamo runs these two as constants, outside the trace: what they read of the override adds
-# no guard (the override itself is matched by identity). The override's graph mode is read when
-# a graph is traced; a graph already compiled keeps the mode it was traced for (dynamo reuses it
-# only for the backend that compiled it).
+# no guard. The traced code names the override by its token (a string: torch 2.11 passes such a
+# function constants only), and dynamo guards on the token it read. The override's graph mode is
+# read when a graph is traced; a graph already compiled keeps the mode it was traced for (dynamo
+# reuses it only for the backend that compiled it).
 @torch.compiler.assume_constant_result
-def _traced_plan(override: ModuleOverride) -> tuple[tuple[str, ...], KnownValues]:
+def _traced_plan(token: str) -> tuple[tuple[str, ...], KnownValues]:
     """The module attributes and state the override's compiled kernels' keys read that the module
     has (the trace reads them with plain ``getattr``: a guard on each value, none on its presence;
     a kernel whose key names one the module lacks cannot match), and the values the keys hold."""
+    override = _override(token)
     module = override.graph_anchor()
     present = tuple(name for name in override.traced_names
                     if module is not None and _resolve(module, name) is not _ABSENT)
@@ -87,10 +89,17 @@ def _read(module: torch.nn.Module, path: str) -> Any:
 
 
 @torch.compiler.assume_constant_result
-def _traced_choice(override: ModuleOverride, grad_enabled: bool,
+def _traced_choice(token: str, grad_enabled: bool,
                    described: list[Any]) -> tuple[str, int, str, tuple[int, ...]] | None:
     """The override's choice for a traced call."""
-    return override.choose_traced(grad_enabled, described)
+    return _override(token).choose_traced(grad_enabled, described)
+
+
+def _override(token: str) -> ModuleOverride:
+    owner = graph_op.registered_owner(token)
+    if not isinstance(owner, ModuleOverride):
+        raise RuntimeError(f"token {token!r} names no module override")
+    return owner
 
 
 def _needs_autograd(tensors: Sequence[torch.Tensor]) -> bool:
@@ -190,10 +199,10 @@ class ModuleOverride(graph_op.GraphOwner):
         (:mod:`packager.traced_call`): the graph gets no guard on this override's state, no break,
         and no per-instance recompile."""
         tensors: list[torch.Tensor] = []
-        names, known = _traced_plan(self)
+        names, known = _traced_plan(self.token)
         values = [[name, _read(module, name)] for name in names]
         described = describe([list(args), [[name, kwargs[name]] for name in kwargs], values], tensors, known)
-        choice = _traced_choice(self, torch.is_grad_enabled(), described)
+        choice = _traced_choice(self.token, torch.is_grad_enabled(), described)
         if choice is None:
             return self.original(*args, **kwargs)
         token, slot, card_id, positions = choice
