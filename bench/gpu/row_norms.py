@@ -53,6 +53,12 @@ def cases(device: str = "cuda") -> list[Case]:
         ("softmax 16384x4096 fp32", aten._softmax.default, [rows, -1, False], {}),
         ("softmax 170x393216 fp32", aten._softmax.default, [torch.randn(170, 393216, device=device), -1, False], {}),
         ("sum 4x4096x4095 fp32, dim 1", aten.sum.dim_IntList, [torch.randn(4, 4096, 4095, device=device), [1]], {}),
+        # Few long rows that fit on chip: resident mode's cards besides the VAE's group norm.
+        ("softmax 32x65536 fp32", aten._softmax.default, [torch.randn(32, 65536, device=device), -1, False], {}),
+        ("layer_norm 8x1048576 bf16", aten.layer_norm.default,
+         [torch.randn(8, 1048576, device=device, dtype=bf16), [1048576],
+          torch.randn(1048576, device=device, dtype=bf16), torch.randn(1048576, device=device, dtype=bf16), 1e-5],
+         {}),
     ]
 
 
@@ -81,4 +87,7 @@ def close(got: torch.Tensor, want: torch.Tensor) -> bool:
 
 
 if __name__ == "__main__":
-    run(Path(sys.argv[1] if len(sys.argv) > 1 else "bench-row-norms"), "row_norms", cases(), knob_sets, close)
+    # python bench/gpu/row_norms.py OUT [NAME_PART,...]: only the cases whose name holds one of the parts
+    parts = sys.argv[2].split(",") if len(sys.argv) > 2 else [""]
+    chosen = [case for case in cases() if any(part in case[0] for part in parts)]
+    run(Path(sys.argv[1] if len(sys.argv) > 1 else "bench-row-norms"), "row_norms", chosen, knob_sets, close)

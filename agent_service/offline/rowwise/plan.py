@@ -212,7 +212,11 @@ class RowPlan:
             if self._tiles_rows():
                 modes = ("tile", *modes)
         else:
-            modes = (("split",) if splits else ()) + (("resident",) if resident_per_sm else ())
+            # Resident mode, where the input fits on chip, reads it once; split mode reads it twice.
+            # On the H100 (bench/gpu/row_norms.py, 2026-12-06) the VAE decoder's group norm,
+            # 1x512x128x128 bf16 in 32 groups, took 19.5-19.6 us resident in all nine knob sets
+            # and 25.0-25.6 us split.
+            modes = (("resident",) if resident_per_sm else ()) + (("split",) if splits else ())
             if not (splits and self._outgrows_l2(device)):
                 modes += ("block", "warp")
         threads: tuple[int, ...] = (256, 128, 512, 1024) if modes[0] not in ("warp", "lanes") else (256, 128, 512)
