@@ -17,6 +17,8 @@ from forge_service.e2e import (
     NO_TIME,
     ROUNDS,
     Deadline,
+    interleaved,
+    is_decided,
     is_tight,
     kernels_leaving,
     max_rel_error,
@@ -257,6 +259,20 @@ def test_the_speedup_interval_is_over_rounds_and_tight_only_when_they_agree() ->
     assert wide is not None and wide[0] < 2.0 < wide[1] and not is_tight(wide)
     assert is_tight(speedup_interval([1.99, 2.0, 2.01, 2.0]))
     assert "after 3 rounds" in noise_reason(wide, 3, [1.0, 1.1, 1.2, 1.3, 2.0])
+
+
+def test_a_compiled_pair_is_timed_until_its_interval_no_longer_holds_one() -> None:
+    """A pair 6% apart with rounds 10% apart either way: three rounds leave it open, more decide it."""
+    def rounds(**kwargs: Any) -> Any:
+        ratios = iter([0.96, 1.16, 1.06] * 40)  # one sample a round each: the round's ratio
+        return interleaved(lambda: [next(ratios)], lambda: [1.0], **kwargs)
+
+    short = rounds(max_rounds=ROUNDS)
+    assert not is_decided(short.interval) and len(short.ratios) == ROUNDS
+    decided = rounds(max_rounds=60, extra_seconds=60.0, until_decided=True)
+    assert is_decided(decided.interval) and decided.interval[0] > 1 and ROUNDS < len(decided.ratios) < 60
+    undecided = rounds(max_rounds=8, extra_seconds=60.0, until_decided=True)
+    assert len(undecided.ratios) == 8 and not is_decided(undecided.interval)  # the rounds ran out first
 
 
 def test_the_ops_that_break_the_output_are_named(tmp_path: Path) -> None:
