@@ -115,6 +115,8 @@ def _known_int(value: Any, known: tuple[int, ...]) -> Any:
 
 def _known_float(value: Any, known: tuple[float, ...]) -> Any:
     for candidate in known:
+        if candidate != candidate and value != value:  # NaN, as a key holds it
+            return candidate
         if candidate == value and (candidate != 0 or math.copysign(1.0, candidate) == math.copysign(1.0, value)):
             return candidate  # -0.0 is not 0.0
     return UNTRACEABLE

@@ -18,6 +18,10 @@ def test_known_values_hold_every_size_and_number_of_the_keys_with_signed_zeros_a
     assert set(known.shapes) == {(4, 8), (8, 4)} and set(known.strides) == {(8, 1), (1, 8)}
     assert set(known.ints) == {3, 2}  # not the bool, not the tensors' placeholders
     assert sorted(str(f) for f in known.floats) == ["-0.0", "0.0", "0.5"]
+    special = KnownValues.of([_key([x, float("nan")], {"bound": float("inf")})])
+    tensors: list[torch.Tensor] = []
+    described = describe([float("nan"), float("inf"), float("-inf")], tensors, special)
+    assert str(described[:2]) == "[nan, inf]" and described[2] == UNTRACEABLE
 
 
 def test_a_described_call_rebuilds_with_stand_ins_for_its_tensors() -> None:
