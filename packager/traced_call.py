@@ -99,6 +99,10 @@ class TracedTensor(NamedTuple):
         return torch.device(self.device_type)
 
 
+def _static(tensor: torch.Tensor) -> bool:
+    return all(type(s) is int for s in tensor.shape) and all(type(s) is int for s in tensor.stride())
+
+
 def _known_sizes(sizes: tuple[Any, ...], known: tuple[tuple[int, ...], ...]) -> tuple[int, ...] | None:
     for candidate in known:
         if len(candidate) == len(sizes) and all(a == b for a, b in zip(candidate, sizes, strict=True)):
@@ -126,6 +130,8 @@ def describe(value: Any, tensors: list[torch.Tensor], known: KnownValues) -> Any
     """``value`` as constants, its tensors appended to ``tensors``. Runs under dynamo: it reads
     nothing but the value itself and ``known``."""
     if isinstance(value, torch.Tensor):
+        if not torch.compiler.is_dynamo_compiling() and not _static(value):
+            return UNTRACEABLE  # traced without dynamo (export): comparing a symbol would specialise it
         shape = _known_sizes(tuple(value.shape), known.shapes)
         strides = _known_sizes(tuple(value.stride()), known.strides)
         if shape is None or strides is None:
