@@ -124,11 +124,12 @@ def aten_card(op: str, args: list[object], kwargs: dict[str, object], result: to
                         inputs=[_spec(t) for t in tensors], outputs=[_spec(result)])
 
 
-def module_card(module: torch.nn.Module, x: torch.Tensor) -> OperatorCard:
-    key = module_variant_key(module, [x], {})
-    _, tensors = encode_call([x], {STATE_KWARG: module_state(module)})
+def module_card(module: torch.nn.Module, x: torch.Tensor, kwargs: dict[str, object] | None = None) -> OperatorCard:
+    kwargs = kwargs or {}
+    key = module_variant_key(module, [x], kwargs)
+    _, tensors = encode_call([x], {**kwargs, STATE_KWARG: module_state(module)})
     with torch.no_grad():
-        result = module(x)
+        result = module(x, **kwargs)
     return OperatorCard(id=key.id, kind="module", op=qualified_class_name(module), device="cpu",
                         key=key.to_json(), inputs=[_spec(t) for t in tensors], outputs=[_spec(result)])
 

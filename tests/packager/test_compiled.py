@@ -116,6 +116,37 @@ def test_a_traced_module_call_uses_the_kernel_only_for_its_cards_attributes(tmp_
     assert len(torch._dynamo.utils.counters["graph_break"]) == 0
 
 
+class ScaledByKeyword(ScaledRelu):
+    """``relu(x) * weight * scale``, with ``scale`` a keyword of the call."""
+
+    def forward(self, x: torch.Tensor, *, scale: float = 1.0) -> torch.Tensor:
+        return torch.relu(x) * self.weight * scale
+
+
+class KeywordNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.plain, self.doubled = ScaledByKeyword(8), ScaledByKeyword(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.doubled(self.plain(x, scale=1.0), scale=2.0)
+
+
+def test_a_traced_module_call_matches_its_keywords(tmp_path: Path, artifacts) -> None:
+    x = torch.randn(4, 8)
+    net = KeywordNet().eval()
+    card = module_card(net.plain, x, {"scale": 1.0})  # the kernel computes relu(x) * weight
+    build_cast(tmp_path / "k.cast", MODEL, [entry(card, SCALED_RELU, artifacts["scaled_relu"], eager_us=5000.0)],
+               [], verdicts=compiled_kept(card))
+    cast = load_cast(tmp_path / "k.cast")
+    torch._dynamo.reset()
+    with torch.inference_mode():
+        want = net(x)
+        torch.testing.assert_close(cast.compile(net, fullgraph=True)(x), want)
+    cast.remove()
+    assert cast.stats()[card.id]["hits"] == 1  # scale=1.0 only: the doubled call keeps its forward
+
+
 def test_compiled_graphs_use_only_kernels_kept_for_compiled_use(tmp_path: Path, artifacts) -> None:
     """An unmeasured compiled verdict keeps the kernel out of graphs; eager calls still use it."""
     x = torch.randn(4, 8)
