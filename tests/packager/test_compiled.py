@@ -74,14 +74,14 @@ def test_the_cast_adds_no_graph_break_and_no_recompilation(net_cast) -> None:
     assert [(e.graph_count, e.graph_break_count) for e in explained] == [(1, 0), (1, 0)]
 
 
-def test_a_traced_module_guards_the_override_by_identity_only(net_cast) -> None:
-    """Tracing reads the kernels' state outside dynamo: no guard reaches into the override."""
+def test_a_traced_module_guards_nothing_of_the_override_but_its_token(net_cast) -> None:
+    """Tracing reads the kernels' state outside dynamo: no guard reaches further into the override."""
     net, x, _, _, cast = net_cast
     with torch.inference_mode(), cast.applied_to(net):
         guards = torch._dynamo.explain(net)(x).out_guards
         assert torch._dynamo.explain(net)(x).graph_count == 1
     inside = [g.name for g in guards if "forward.__self__" in g.name]
-    assert inside  # the override is traced: its identity is guarded
+    assert inside  # the override is traced: its token is guarded
     assert all(name.endswith(("forward.__self__", ".token", "._module_ref", "._module_ref()")) for name in inside)
     assert not [g.name for g in guards if "__closure__" in g.name or "trace_matcher" in g.name]
 
