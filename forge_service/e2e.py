@@ -37,8 +37,8 @@ TIGHT_INTERVAL = 0.02  # half-width of the speedup's 95% interval, relative, tha
 MAX_EXTRA_SECONDS = 6.0  # time the extra rounds may take on top of the first ROUNDS
 # cast.compile against torch.compile: each compilation costs 25-90 s on the paper models, and the
 # two compiled models often differ by a few percent (the SD3.5 VAE decoder's 6 group-norm kernels:
-# 1.06x, 95% interval 0.95x-1.13x after 7 s of rounds on an H100), so the pair is timed for up to
-# this long, until its interval is tight or no longer holds 1.
+# 1.06x, 95% interval 0.95x-1.13x after 7 s of rounds on an H100), so the pair is timed until its
+# interval is tight or no longer holds 1, for as long again as the compilation took, within these.
 COMPILED_MAX_ROUNDS = 48
 COMPILED_EXTRA_SECONDS = 24.0
 # Two-sided 95% Student t quantiles by degrees of freedom (rounds - 1).
@@ -573,14 +573,17 @@ def _cast_compiled(cast: Any, model: torch.nn.Module, start: StartState, inputs:
     with cast.without(without):
         try:
             compiled = cast.compile(model, **kwargs)
-            result[f"{cast_name}_output"] = clone_tree(start.call(compiled))
+            compiling = time.perf_counter()
+            result[f"{cast_name}_output"] = clone_tree(start.call(compiled))  # the first call compiles
+            compile_seconds = time.perf_counter() - compiling
             if plain_round is None:
                 result[f"{cast_name}_ms"] = statistics.median(sample_ms(lambda: call(compiled, inputs), device,
                                                                         MIN_SECONDS))
             else:
                 rounds = interleaved(plain_round,
                                      lambda: sample_ms(lambda: call(compiled, inputs), device, MIN_SECONDS / ROUNDS),
-                                     max_rounds=COMPILED_MAX_ROUNDS, extra_seconds=COMPILED_EXTRA_SECONDS,
+                                     max_rounds=COMPILED_MAX_ROUNDS,
+                                     extra_seconds=min(COMPILED_EXTRA_SECONDS, max(MAX_EXTRA_SECONDS, compile_seconds)),
                                      until_decided=True)
                 interval = rounds.interval
                 result.update({f"{cast_name}_ms": statistics.median(rounds.second),
