@@ -16,7 +16,7 @@ from typing import Any, cast
 
 import torch
 
-from packager.traced_call import TracedTensor
+from packager.traced_call import TracedTensor, is_static
 from packager.variant import _ENUMS, TensorSignature, VariantKey, dtype_from_name
 
 # Miss reasons, as counted in Cast.stats().
@@ -175,11 +175,6 @@ def _tensor_check(expected: TensorSignature, traced: bool) -> Check:
         return None
 
     return check
-
-
-def is_static(tensor: torch.Tensor | TracedTensor) -> bool:
-    """Whether every size and stride is a plain int (not a symbol of a dynamic-shape trace)."""
-    return all(type(s) is int for s in tensor.shape) and all(type(s) is int for s in tensor.stride())
 
 
 def _list_check(items: list[Check]) -> Check:

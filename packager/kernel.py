@@ -10,10 +10,11 @@ from typing import Any
 
 import torch
 
-from packager.guard import SHAPE, CallMatcher, is_static
+from packager.guard import SHAPE, CallMatcher
 from packager.launcher import KernelLauncher
 from packager.manifest import GRAPH_MODES, KEPT, PRUNED, KernelRecord
 from packager.stats import KERNEL_ERROR, KernelStats
+from packager.traced_call import is_static
 from packager.variant import ATTRIBUTES_KWARG, VariantKey, dtype_from_name
 
 # Set while a kernel of this runtime runs on the current thread: a guarded op called from

@@ -37,8 +37,6 @@ from packager.stats import AUTOGRAD
 from packager.traced_call import KnownValues, describe, rebuild
 from packager.variant import ATTRIBUTES_KWARG, STATE_KWARG
 
-_ABSENT = object()
-
 
 class KeyNames(NamedTuple):
     """The attribute and state names a module card's key lists, in key order."""
@@ -55,15 +53,6 @@ class KeyNames(NamedTuple):
         return cls(names(ATTRIBUTES_KWARG), names(STATE_KWARG))
 
 
-def _resolve(module: torch.nn.Module, path: str) -> Any:
-    value: Any = module
-    for part in path.split("."):
-        value = getattr(value, part, _ABSENT)
-        if value is _ABSENT:
-            return _ABSENT
-    return value
-
-
 # Dynamo runs these two as constants, outside the trace: what they read of the override adds
 # no guard. The traced code names the override by its token (a string: torch 2.11 passes such a
 # function constants only), and dynamo guards on the token it read. The override's graph mode is
@@ -76,16 +65,24 @@ def _traced_plan(token: str) -> tuple[tuple[str, ...], KnownValues]:
     a kernel whose key names one the module lacks cannot match), and the values the keys hold."""
     override = _override(token)
     module = override.graph_anchor()
-    present = tuple(name for name in override.traced_names
-                    if module is not None and _resolve(module, name) is not _ABSENT)
+    present = tuple(name for name in override.traced_names if module is not None and _has(module, name))
     return present, override.known_values
 
 
 def _read(module: torch.nn.Module, path: str) -> Any:
+    """``module``'s attribute at a dotted ``path`` (``norm.eps``)."""
     value: Any = module
     for part in path.split("."):
         value = getattr(value, part)
     return value
+
+
+def _has(module: torch.nn.Module, path: str) -> bool:
+    try:
+        _read(module, path)
+    except AttributeError:
+        return False
+    return True
 
 
 @torch.compiler.assume_constant_result

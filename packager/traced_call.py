@@ -99,7 +99,8 @@ class TracedTensor(NamedTuple):
         return torch.device(self.device_type)
 
 
-def _static(tensor: torch.Tensor) -> bool:
+def is_static(tensor: torch.Tensor | TracedTensor) -> bool:
+    """Whether every size and stride is a plain int (not a symbol of a dynamic-shape trace)."""
     return all(type(s) is int for s in tensor.shape) and all(type(s) is int for s in tensor.stride())
 
 
@@ -130,7 +131,7 @@ def describe(value: Any, tensors: list[torch.Tensor], known: KnownValues) -> Any
     """``value`` as constants, its tensors appended to ``tensors``. Runs under dynamo: it reads
     nothing but the value itself and ``known``."""
     if isinstance(value, torch.Tensor):
-        if not torch.compiler.is_dynamo_compiling() and not _static(value):
+        if not torch.compiler.is_dynamo_compiling() and not is_static(value):
             return UNTRACEABLE  # traced without dynamo (export): comparing a symbol would specialise it
         shape = _known_sizes(tuple(value.shape), known.shapes)
         strides = _known_sizes(tuple(value.stride()), known.strides)
