@@ -37,12 +37,14 @@ TIGHT_INTERVAL = 0.02  # half-width of the speedup's 95% interval, relative, tha
 MAX_EXTRA_SECONDS = 6.0  # time the extra rounds may take on top of the first ROUNDS
 # cast.compile against torch.compile: each compilation costs 25-90 s on the paper models, and the
 # two compiled models often differ by a few percent (the SD3.5 VAE decoder's 6 group-norm kernels:
-# 1.06x, 95% interval 0.95x-1.13x after 7 s of rounds on an H100), so the pair is timed until its
-# interval is tight or no longer holds 1, for as long again as the compilation took, within these.
+# 1.06x, 95% interval 0.95x-1.13x after 7 s of rounds on an H100), so the pair is timed for as long
+# again as the compilation took, within these, unless its interval is tight or shows the kernels slower.
 COMPILED_MAX_ROUNDS = 48
 COMPILED_EXTRA_SECONDS = 24.0
 # Two-sided 95% Student t quantiles by degrees of freedom (rounds - 1).
-T95 = {2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228, 11: 2.201}
+T95 = {2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228, 11: 2.201,
+       12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086}
+T95_BEYOND = 2.086  # past 20 degrees of freedom, the quantile at 20 (a little wide: 2.01 at 47)
 NOISE_FACTOR = 2.0
 # A .cast moving the output further than this is wrong, unless torch.compile alone moves it about as far.
 MAX_PARITY_TOLERANCE = 0.25
@@ -267,7 +269,7 @@ def speedup_interval(ratios: list[float]) -> tuple[float, float] | None:
     if len(ratios) < 3:
         return None
     logs = [math.log(r) for r in ratios]
-    half = T95.get(len(logs) - 1, 2.0) * statistics.stdev(logs) / math.sqrt(len(logs))
+    half = T95.get(len(logs) - 1, T95_BEYOND) * statistics.stdev(logs) / math.sqrt(len(logs))
     centre = statistics.fmean(logs)
     return math.exp(centre - half), math.exp(centre + half)
 
@@ -276,9 +278,9 @@ def is_tight(interval: tuple[float, float] | None) -> bool:
     return interval is not None and math.sqrt(interval[1] / interval[0]) - 1 <= TIGHT_INTERVAL
 
 
-def is_decided(interval: tuple[float, float] | None) -> bool:
-    """The speedup's interval lies wholly above 1 or wholly below it."""
-    return interval is not None and (interval[0] > 1 or interval[1] < 1)
+def is_worse(interval: tuple[float, float] | None) -> bool:
+    """The speedup's interval lies wholly below 1: the second of the pair is slower."""
+    return interval is not None and interval[1] < 1
 
 
 def noise_reason(interval: tuple[float, float] | None, rounds: int, samples: list[float]) -> str:
@@ -308,16 +310,18 @@ class Rounds:
 
 def interleaved(first: Callable[[], list[float]], second: Callable[[], list[float]] | None, *,
                 max_rounds: int = MAX_ROUNDS, extra_seconds: float = MAX_EXTRA_SECONDS,
-                until_decided: bool = False) -> Rounds:
+                stop_when_worse: bool = False) -> Rounds:
     """``first`` and ``second`` (each times one round and returns its samples) alternated for
     :data:`ROUNDS` rounds, then more while the speedup's interval is wider than
-    :data:`TIGHT_INTERVAL` (with ``until_decided``, only while it also holds 1) and the rounds and
-    ``extra_seconds`` allow; ``second`` None times ``first`` alone, :data:`ROUNDS` rounds."""
+    :data:`TIGHT_INTERVAL` (with ``stop_when_worse``, also until it lies wholly below 1) and the
+    rounds and ``extra_seconds`` allow; ``second`` None times ``first`` alone, :data:`ROUNDS` rounds.
+    A series is never ended early for looking faster: deciding "faster" at whichever round first
+    looked so would, over many looks, call a pair faster that is not far more often than 5%."""
     rounds = Rounds([], [], [])
     started = time.perf_counter()
     for round_ in range(max_rounds):
         if round_ >= ROUNDS and (second is None or is_tight(rounds.interval)
-                                 or (until_decided and is_decided(rounds.interval))
+                                 or (stop_when_worse and is_worse(rounds.interval))
                                  or time.perf_counter() - started > MIN_SECONDS + extra_seconds):
             break
         a = first()
@@ -584,7 +588,7 @@ def _cast_compiled(cast: Any, model: torch.nn.Module, start: StartState, inputs:
                                      lambda: sample_ms(lambda: call(compiled, inputs), device, MIN_SECONDS / ROUNDS),
                                      max_rounds=COMPILED_MAX_ROUNDS,
                                      extra_seconds=min(COMPILED_EXTRA_SECONDS, max(MAX_EXTRA_SECONDS, compile_seconds)),
-                                     until_decided=True)
+                                     stop_when_worse=True)
                 interval = rounds.interval
                 result.update({f"{cast_name}_ms": statistics.median(rounds.second),
                                f"{cast_name}_plain_ms": statistics.median(rounds.first),

@@ -18,8 +18,8 @@ from forge_service.e2e import (
     ROUNDS,
     Deadline,
     interleaved,
-    is_decided,
     is_tight,
+    is_worse,
     kernels_leaving,
     max_rel_error,
     noise_reason,
@@ -261,18 +261,20 @@ def test_the_speedup_interval_is_over_rounds_and_tight_only_when_they_agree() ->
     assert "after 3 rounds" in noise_reason(wide, 3, [1.0, 1.1, 1.2, 1.3, 2.0])
 
 
-def test_a_compiled_pair_is_timed_until_its_interval_no_longer_holds_one() -> None:
-    """A pair 6% apart with rounds 10% apart either way: three rounds leave it open, more decide it."""
-    def rounds(**kwargs: Any) -> Any:
-        ratios = iter([0.96, 1.16, 1.06] * 40)  # one sample a round each: the round's ratio
-        return interleaved(lambda: [next(ratios)], lambda: [1.0], **kwargs)
+def test_a_compiled_pair_ends_early_only_when_the_kernels_are_slower() -> None:
+    """Rounds 10% apart either way: three leave the pair open; more decide it, and a pair that
+    looks faster is timed to the end of its rounds, never stopped at the first look that says so."""
+    def rounds(ratios: list[float], **kwargs: Any) -> Any:
+        each = iter(ratios * 40)  # one sample a round each: the round's ratio
+        return interleaved(lambda: [next(each)], lambda: [1.0], **kwargs)
 
-    short = rounds(max_rounds=ROUNDS)
-    assert not is_decided(short.interval) and len(short.ratios) == ROUNDS
-    decided = rounds(max_rounds=60, extra_seconds=60.0, until_decided=True)
-    assert is_decided(decided.interval) and decided.interval[0] > 1 and ROUNDS < len(decided.ratios) < 60
-    undecided = rounds(max_rounds=8, extra_seconds=60.0, until_decided=True)
-    assert len(undecided.ratios) == 8 and not is_decided(undecided.interval)  # the rounds ran out first
+    faster, slower = [0.96, 1.16, 1.06], [1.04, 0.84, 0.94]
+    short = rounds(faster, max_rounds=ROUNDS)
+    assert short.interval[0] < 1 < short.interval[1] and len(short.ratios) == ROUNDS
+    timed_out = rounds(faster, max_rounds=30, extra_seconds=60.0, stop_when_worse=True)
+    assert len(timed_out.ratios) == 30 and timed_out.interval[0] > 1
+    worse = rounds(slower, max_rounds=30, extra_seconds=60.0, stop_when_worse=True)
+    assert is_worse(worse.interval) and ROUNDS < len(worse.ratios) < 30
 
 
 def test_the_ops_that_break_the_output_are_named(tmp_path: Path) -> None:
