@@ -31,7 +31,7 @@ from kforge_domain.device import DeviceInfo  # noqa: E402
 #: The knobs swept in every mode, the others left at the mode's defaults.
 SWEPT = ("threads_per_block", "vector", "stats", "cache_row")
 #: The knobs swept, one at a time, only in the modes that read them.
-MODE_KNOBS = {"split": ("blocks_per_row", "unroll"), "resident": ("resident_blocks_per_sm",)}
+MODE_KNOBS = {"split": ("blocks_per_row", "unroll"), "resident": ("resident_blocks_per_sm", "unroll")}
 
 
 def cases(device: str = "cuda") -> list[Case]:
@@ -41,6 +41,13 @@ def cases(device: str = "cuda") -> list[Case]:
     rows = torch.randn(16384, 4096, device=device)
     weight, bias = torch.randn(64, device=device), torch.randn(64, device=device)
     vae = torch.randn(1, 512, 128, 128, device=device, dtype=bf16)
+
+    def vae_norm(channels: int, side: int) -> Case:
+        """The VAE decoder's group norm at one of its larger resolutions (rows larger than the chip)."""
+        affine = [torch.randn(channels, device=device, dtype=bf16) for _ in range(2)]
+        x = torch.randn(1, channels, side, side, device=device, dtype=bf16)
+        return (f"group_norm 1x{channels}x{side}x{side} bf16, 32 groups", aten.group_norm.default,
+                [x, 32, *affine, 1e-6], {})
     return [
         ("group_norm 256x64x64x64 fp32, 8 groups", aten.group_norm.default, [images, 8, weight, bias, 1e-5], {}),
         ("group_norm 256x64x64x64 bf16, 8 groups", aten.group_norm.default,
@@ -53,6 +60,9 @@ def cases(device: str = "cuda") -> list[Case]:
         ("softmax 16384x4096 fp32", aten._softmax.default, [rows, -1, False], {}),
         ("softmax 170x393216 fp32", aten._softmax.default, [torch.randn(170, 393216, device=device), -1, False], {}),
         ("sum 4x4096x4095 fp32, dim 1", aten.sum.dim_IntList, [torch.randn(4, 4096, 4095, device=device), [1]], {}),
+        vae_norm(512, 256),
+        vae_norm(256, 512),
+        vae_norm(128, 1024),
         # Few long rows that fit on chip: resident mode's cards besides the VAE's group norm.
         ("softmax 32x65536 fp32", aten._softmax.default, [torch.randn(32, 65536, device=device), -1, False], {}),
         ("layer_norm 8x1048576 bf16", aten.layer_norm.default,
