@@ -31,7 +31,7 @@ from kforge_domain.device import DeviceInfo  # noqa: E402
 #: The knobs swept in every mode, the others left at the mode's defaults.
 SWEPT = ("threads_per_block", "vector", "stats", "cache_row")
 #: The knobs swept, one at a time, only in the modes that read them.
-MODE_KNOBS = {"split": ("blocks_per_row", "unroll"), "resident": ("resident_blocks_per_sm", "unroll")}
+MODE_KNOBS = {"split": ("blocks_per_row", "unroll"), "resident": ("resident_blocks_per_sm",)}
 
 
 def cases(device: str = "cuda") -> list[Case]:

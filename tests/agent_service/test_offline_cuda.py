@@ -177,10 +177,6 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
          [{}, {"vector": 1, "reduce": "smem_tree", "threads_per_block": 1024}, {"unroll": 4, "order": "forward"},
           {"mode": "resident"},
           {"mode": "resident", "resident_blocks_per_sm": 1, "vector": 1, "reduce": "smem_tree"}]),
-        # 32 rows of 512K bf16: two waves of 16 rows, each block staging a chunk of one row
-        ("group_norm_resident_waves_bf16", aten.group_norm.default,
-         [r(1, 64, 512, 512, dtype=bf16), 32, r(64, dtype=bf16), r(64, dtype=bf16), 1e-6], {},
-         [{"mode": "resident"}, {"mode": "resident", "resident_blocks_per_sm": 1, "unroll": 4}]),
         ("native_group_norm_split_stats", aten.native_group_norm.default,
          [r(1, 256, 32, 32), r(256), r(256), 1, 256, 1024, 32, 1e-5], {}, [{}]),
         ("group_norm_channels_last_bf16", aten.group_norm.default,
@@ -271,28 +267,9 @@ def test_few_rows_that_fit_in_shared_memory_may_stay_resident() -> None:
     vae_mid = modes(1, 512, 128, 128)  # 16 MiB of bf16: about 127 KiB per SM
     assert vae_mid["mode"][:2] == ("resident", "split")  # read once, first
     assert vae_mid["resident_blocks_per_sm"] == (2, 1)
+    assert "resident" not in modes(1, 512, 128, 128, dtype=torch.float32)["mode"]  # 32 MiB: more than fits
+    assert "resident" not in modes(1, 128, 1024, 1024)["mode"]
     assert "resident" not in modes(8, 512, 16, 16)["mode"]  # short rows: one block per row already
-
-
-def test_few_rows_larger_than_the_chip_stay_resident_a_wave_of_rows_at_a_time() -> None:
-    def plan(*shape: int, dtype: torch.dtype = bf16) -> Any:
-        args = [r(*shape, dtype=dtype), 32, r(shape[1], dtype=dtype), r(shape[1], dtype=dtype), 1e-6]
-        card, _ = aten_card(aten.group_norm.default, args)
-        return plan_for_card(on_cuda(card), "cuda")
-
-    vae_last = plan(1, 128, 1024, 1024)  # 256 MiB of bf16 in rows of 8 MiB
-    assert vae_last.knob_space("cuda", H200).choices["mode"] == ("split", "resident")  # barriers: split first
-    layout = vae_last.resident_layout(H200, 8, 2)
-    assert (layout.rows_at_once, layout.waves) == (3, 11)  # 24 MiB of 29 MiB on chip, 11 waves cover 32 rows
-    assert layout.rows_at_once * layout.splits <= 2 * 132  # every block resident at once
-    assert layout.chunk * 2 <= 227 * 1024 // 2 - 16 * 1024 and layout.chunk * layout.splits >= 4 * 1024 * 1024
-    fp32 = plan(1, 512, 128, 128, dtype=torch.float32).resident_layout(H200, 4, 1)
-    assert (fp32.rows_at_once, fp32.waves) == (16, 2)  # 32 MiB: two equal waves
-    source = vae_last.render("cuda", {"mode": "resident"}, H200)
-    assert "kf_wave < 11" in source and "3 rows at once" in source
-    # A row larger than every block's shared memory together is never resident.
-    card, _ = aten_card(aten._softmax.default, [r(1, 8_000_000), -1, False])  # one row of 32 MB
-    assert "resident" not in plan_for_card(on_cuda(card), "cuda").knob_space("cuda", H200).choices["mode"]
 
 
 def test_an_operand_read_across_the_output_is_staged_through_tiles() -> None:
@@ -319,12 +296,12 @@ def test_few_rows_larger_than_l2_are_never_given_one_block_each() -> None:
         card, _ = aten_card(aten.group_norm.default, args)
         return plan_for_card(on_cuda(card), "cuda").knob_space("cuda", H200)
 
-    assert space(1, 128, 1024, 1024).choices["mode"] == ("split", "resident")  # 256 MiB
-    assert space(1, 512, 128, 128, dtype=torch.float32).choices["mode"] == ("split", "resident", "block", "warp")
+    assert space(1, 128, 1024, 1024).choices["mode"] == ("split",)  # 256 MiB
+    assert space(1, 512, 128, 128, dtype=torch.float32).choices["mode"] == ("split", "block", "warp")  # 32 MiB
     split = space(1, 128, 1024, 1024)
     revisions = list(split.neighbours(split.default(), 1))
     assert revisions and all(k["stats"] == "two_pass" and k["cache_row"] is True for k in revisions)
-    assert {k["mode"] for k in revisions} == {"split", "resident"}
+    assert {k["mode"] for k in revisions} == {"split"}
     assert split.normalise({**split.default(), "cache_row": False, "stats": "one_pass"}) == split.default()
 
 

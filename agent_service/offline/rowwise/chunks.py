@@ -50,7 +50,7 @@ def chunk_parts(plan: RowPlan, knobs: Knobs, chunk: int, splits: int, block_inde
                 "  (void)base; (void)end;\n"),
         shift_decl="  const float shift = kf_to_f32(x[base]); (void)shift;\n",
         store_partial=(f"  s = kf_group_reduce<{block}, {tree}>(s, {stats.block_op}(), smem);\n"
-                       f"  if (threadIdx.x == 0) {{\n{stats.to_merged}    partials[{block_index}] = s;\n  }}\n"),
+                       f"  if (threadIdx.x == 0) {{\n{stats.to_merged}    partials[blockIdx.x] = s;\n  }}\n"),
         row_writes=row_writes,
     )
 

@@ -19,75 +19,53 @@ def render(plan: RowPlan, knobs: Knobs, device: DeviceInfo) -> str:
     """One cooperative kernel: each block stages its chunk in shared memory while it reduces it,
     the grid synchronises, and every block writes its chunk from shared memory.
 
-    The input is read from memory once (split mode reads it twice). Where it does not fit on chip
-    at once, the rows go in waves, one grid barrier each: a block writes its chunk of one wave, then
-    stages its chunk of the next. The launch bounds ask the compiler to fit
-    ``resident_blocks_per_sm`` blocks per SM, and the launch is refused with a status, not run,
-    where the device still cannot hold every block at once (a grid barrier would otherwise wait
-    forever).
+    The input is read from memory once (split mode reads it twice). The launch bounds ask the
+    compiler to fit ``resident_blocks_per_sm`` blocks per SM, and the launch is refused with a
+    status, not run, where the device still cannot hold every block at once (a grid barrier
+    would otherwise wait forever).
     """
     block, vec, per_sm = int(knobs["threads_per_block"]), int(knobs["vector"]), int(knobs["resident_blocks_per_sm"])
-    unroll = int(knobs["unroll"])
-    layout = plan.resident_layout(device, vec, per_sm)
-    chunk, splits = layout.chunk, layout.splits
-    parts = chunk_parts(plan, knobs, chunk, splits, block_index="kf_block")
+    chunk = plan.resident_chunk(device, vec, per_sm)
+    splits = cxx.ceil_div(plan.length, chunk)
+    parts = chunk_parts(plan, knobs, chunk, splits)
     xt = cxx.element_type(plan.inputs[plan.x].dtype, "cuda")
     stage_bytes = chunk * cxx.ELEMENT_BYTES[plan.inputs[plan.x].dtype]
-    step = block * vec
 
     def staged_loop(body: str, before: str = "", after: str = "") -> str:
         """This thread's vectors of the chunk, read back from shared memory."""
-        return (f"    for (int64_t j0 = begin + (int64_t)threadIdx.x * {vec}; j0 < end; j0 += {step}LL) {{\n"
+        return (f"  for (int64_t j0 = begin + (int64_t)threadIdx.x * {vec}; j0 < end; j0 += {block * vec}LL) {{\n"
                 f"        const kf_vec<{xt}, {vec}> lv = kf_load_vec<{xt}, {vec}>(stage + (j0 - begin));\n"
                 f"{before}#pragma unroll\n        for (int k = 0; k < {vec}; ++k) {{\n"
                 f"          const int64_t j = j0 + k; (void)j;\n          const float v = kf_to_f32(lv.v[k]);\n"
-                f"          {body}\n        }}\n{after}    }}\n")
+                f"          {body}\n        }}\n{after}  }}\n")
 
     params, args = plan.params("cuda")
     aligned = plan.vector_pointers() if vec > 1 else []
-    grid = layout.rows_at_once * splits
-    scratch = partials(plan.rows * splits)
+    grid = plan.rows * splits
+    scratch = partials(grid)
     return f"""{cxx.CUDA_PRELUDE}
 #include <cooperative_groups.h>
 
 {CUDA_ROW_HELPERS}
 {math_macros("cuda", True)}
-/* {plan.summary}; {knobs}; {splits} blocks per row of {chunk} elements, {layout.rows_at_once} rows at once */
+/* {plan.summary}; {knobs}; {splits} blocks per row of {chunk} elements */
 {scratch.export()}
 __global__ void __launch_bounds__({block}, {per_sm}) kf_resident({params}, kf_stat *__restrict__ partials) {{
   extern __shared__ __align__(16) unsigned char kf_stage_bytes[];
   {xt} *stage = reinterpret_cast<{xt} *>(kf_stage_bytes);
   __shared__ kf_stat smem[{parts.smem}];
-  for (int64_t kf_wave = 0; kf_wave < {layout.waves}; ++kf_wave) {{
-  const int64_t kf_block = kf_wave * {grid}LL + (int64_t)blockIdx.x;
-{parts.locate}  const bool live = row < {plan.rows}LL;
-  kf_stat s = {parts.init};
-  if (live) {{
-{parts.shift_decl}  for (int64_t jb = begin + (int64_t)threadIdx.x * {vec}; jb < end; jb += {step * unroll}LL) {{
-    kf_vec<{xt}, {vec}> loaded[{unroll}];
+{parts.locate}{parts.shift_decl}  kf_stat s = {parts.init};
+  for (int64_t j0 = begin + (int64_t)threadIdx.x * {vec}; j0 < end; j0 += {block * vec}LL) {{
+    const kf_vec<{xt}, {vec}> lv = kf_load_vec<{xt}, {vec}>(x + base + j0);
+    kf_store_vec<{xt}, {vec}>(stage + (j0 - begin), lv);
 #pragma unroll
-    for (int u = 0; u < {unroll}; ++u) {{
-      const int64_t j0 = jb + (int64_t)u * {step};
-      if (j0 < end) loaded[u] = kf_load_vec<{xt}, {vec}>(x + base + j0);
-    }}
-#pragma unroll
-    for (int u = 0; u < {unroll}; ++u) {{
-      const int64_t j0 = jb + (int64_t)u * {step};
-      if (j0 >= end) break;
-      kf_store_vec<{xt}, {vec}>(stage + (j0 - begin), loaded[u]);
-#pragma unroll
-      for (int k = 0; k < {vec}; ++k) {{
-        const float v = kf_to_f32(loaded[u].v[k]);
-        {parts.update}
-      }}
+    for (int k = 0; k < {vec}; ++k) {{
+      const float v = kf_to_f32(lv.v[k]);
+      {parts.update}
     }}
   }}
-{parts.store_partial}  }}
-  cooperative_groups::this_grid().sync();
-  if (live) {{
-{merge_row_partials(parts, plan, splits)}{chunk_write(plan, vec, staged_loop)}{parts.row_writes}  }}
-  }}
-}}
+{parts.store_partial}  cooperative_groups::this_grid().sync();
+{merge_row_partials(parts, plan, splits)}{chunk_write(plan, vec, staged_loop)}{parts.row_writes}}}
 
 /* Per device: 1 when every block of the grid fits on it at once, -1 when not, 0 before asking. */
 static int kf_resident_fits[64];

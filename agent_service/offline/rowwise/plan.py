@@ -26,7 +26,7 @@ _CUDA_KNOB_MODES: dict[str, tuple[str, ...]] = {
     "reduce": ("lanes", "warp", "block", "thread", "split", "resident"),
     "vector": (*_ROW_MODES, "split", "resident"),
     "blocks_per_row": ("split",),
-    "unroll": ("split", "resident"),
+    "unroll": ("split",),
     "order": ("split",),
     "resident_blocks_per_sm": ("resident",),
 }
@@ -36,17 +36,6 @@ RESIDENT_SMEM_BYTES = {"sm_80": 163 * 1024, "sm_87": 163 * 1024, "sm_90": 227 * 
 RESIDENT_DEFAULT_SMEM_BYTES = 99 * 1024
 RESIDENT_RESERVED_BYTES = 16 * 1024
 TILE_MAX_LENGTH = 256
-
-
-@dataclass(frozen=True)
-class ResidentLayout:
-    """Resident mode's grid: ``rows_at_once`` rows per wave, ``splits`` blocks per row, each
-    staging ``chunk`` elements, ``waves`` waves to cover every row."""
-
-    rows_at_once: int
-    splits: int
-    chunk: int
-    waves: int
 
 
 @dataclass(frozen=True)
@@ -223,15 +212,11 @@ class RowPlan:
             if self._tiles_rows():
                 modes = ("tile", *modes)
         else:
-            # Resident mode reads the input once; split mode reads it twice. On the H100
-            # (bench/gpu/row_norms.py, 2026-12-06) the VAE decoder's group norm, 1x512x128x128 bf16
-            # in 32 groups, took 19.5-19.6 us resident in all nine knob sets and 25.0-25.6 us split.
-            # An input larger than the chip is staged a few rows at a time, a grid barrier per wave
-            # of rows: offered after split mode, whose two reads stream without barriers.
-            resident = ("resident",) if resident_per_sm else ()
-            split = ("split",) if splits else ()
-            one_wave = bool(resident_per_sm) and self.resident_layout(device, vec, resident_per_sm[0]).waves == 1
-            modes = resident + split if one_wave else split + resident
+            # Resident mode, where the input fits on chip, reads it once; split mode reads it twice.
+            # On the H100 (bench/gpu/row_norms.py, 2026-12-06) the VAE decoder's group norm,
+            # 1x512x128x128 bf16 in 32 groups, took 19.5-19.6 us resident in all nine knob sets
+            # and 25.0-25.6 us split.
+            modes = (("resident",) if resident_per_sm else ()) + (("split",) if splits else ())
             if not (splits and self._outgrows_l2(device)):
                 modes += ("block", "warp")
         threads: tuple[int, ...] = (256, 128, 512, 1024) if modes[0] not in ("warp", "lanes") else (256, 128, 512)
@@ -248,9 +233,8 @@ class RowPlan:
         }
         if splits:
             choices["blocks_per_row"] = splits
+            choices["unroll"] = (1, 4)  # split mode: vectors loaded ahead of use, per thread
             choices["order"] = ("reverse", "forward")  # split mode: the writing kernel's chunk order
-        if splits or resident_per_sm:
-            choices["unroll"] = (1, 4)  # split and resident modes: vectors loaded ahead of use, per thread
         if resident_per_sm:
             choices["resident_blocks_per_sm"] = resident_per_sm
         return KnobSpace(choices, only_in=_CUDA_KNOB_MODES)
@@ -310,47 +294,31 @@ class RowPlan:
         wanted = tuple(cxx.ceil_div(per_sm * sms, self.rows) for per_sm in (2, 4, 1, 8))
         return tuple(dict.fromkeys(min(max(2, n), most) for n in wanted))
 
-    def resident_layout(self, device: DeviceInfo, vec: int, per_sm: int) -> ResidentLayout:
-        """How resident mode spreads the rows over ``per_sm`` blocks of every SM: as many rows at a
-        time as the blocks' shared memory holds, in waves of equal size.
-
-        A block stages a chunk of one row; the rows of a wave share the grid's blocks evenly.
-        Raises ValueError where a single row does not fit.
-        """
-        blocks = multiprocessors(device) * per_sm
-        room = RESIDENT_SMEM_BYTES.get(device.arch, RESIDENT_DEFAULT_SMEM_BYTES) // per_sm - RESIDENT_RESERVED_BYTES
-        size = cxx.ELEMENT_BYTES[self.inputs[self.x].dtype]
-
-        def chunk(rows_at_once: int) -> int:
-            splits = max(1, blocks // rows_at_once)
-            return cxx.ceil_div(cxx.ceil_div(self.length, splits), vec) * vec
-
-        most = next((n for n in range(min(self.rows, blocks), 0, -1) if chunk(n) * size <= room), 0)
-        if not most:
-            raise ValueError(f"a row of {self.length} elements does not fit in {blocks} blocks' shared memory")
-        waves = cxx.ceil_div(self.rows, most)
-        rows_at_once = cxx.ceil_div(self.rows, waves)
-        return ResidentLayout(rows_at_once, max(1, blocks // rows_at_once), chunk(rows_at_once), waves)
+    def resident_chunk(self, device: DeviceInfo, vec: int, per_sm: int) -> int:
+        """Elements per block in resident mode: the rows spread over ``per_sm`` blocks of every SM."""
+        sms = multiprocessors(device)
+        splits = max(1, sms * per_sm // self.rows)
+        return cxx.ceil_div(cxx.ceil_div(self.length, splits), vec) * vec
 
     def _resident_choices(self, device: DeviceInfo, vec: int) -> tuple[int, ...]:
-        """Blocks per SM for resident mode, offered where a row fits in the blocks' shared memory.
+        """Blocks per SM for resident mode, offered where the whole input fits in shared memory.
 
-        Split mode reads the input twice (statistics, then the write). Resident mode keeps each
-        block's chunk of a row in shared memory across a grid-wide barrier (a cooperative launch),
-        so the input is read from memory once: all of it at once where it fits on chip, else in
-        waves of rows.
+        Split mode reads the input twice (statistics, then the write); with few rows the tensor
+        is often small enough to stay on chip: each block keeps its chunk in shared memory across
+        a grid-wide barrier (a cooperative launch) and the input is read from memory once.
+
+        Inputs larger than the chip were tried a wave of rows at a time, one grid barrier per wave:
+        on the H100 (bench/results/gpu_runs_2026-12-06_h100_run90_91.md) the VAE decoder's group
+        norms of 64, 128 and 256 MiB took 93-469 µs at best that way against 84-290 µs split, so
+        resident mode stays for inputs that fit at once.
         """
         if self.inner != 1 or self.y is None or self.y_apart or self.rows >= (device.sm_count or 132) \
                 or self.length < SPLIT_MIN_LENGTH:
             return ()
-        fitting = []
-        for per_sm in (2, 1):
-            try:
-                self.resident_layout(device, vec, per_sm)
-            except ValueError:
-                continue
-            fitting.append(per_sm)
-        return tuple(fitting)
+        budget = RESIDENT_SMEM_BYTES.get(device.arch, RESIDENT_DEFAULT_SMEM_BYTES)
+        size = cxx.ELEMENT_BYTES[self.inputs[self.x].dtype]
+        return tuple(per_sm for per_sm in (2, 1)
+                     if self.resident_chunk(device, vec, per_sm) * size <= budget // per_sm - RESIDENT_RESERVED_BYTES)
 
     def render(self, backend: str, knobs: Knobs, device: DeviceInfo) -> str:
         knobs = self.knob_space(backend, device).normalise(knobs)
