@@ -12,7 +12,13 @@ series, both measured in this process; ``other`` the rest of ``total_s`` (audit,
 report, the process's end and the slot's scrub). ``ahead`` is ``prepared_ahead_s``: how long
 before the library the process had prepared everything else.
 
+``--card group_norm`` times the offline proposer's first kernel for a bfloat16 group norm in 32
+groups (the SD3.5 VAE decoder's, whose eager call is slow) instead of the softmax; ``--remeasure``
+asks for the fresh-process re-measure of every passing candidate, as the search asks it of each
+candidate that would become a card's best.
+
     python bench/gpu/throughput.py OUT_DIR [--backend cpu|cuda] [--candidates N] [--big-mb MB]
+        [--card softmax|group_norm] [--remeasure]
 """
 
 from __future__ import annotations
@@ -61,8 +67,34 @@ def softmax_card(store: BlobStore, backend: str, megabytes: float) -> OperatorCa
     return card_from_call("aten::_softmax.default", [torch.randn(rows, cols, device=device) * 3, -1, False], {}, store)
 
 
+def group_norm_card(store: BlobStore, backend: str, megabytes: float) -> OperatorCard:
+    """A bfloat16 group norm in 32 groups over 128 channels whose input is ``megabytes`` MiB."""
+    side = max(8, int((megabytes * 2**20 / 2 / 128) ** 0.5))
+    torch.manual_seed(0)
+    device = "cuda" if backend == "cuda" else "cpu"
+    x = torch.randn(1, 128, side, side, device=device, dtype=torch.bfloat16)
+    affine = [torch.randn(128, device=device, dtype=torch.bfloat16) for _ in range(2)]
+    return card_from_call("aten::group_norm.default", [x, 32, *affine, 1e-6], {}, store)
+
+
+CARDS = {"softmax": softmax_card, "group_norm": group_norm_card}
+
+
+def first_kernel(card: OperatorCard, backend: str) -> str:
+    """The offline proposer's first kernel for ``card`` (the corpus's softmax for a softmax card)."""
+    if card.op == "aten::_softmax.default":
+        return softmax_source(backend)
+    from agent_service.offline.catalog import plan_for_card
+    from bench.gpu.knob_sweep import gpu_device
+    from kforge_domain.device import DeviceInfo
+
+    device = gpu_device() if backend == "cuda" else DeviceInfo(backend="cpu", name="cpu")
+    plan = plan_for_card(card, backend)
+    return plan.render(backend, plan.knob_space(backend, device).default(), device)
+
+
 def fresh_request(card: OperatorCard, backend: str, options: EvaluationOptions) -> EvaluateRequest:
-    source = f"// nonce {uuid.uuid4().hex}\n{softmax_source(backend)}"
+    source = f"// nonce {uuid.uuid4().hex}\n{first_kernel(card, backend)}"
     return EvaluateRequest(candidate_id=uuid.uuid4().hex[:8], card=card, source=source, backend=backend,
                            options=options)
 
@@ -117,9 +149,9 @@ async def pipelined(evaluator: Evaluator, card: OperatorCard, n: int, options: E
 
 
 async def measure_card(root: Path, backend: str, label: str, megabytes: float, n: int,
-                       options: EvaluationOptions) -> dict[str, object]:
+                       options: EvaluationOptions, kind: str = "softmax") -> dict[str, object]:
     store = BlobStore(root / "blobs")
-    card = softmax_card(store, backend, megabytes)
+    card = CARDS[kind](store, backend, megabytes)
     evaluators = [Evaluator(root / f"sandbox{i}", backend, store) for i in range(2)]
     await evaluators[0].device_info()
     await evaluators[1].device_info()
@@ -145,7 +177,7 @@ async def measure_card(root: Path, backend: str, label: str, megabytes: float, n
     total, build, start, ahead = (statistics.median(float(r[key]) for r in rows)  # type: ignore[arg-type]
                                   for key in ("total_s", "compile_s", "start_s", "prepared_ahead_s"))
     return {
-        "card": label, "input_mb": megabytes, "candidates": n,
+        "card": label, "op": card.op, "input_mb": megabytes, "candidates": n, "remeasure": options.remeasure,
         "statuses": sorted({str(r["status"]) for r in rows + pipelined_rows + [r for b in both for r in b]}),
         "not_passed": [r for r in pipelined_rows + [r for b in both for r in b] if r["status"] != "PASSED"],
         "median_total_s": total, "build_s": build, "start_s": start, "checks_s": verify, "timing_s": timing,
@@ -164,12 +196,15 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=5)
     parser.add_argument("--big-mb", type=float, default=None, help="the large card's input (256 on cuda, 16 on cpu)")
     parser.add_argument("--label", default="", help="a suffix of the JSON file's name")
+    parser.add_argument("--card", choices=sorted(CARDS), default="softmax")
+    parser.add_argument("--remeasure", action="store_true", help="re-measure each passing candidate in a fresh process")
     args = parser.parse_args()
     big = args.big_mb or (256.0 if args.backend == "cuda" else 16.0)
-    options = EvaluationOptions()
+    options = EvaluationOptions(remeasure=args.remeasure)
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o755)  # as a served sandbox's --work-dir: a root server's candidates may run as nobody
-        cards = [asyncio.run(measure_card(Path(tmp) / name, args.backend, name, mb, args.candidates, options))
+        cards = [asyncio.run(measure_card(Path(tmp) / name, args.backend, name, mb, args.candidates, options,
+                                          args.card))
                  for name, mb in (("small", 1.0), ("large", big))]
     print(f"{'card':6} {'MB':>6} {'total s':>8} {'build':>7} {'start':>7} {'checks':>7} {'timing':>7} {'other':>7} "
           f"{'ahead':>7} {'/min x1':>8} {'/min x2':>8} {'/min pip':>8}  statuses")
