@@ -79,6 +79,7 @@ class RunManager:
         self.services = services
         self._stores: dict[str, RunStore] = {}
         self._live: dict[str, _Live] = {}
+        self._closing = False
         self.kernel_cache = KernelCache(self.runs_dir)
 
     # -- queries -------------------------------------------------------------------------------
@@ -133,12 +134,15 @@ class RunManager:
         return str(self.store(run_id).run_row()["status"])
 
     async def watch(self, run_id: str, after_seq: int = 0) -> AsyncIterator[Any]:
-        """Every event after ``after_seq``, then new ones as they come, until the run stops."""
+        """Every event after ``after_seq``, then new ones as they come, until the run stops or
+        this manager closes (a watcher then ends its stream instead of reading a closed store)."""
         store = self.store(run_id)
         live = self._live.setdefault(run_id, _Live())
         seq = after_seq
-        while True:
+        while not self._closing:
             async with live.changed:
+                if self._closing:
+                    return
                 rows = store.events(seq)
                 if not rows:
                     if store.run_row()["status"] in TERMINAL and (live.task is None or live.task.done()):
@@ -151,11 +155,14 @@ class RunManager:
                 yield row
 
     async def close(self) -> None:
+        self._closing = True
         for live in self._live.values():
             if live.task is not None and not live.task.done():
                 live.task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await live.task
+            async with live.changed:
+                live.changed.notify_all()
         for store in self._stores.values():
             store.close()
         self.kernel_cache.close()

@@ -94,3 +94,24 @@ def test_killed_runs_resume_losing_and_repeating_nothing(tmp_path: Path) -> None
     # each card's tree replays from its operation log with identical choices (resume checks this)
     ops = query(db, "SELECT card_id, op FROM tree_ops")
     assert {card for card, _ in ops} == {card for card, _ in per_card}
+
+
+def test_an_interrupted_run_says_so_without_a_traceback_and_resumes(tmp_path: Path) -> None:
+    """Ctrl-C while searching: the forge stops its run and its watchers before closing the run's
+    store, so the terminal shows no traceback, and the run resumes to the end."""
+    proc = start_optimize(tmp_path)
+    end = time.monotonic() + 300
+    while time.monotonic() < end and proc.poll() is None:
+        db = run_db(tmp_path)
+        if db is not None and event_count(tmp_path) and query(db, "SELECT COUNT(*) FROM results")[0][0]:
+            break  # searching: its first evaluation is in
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert "interrupted" in err and "Traceback" not in err, err[-3000:]
+    db = run_db(tmp_path)
+    assert db is not None
+    resume = subprocess.run([sys.executable, "-m", "forge_service.cli", "resume", db.parent.name, "--json",
+                             "--runs-dir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert resume.returncode == 0, resume.stderr[-3000:]
+    assert json.loads(resume.stdout)["run"]["status"] == "done"
