@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from gpu_sandbox_service.harness.phases import GATE_FDS, GO, READY
 from gpu_sandbox_service.models import Limits
 from gpu_sandbox_service.pycommand import python_module_command
 
@@ -376,6 +377,7 @@ async def run_isolated(
     gpu: bool = False,
     result_pipe: bool = False,
     profile: Profile | None = None,
+    turn: Callable[[], contextlib.AbstractAsyncContextManager[object]] | None = None,
 ) -> ProcessOutcome:
     """Run ``argv`` isolated with ``run_dir`` as its only writable directory.
 
@@ -383,6 +385,12 @@ async def run_isolated(
     (:func:`profiles`). With
     ``result_pipe`` the program gets ``KF_RESULT_FD``, a pipe to write its answer to; the answer
     is kept apart from its (capped) stdout/stderr, which the candidate shares.
+
+    With ``turn`` the program starts before its turn comes: it gets ``KF_GATE_FDS`` (see
+    :func:`~gpu_sandbox_service.harness.phases.wait_for_turn`), says when it is ready (its imports
+    done), and waits there while ``turn()`` (entered only then) waits for its turn, which it then
+    holds until the program ends. The timeout counts from the turn; a program that says nothing
+    within ``timeout_s`` is killed as timed out.
     """
     features = detect_features()
     run_dir = run_dir.resolve()
@@ -401,6 +409,10 @@ async def run_isolated(
     if result_pipe:
         environment["KF_RESULT_FD"] = str(write_fd)
         pass_fds = (write_fd,)
+    gate = _Gate() if turn is not None else None
+    if gate is not None:
+        environment[GATE_FDS] = gate.child_fds
+        pass_fds += gate.child_ends
     started = time.perf_counter()
     try:
         proc = await asyncio.create_subprocess_exec(
@@ -410,21 +422,69 @@ async def run_isolated(
     finally:
         if result_pipe:
             os.close(write_fd)
+        if gate is not None:
+            gate.close_child_ends()
     outcome = ProcessOutcome(returncode=None)
     result_task = asyncio.create_task(_read_result(read_fd)) if result_pipe else None
     try:
-        await asyncio.wait_for(_drain(proc, outcome, output_cap_bytes, log_tail_bytes), timeout_s)
-        outcome.returncode = await asyncio.wait_for(proc.wait(), timeout_s)
-    except asyncio.TimeoutError:
-        outcome.timed_out = True
-        _kill_group(proc.pid)
-        outcome.returncode = await proc.wait()
+        async with contextlib.AsyncExitStack() as held:
+            if gate is not None and turn is not None:
+                ready = await asyncio.wait_for(asyncio.to_thread(gate.wait_ready), timeout_s)
+                if ready:  # else it ended (or failed) before its turn: what it said is read below
+                    await held.enter_async_context(turn())
+                    gate.open()
+                started = time.perf_counter()
+            try:  # within the turn: a program that overruns is gone before the turn passes on
+                await asyncio.wait_for(_drain(proc, outcome, output_cap_bytes, log_tail_bytes), timeout_s)
+                outcome.returncode = await asyncio.wait_for(proc.wait(), timeout_s)
+            except asyncio.TimeoutError:
+                await _end_timed_out(proc, outcome)
+    except asyncio.TimeoutError:  # silent at its start
+        await _end_timed_out(proc, outcome)
     finally:
         _kill_group(proc.pid)
+        if gate is not None:
+            gate.close()
         if result_task is not None:
             outcome.result = await _finish(result_task)
     outcome.wall_s = time.perf_counter() - started
     return outcome
+
+
+async def _end_timed_out(proc: asyncio.subprocess.Process, outcome: ProcessOutcome) -> None:
+    outcome.timed_out = True
+    _kill_group(proc.pid)
+    outcome.returncode = await proc.wait()
+
+
+class _Gate:
+    """The two pipes between :func:`run_isolated` and a program held at its start."""
+
+    def __init__(self) -> None:
+        self._go_read, self._go_write = os.pipe()
+        self._ready_read, self._ready_write = os.pipe()
+        self.child_ends = (self._go_read, self._ready_write)
+        self.child_fds = f"{self._go_read},{self._ready_write}"
+
+    def close_child_ends(self) -> None:
+        for fd in self.child_ends:
+            os.close(fd)
+
+    def wait_ready(self) -> bool:
+        """Blocks until the program says it is ready (True) or ends first (False); the only reader
+        of the ready pipe, which it closes."""
+        try:
+            return os.read(self._ready_read, len(READY)) == READY
+        finally:
+            os.close(self._ready_read)
+
+    def open(self) -> None:
+        with contextlib.suppress(OSError):  # it may have ended since it said it was ready
+            os.write(self._go_write, GO)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._go_write)
 
 
 async def _drain(proc: asyncio.subprocess.Process, outcome: ProcessOutcome, cap: int, tail_bytes: int) -> None:

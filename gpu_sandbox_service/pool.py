@@ -118,12 +118,18 @@ class WorkerPool:
         else:
             slots = [{} for _ in range(max(1, workers or 1))]
         self.size = len(slots)
+        self._envs = slots
         self.candidate_slots = candidate_slots(backend, self.size)
         self._free = deque(Slot(index, env) for index, env in enumerate(slots))
         self._waiting: deque[asyncio.Future[Slot]] = deque()
         self._borrowing: deque[asyncio.Future[SlotLease]] = deque()
         self._lent: list[SlotLease] = []
         self.compile_slots = asyncio.Semaphore(max(1, os.cpu_count() or 1))
+
+    def sole_slot_env(self) -> dict[str, str] | None:
+        """The environment of the one run slot, where there is only one: a process can then be
+        started for that slot before it is free."""
+        return dict(self._envs[0]) if self.size == 1 else None
 
     @contextlib.asynccontextmanager
     async def run_slot(self) -> AsyncIterator[Slot]:

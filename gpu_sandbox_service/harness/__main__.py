@@ -8,7 +8,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from gpu_sandbox_service.harness.phases import Phases
+from gpu_sandbox_service.harness.phases import Phases, wait_for_turn
 from gpu_sandbox_service.harness.protocol import REQUEST_FILE, HarnessReport, HarnessRequest
 from gpu_sandbox_service.harness.reference import CardError
 from gpu_sandbox_service.harness.session import CandidateFailure, run_session
@@ -17,6 +17,7 @@ from gpu_sandbox_service.models import CandidateStatus
 
 def main() -> int:
     result = os.fdopen(int(os.environ["KF_RESULT_FD"]), "wb")
+    wait_for_turn()
     phases = Phases()
     try:
         report = run_session(HarnessRequest.model_validate_json(Path(REQUEST_FILE).read_text()), phases.prepared)

@@ -15,6 +15,25 @@ import time
 GO_FD = "KF_GO_FD"
 GO = b"g"
 
+#: A cold process started before its turn on the device (``isolation.run_isolated(turn=...)``)
+#: finds its two pipe ends here, ``"<go>,<ready>"``: it writes :data:`READY` once its imports are
+#: done, then waits for :data:`GO`; anything else, or the pipe's end, means it is not to go on.
+GATE_FDS = "KF_GATE_FDS"
+READY = b"r"
+
+
+def wait_for_turn() -> None:
+    """Where a gated process waits for its turn: after its imports, before CUDA or the card."""
+    fds = os.environ.pop(GATE_FDS, None)
+    if fds is None:
+        return
+    go, ready = (int(fd) for fd in fds.split(","))
+    os.write(ready, READY)
+    os.close(ready)
+    with os.fdopen(go, "rb") as pipe:
+        if pipe.read(len(GO)) != GO:
+            os._exit(0)  # not to go on: nothing of the candidate ran, nothing to report
+
 
 class Phases:
     """The two moments, recorded by :meth:`prepared`; None where the process never got there."""

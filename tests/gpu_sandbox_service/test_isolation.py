@@ -4,12 +4,13 @@ must still fail to reach secrets, the network, the filesystem or the process tab
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -231,3 +232,50 @@ def test_launcher_alone_gives_network_and_pid_namespaces(tmp_path: Path) -> None
     lines = done.stdout.split()
     assert done.returncode == 0 and lines[0] == "pid=2" and lines[1] == "64"
     assert lines[2] == "1"  # only the loopback interface of a fresh network namespace
+
+
+GATED = """
+import pathlib, sys
+pathlib.Path("started").write_text("imports done")
+sys.path.insert(0, {repo!r})
+from gpu_sandbox_service.harness.phases import wait_for_turn
+wait_for_turn()
+pathlib.Path("ran").write_text("had its turn")
+"""
+
+
+def test_a_gated_program_starts_before_its_turn_and_runs_only_in_it(tmp_path: Path) -> None:
+    """A re-measure's process imports while another holds the device, and touches it only in its turn."""
+    repo = str(Path(__file__).resolve().parents[2])
+    held = asyncio.Lock()
+    seen: dict[str, bool] = {}
+
+    async def scenario() -> object:
+        await held.acquire()  # another candidate holds the slot
+        task = asyncio.create_task(run_isolated(
+            [sys.executable, "-c", GATED.format(repo=repo)], run_dir=tmp_path, limits=LIMITS, timeout_s=1.0,
+            output_cap_bytes=1 << 20, log_tail_bytes=4096, turn=lambda: held))
+        end = time.monotonic() + 30
+        while not (tmp_path / "started").exists() and time.monotonic() < end:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.5)  # longer than the timeout, which counts from the turn
+        seen["started"], seen["ran"] = (tmp_path / "started").exists(), (tmp_path / "ran").exists()
+        held.release()
+        return await task
+
+    outcome = asyncio.run(scenario())
+    assert seen == {"started": True, "ran": False}
+    assert not outcome.timed_out and outcome.returncode == 0, outcome.log_tail  # type: ignore[attr-defined]
+    assert (tmp_path / "ran").read_text() == "had its turn"
+
+
+def test_a_gated_program_that_never_says_ready_times_out_without_its_turn(tmp_path: Path) -> None:
+    taken: list[bool] = []
+
+    @contextlib.asynccontextmanager
+    async def turn() -> AsyncIterator[None]:
+        taken.append(True)
+        yield
+
+    outcome = run([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path, timeout_s=1.0, turn=turn)
+    assert outcome.timed_out and not taken
