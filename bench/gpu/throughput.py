@@ -18,7 +18,7 @@ asks for the fresh-process re-measure of every passing candidate, as the search 
 candidate that would become a card's best.
 
     python bench/gpu/throughput.py OUT_DIR [--backend cpu|cuda] [--candidates N] [--big-mb MB]
-        [--card softmax|group_norm] [--remeasure]
+        [--card softmax|group_norm] [--remeasure] [--in-flight N]
 """
 
 from __future__ import annotations
@@ -132,11 +132,11 @@ def _row(result: CandidateResult) -> dict[str, object]:
             "start_s": result.start_s, "prepared_ahead_s": result.prepared_ahead_s, "error": result.error_message[:200]}
 
 
-async def pipelined(evaluator: Evaluator, card: OperatorCard, n: int, options: EvaluationOptions
-                    ) -> tuple[float, list[dict[str, object]]]:
-    """Candidates a minute through one sandbox sent as many at once as it takes (``candidate_slots``),
-    as the forge sends them: on cuda one builds while another runs."""
-    slots = asyncio.Semaphore((await evaluator.device_info()).candidate_slots)
+async def pipelined(evaluator: Evaluator, card: OperatorCard, n: int, options: EvaluationOptions,
+                    in_flight: int | None = None) -> tuple[float, list[dict[str, object]]]:
+    """Candidates a minute through one sandbox sent as many at once as it takes (``candidate_slots``,
+    or ``in_flight``), as the forge sends them: on cuda one builds while another runs."""
+    slots = asyncio.Semaphore(in_flight or (await evaluator.device_info()).candidate_slots)
 
     async def one() -> dict[str, object]:
         async with slots:
@@ -149,7 +149,8 @@ async def pipelined(evaluator: Evaluator, card: OperatorCard, n: int, options: E
 
 
 async def measure_card(root: Path, backend: str, label: str, megabytes: float, n: int,
-                       options: EvaluationOptions, kind: str = "softmax") -> dict[str, object]:
+                       options: EvaluationOptions, kind: str = "softmax", in_flight: int | None = None
+                       ) -> dict[str, object]:
     store = BlobStore(root / "blobs")
     card = CARDS[kind](store, backend, megabytes)
     evaluators = [Evaluator(root / f"sandbox{i}", backend, store) for i in range(2)]
@@ -162,7 +163,7 @@ async def measure_card(root: Path, backend: str, label: str, megabytes: float, n
     except Exception as exc:  # the split is lost, the counts per minute are not
         print(f"{label}: no phase split: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
         phases = [{"references_s": float("nan"), "verify_s": float("nan"), "timing_s": float("nan")}]
-    per_minute_pipelined, pipelined_rows = await pipelined(evaluators[0], card, n, options)
+    per_minute_pipelined, pipelined_rows = await pipelined(evaluators[0], card, n, options, in_flight)
     started = time.perf_counter()
     both = await asyncio.gather(*(one_sandbox(e, card, n, options) for e in evaluators))
     two_s = time.perf_counter() - started
@@ -178,6 +179,7 @@ async def measure_card(root: Path, backend: str, label: str, megabytes: float, n
                                   for key in ("total_s", "compile_s", "start_s", "prepared_ahead_s"))
     return {
         "card": label, "op": card.op, "input_mb": megabytes, "candidates": n, "remeasure": options.remeasure,
+        "in_flight": in_flight,
         "statuses": sorted({str(r["status"]) for r in rows + pipelined_rows + [r for b in both for r in b]}),
         "not_passed": [r for r in pipelined_rows + [r for b in both for r in b] if r["status"] != "PASSED"],
         "median_total_s": total, "build_s": build, "start_s": start, "checks_s": verify, "timing_s": timing,
@@ -198,13 +200,15 @@ def main() -> None:
     parser.add_argument("--label", default="", help="a suffix of the JSON file's name")
     parser.add_argument("--card", choices=sorted(CARDS), default="softmax")
     parser.add_argument("--remeasure", action="store_true", help="re-measure each passing candidate in a fresh process")
+    parser.add_argument("--in-flight", type=int, default=None,
+                        help="candidates sent at once in the pipelined series (default: what the sandbox takes)")
     args = parser.parse_args()
     big = args.big_mb or (256.0 if args.backend == "cuda" else 16.0)
     options = EvaluationOptions(remeasure=args.remeasure)
     with tempfile.TemporaryDirectory() as tmp:
         os.chmod(tmp, 0o755)  # as a served sandbox's --work-dir: a root server's candidates may run as nobody
         cards = [asyncio.run(measure_card(Path(tmp) / name, args.backend, name, mb, args.candidates, options,
-                                          args.card))
+                                          args.card, args.in_flight))
                  for name, mb in (("small", 1.0), ("large", big))]
     print(f"{'card':6} {'MB':>6} {'total s':>8} {'build':>7} {'start':>7} {'checks':>7} {'timing':>7} {'other':>7} "
           f"{'ahead':>7} {'/min x1':>8} {'/min x2':>8} {'/min pip':>8}  statuses")
