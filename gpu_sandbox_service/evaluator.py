@@ -3,7 +3,8 @@
 The server process only orchestrates: it never loads candidate code nor touches CUDA. Each
 candidate runs in a process no earlier candidate ran in: forked from its slot's fork server
 (:mod:`gpu_sandbox_service.forkserver`), or started cold when the fork server is turned off
-(``KF_SANDBOX_FORK_SERVER=0``) or cannot start. A re-measure always starts cold. On a cuda
+(``KF_SANDBOX_FORK_SERVER=0``) or cannot start. A re-measure always starts cold, and with one run
+slot before the slot is its own (:meth:`Evaluator._remeasure`). On a cuda
 sandbox, where a slot is free while the candidate builds, its forked process is prepared meanwhile
 (:mod:`gpu_sandbox_service.prepared`); ``KF_SANDBOX_PREPARE=0`` turns that off, ``=1`` turns it on
 for a cpu sandbox too. On an H200 it takes a 256 MiB card from 2.13-2.17 to 1.70-1.82 s a candidate
