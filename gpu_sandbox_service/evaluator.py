@@ -29,7 +29,7 @@ import platform
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -273,14 +273,20 @@ class Evaluator:
         if slot_env is None:
             return await self._run(request, timing, library, verify_fresh=False, cold=True)
         timeout = self._run_timeout(timing)
-        staging = self.scratch / f"run-{uuid.uuid4().hex}"
-        staging.mkdir()
-        try:
-            await asyncio.to_thread(self._stage_files, request, library, staging)
+        async with self._staged(request, library) as staging:
             self._write_request(request, timing, staging, staging, verify_fresh=False)
             outcome = await self._spawn_with(slot_env, HARNESS, staging, timeout, self._profile, result_pipe=True,
                                              turn=self._pool.run_slot)
             return self._verdict(request, outcome, staging, timeout)
+
+    @contextlib.asynccontextmanager
+    async def _staged(self, request: EvaluateRequest, library: Path) -> AsyncIterator[Path]:
+        """A fresh folder holding the candidate's files, removed afterwards."""
+        staging = self.scratch / f"run-{uuid.uuid4().hex}"
+        staging.mkdir()
+        try:
+            await asyncio.to_thread(self._stage_files, request, library, staging)
+            yield staging
         finally:
             await asyncio.to_thread(shutil.rmtree, staging, True)
 
@@ -289,16 +295,11 @@ class Evaluator:
         """Stage the candidate, then run it in ``slot`` (else the next free one): forked from the
         slot's fork server unless ``cold``, else (or when that zygote is lost) a cold process."""
         assert self._pool is not None
-        staging = self.scratch / f"run-{uuid.uuid4().hex}"
-        staging.mkdir()
-        try:
-            await asyncio.to_thread(self._stage_files, request, library, staging)
+        async with self._staged(request, library) as staging:
             if slot is not None:
                 return await self._run_in(slot, staging, request, timing, library, verify_fresh, cold)
             async with self._pool.run_slot() as slot:
                 return await self._run_in(slot, staging, request, timing, library, verify_fresh, cold)
-        finally:
-            await asyncio.to_thread(shutil.rmtree, staging, True)
 
     async def _run_in(self, slot: Slot, staging: Path, request: EvaluateRequest, timing: Timing, library: Path,
                       verify_fresh: bool, cold: bool) -> tuple[ProcessOutcome, Path]:

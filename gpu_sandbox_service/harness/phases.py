@@ -30,9 +30,15 @@ def wait_for_turn() -> None:
     go, ready = (int(fd) for fd in fds.split(","))
     os.write(ready, READY)
     os.close(ready)
-    with os.fdopen(go, "rb") as pipe:
+    _wait_for_go(go)
+
+
+def _wait_for_go(fd: int) -> None:
+    """Blocks until the sandbox writes :data:`GO` to pipe ``fd``; anything else, or the pipe's end,
+    ends the process without a word: nothing of the candidate ran, nothing to report."""
+    with os.fdopen(fd, "rb") as pipe:
         if pipe.read(len(GO)) != GO:
-            os._exit(0)  # not to go on: nothing of the candidate ran, nothing to report
+            os._exit(0)
 
 
 class Phases:
@@ -48,7 +54,5 @@ class Phases:
         self.prepared_at_s = time.monotonic()
         fd = os.environ.pop(GO_FD, None)
         if fd is not None:
-            with os.fdopen(int(fd), "rb") as go:
-                if go.read(len(GO)) != GO:
-                    os._exit(0)  # cancelled: nothing of the candidate ran, nothing to report
+            _wait_for_go(int(fd))
         self.checks_at_s = time.monotonic()
