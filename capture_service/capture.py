@@ -42,13 +42,14 @@ def capture_model(
     *,
     cancel: threading.Event | None = None,
     allow_unsampled: bool = False,
+    trace_compiled: bool = False,
 ) -> CardSet:
     """Capture ``model_spec`` into ``out_dir`` (``cards.json``, ``blobs/``, ``capture.log``).
 
     Raises the capture's :class:`~capture_service.errors.CaptureError`; where the capture got
     far enough, the cards captured before the failure are in ``out_dir`` all the same.
     """
-    options = CaptureOptions(device, grad_mode, samples, budget_bytes, allow_unsampled).validated()
+    options = CaptureOptions(device, grad_mode, samples, budget_bytes, allow_unsampled, trace_compiled).validated()
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     report = progress or ignore_progress

@@ -45,6 +45,9 @@ def add_capture_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the mode the model is served in: its aten ops depend on it (default inference)")
     parser.add_argument("--sample-budget-mb", type=float, default=DEFAULT_BUDGET_BYTES / MIB, metavar="N",
                         help=f"total size of reference samples (default {DEFAULT_BUDGET_BYTES // MIB})")
+    parser.add_argument("--trace-compiled", action="store_true",
+                        help="also trace the model as torch.compile does and card each layout its graphs give a "
+                             "captured call that eager never ran")
 
 
 def cmd_capture(args: argparse.Namespace) -> int:
@@ -60,6 +63,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
         card_set = capture_model(
             args.model_spec, device=args.device, grad_mode=args.grad_mode, samples=args.samples,
             budget_bytes=int(args.sample_budget_mb * MIB), out_dir=args.out, progress=show,
+            trace_compiled=args.trace_compiled,
         )
     except KforgeError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -80,7 +84,8 @@ def summary_table(card_set: CardSet, rows: int = TABLE_ROWS) -> str:
     lines = [f"{'share':>6}  {'eager µs ± IQR':>17}  {'calls':>5}  {'kind':6}  {'op':44}  first input / note"]
     for card in top:
         shape = "x".join(map(str, card.inputs[0].shape)) if card.inputs else "-"
-        note = card.reason or ("vendor" if card.vendor_op else "")
+        note = card.reason or " ".join(n for n, on in (("vendor", card.vendor_op),
+                                                        ("compiled only", card.compiled_only)) if on)
         eager = f"{eager_text(card.eager_us, card.eager_spread_us):>17}"
         op = card.op if len(card.op) <= 44 else "…" + card.op[-43:]
         lines.append(

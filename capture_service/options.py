@@ -27,7 +27,9 @@ class CaptureOptions:
     ``grad_mode`` is the mode the model will be served in (the set of aten ops depends on it);
     ``samples`` reference samples are kept per card within ``budget_bytes`` in total, the cards
     carrying the most eager time first. A card left without a sample fails the capture, unless
-    ``allow_unsampled``: then it is kept, not optimisable, with the reason.
+    ``allow_unsampled``: then it is kept, not optimisable, with the reason. ``trace_compiled`` also
+    traces the model as torch.compile does, and adds a card for each layout its graphs give a
+    captured call that eager never ran (:mod:`capture_service.compiled_variants`).
     """
 
     device: str = "cpu"
@@ -35,6 +37,7 @@ class CaptureOptions:
     samples: int = DEFAULT_SAMPLES
     budget_bytes: int = DEFAULT_BUDGET_BYTES
     allow_unsampled: bool = False
+    trace_compiled: bool = False
 
     def validated(self) -> CaptureOptions:
         if self.device not in DEVICES:

@@ -56,6 +56,8 @@ class VariantRecord:
     program_graph: dict[str, Any] | None = None  # capture_service.program_graph
     eager_us: float | None = None  # median of the timed calls (capture_service.timing)
     eager_spread_us: float | None = None  # their interquartile range
+    # A layout only compiled graphs give the call (capture_service.compiled_variants): eager never ran it.
+    compiled_only: bool = False
 
     def add_path(self, path: str) -> None:
         if path not in self.module_paths:

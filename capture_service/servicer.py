@@ -32,6 +32,7 @@ def options_from_request(request: capture_pb2.StartCaptureRequest) -> CaptureOpt
         samples=request.samples or DEFAULT_SAMPLES,
         budget_bytes=request.sample_budget_bytes or DEFAULT_BUDGET_BYTES,
         allow_unsampled=request.allow_unsampled,
+        trace_compiled=request.trace_compiled,
     ).validated()
 
 
@@ -67,6 +68,7 @@ class CaptureServicer(capture_grpc.CaptureServiceServicer):
                 return capture_model(
                     request.model_spec, options.device, options.grad_mode, options.samples, options.budget_bytes,
                     out_dir, on_progress, cancel=cancel, allow_unsampled=options.allow_unsampled,
+                    trace_compiled=options.trace_compiled,
                 )
             finally:
                 loop.call_soon_threadsafe(updates.put_nowait, _FINISHED)

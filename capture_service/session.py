@@ -17,6 +17,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from capture_service.blobs import BlobStore
+from capture_service.compiled_variants import compiled_variant_records
 from capture_service.errors import DeviceUnavailable, ForwardError, SampleBudgetExceeded
 from capture_service.layout import clone_exact, to_spec
 from capture_service.modules import ModuleRecorder, ModuleVariant, export_program
@@ -26,6 +27,7 @@ from capture_service.recorder import OperatorRecorder
 from capture_service.records import SamplePolicy, VariantRecord
 from capture_service.spec import LoadedModel, describe_exception
 from capture_service.timing import DEFAULT_TIMING, EagerTimer, TimingPolicy, Watched
+from capture_service.traced import trace_compiled
 from kforge_domain.blobs import INPUT_PREFIX, OUTPUT_PREFIX, PROGRAM_SUFFIX
 from kforge_domain.card import CardSet, OperatorCard, Sample
 from packager.variant import ATTRIBUTES_KWARG, decode_value
@@ -59,6 +61,8 @@ def capture_loaded(
             failure = exc
     module_variants = list(modules.card_variants())
     records = [*operators.records.values(), *(v.record for v in module_variants)]
+    if options.trace_compiled and failure is None:
+        records += _compiled_layouts(model, args, kwargs, records, policy, options, progress)
 
     store = BlobStore(out_dir)
     _export_programs(module_variants, store, progress)
@@ -90,6 +94,35 @@ def _device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise DeviceUnavailable("device cuda requested but no CUDA device is available in the capture process")
     return torch.device(name)
+
+
+def _compiled_layouts(
+    model: torch.nn.Module,
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    records: Sequence[VariantRecord],
+    policy: SamplePolicy,
+    options: CaptureOptions,
+    progress: ProgressFn,
+) -> list[VariantRecord]:
+    """Records of the layouts torch.compile's graphs give captured calls that eager never ran; none,
+    with the reason said, where the model does not trace."""
+    ops = sorted({r.op for r in records if r.kind == "aten" and r.optimisable and r.samples})
+    if not ops:
+        return []
+    progress(CaptureProgress("tracing", f"tracing the model as torch.compile does, for the layouts its graphs "
+                             f"give {len(ops)} ops", 0.3))
+    try:
+        with options.grad_context():
+            traced = trace_compiled(model, args, kwargs, ops)
+            derived = compiled_variant_records(records, traced, policy)
+    except Exception as exc:
+        progress(CaptureProgress("tracing", f"no compiled layouts: tracing the model as torch.compile does "
+                                 f"failed: {describe_exception(exc)}", 0.35))
+        return []
+    progress(CaptureProgress("tracing", f"{len(derived)} variants only compiled graphs make "
+                             f"(of {sum(traced.values())} traced calls of those ops)", 0.35))
+    return derived
 
 
 def _export_programs(variants: Sequence[ModuleVariant], store: BlobStore, progress: ProgressFn) -> None:
@@ -226,6 +259,7 @@ def _card(record: VariantRecord, samples: list[Sample], device: str) -> Operator
         reason=record.reason,
         degenerate=record.degenerate,
         vendor_op=record.vendor_op,
+        compiled_only=record.compiled_only,
         module_program_blob=record.program_blob,
         module_graph=record.program_graph,
         module_attributes=_module_attributes(record),
@@ -249,9 +283,11 @@ def _set_time_shares(cards: Sequence[OperatorCard]) -> float:
     """Set each card's share of the captured eager time; returns that total (aten cards only).
 
     Aten cards partition the model's work, so their times add up to the total. A module card's
-    share is its time over the same total: it overlaps the aten cards it is made of.
+    share is its time over the same total: it overlaps the aten cards it is made of; so does a
+    compiled-only card's, whose calls eager makes in another layout.
     """
-    total = sum(c.eager_us * c.call_count for c in cards if c.kind == "aten" and c.eager_us is not None)
+    total = sum(c.eager_us * c.call_count for c in cards
+                if c.kind == "aten" and not c.compiled_only and c.eager_us is not None)
     for card in cards:
         if card.eager_us is not None and total > 0:
             card.time_share = card.eager_us * card.call_count / total

@@ -29,6 +29,7 @@ def request_json(model_spec: str, options: CaptureOptions, out_dir: Path) -> str
         "samples": options.samples,
         "budget_bytes": options.budget_bytes,
         "allow_unsampled": options.allow_unsampled,
+        "trace_compiled": options.trace_compiled,
         "out_dir": str(out_dir),
     })
 
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             request = json.loads(parsed.request)
             options = CaptureOptions(
                 request["device"], request["grad_mode"], int(request["samples"]), int(request["budget_bytes"]),
-                bool(request.get("allow_unsampled", False)),
+                bool(request.get("allow_unsampled", False)), bool(request.get("trace_compiled", False)),
             ).validated()
             spec = str(request["model_spec"])
             emit({"event": "progress", **CaptureProgress("loading", f"loading {spec}", 0.0).to_json()})

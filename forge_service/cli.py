@@ -176,8 +176,9 @@ async def finish(stub: forge_grpc.ForgeServiceStub, run: forge_pb2.Run, args: ar
         out.print(card_table(cards))
         skipped = [c for c in cards if c.status == "skipped"]
         if skipped:
-            # Module cards contain operator cards: only operator cards' shares add up.
-            share = sum(c.card.time_share for c in skipped if c.card.kind != "module")
+            # Module cards contain operator cards, and a compiled-only card is another layout of one:
+            # only eager operator cards' shares add up.
+            share = sum(c.card.time_share for c in skipped if c.card.kind != "module" and not c.card.compiled_only)
             out.print(f"{len(skipped)} other cards (operators: {share:.1%} of eager time) stay on eager; "
                       f"`kforge report {run.run_id}` lists why")
         e2e = report.get("end_to_end") or {}

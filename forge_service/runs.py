@@ -297,7 +297,8 @@ class RunManager:
         try:
             request = capture_pb2.StartCaptureRequest(
                 model_spec=config.model_spec, device=backend, grad_mode=config.grad_mode, samples=config.samples,
-                sample_budget_bytes=config.sample_budget_bytes, allow_unsampled=True)
+                sample_budget_bytes=config.sample_budget_bytes, allow_unsampled=True,
+                trace_compiled=not config.skip_compile_baseline)
 
             async def progress(p: capture_pb2.CaptureProgress) -> None:
                 await self._emit(run_id, "capture", f"{p.stage}: {p.message}")

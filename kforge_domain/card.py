@@ -87,6 +87,11 @@ class OperatorCard(BaseModel):
     reason: str = ""
     degenerate: str = ""
     vendor_op: bool = False
+    compiled_only: bool = Field(
+        default=False,
+        description="a layout only torch.compile's graphs give this call (eager never ran it): its kernel serves "
+                    "compiled graphs, and its time is not part of the captured eager total",
+    )
     module_program_blob: str | None = Field(
         default=None, description="for module cards: torch.export program of the module (sha256)"
     )

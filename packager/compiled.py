@@ -42,6 +42,34 @@ def _decompose(overload: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> An
     return overload._op_dk(torch._C.DispatchKey.CompositeImplicitAutograd, *args, **kwargs)
 
 
+@contextlib.contextmanager
+def composite_overrides(
+    overrides: Mapping[torch._ops.OpOverload, Callable[[Callable[..., Any]], Callable[..., Any]]],
+) -> Iterator[None]:
+    """While the block runs, each overload implemented by decomposition (``CompositeImplicitAutograd``)
+    runs ``overrides[overload](its own kernel)`` as its Python kernel there, which AOTAutograd's Python
+    dispatcher calls in place of the C++ decomposition; other overloads are left alone."""
+    key = torch._C.DispatchKey.CompositeImplicitAutograd
+    with _COMPOSITE_LOCK:
+        replaced: list[tuple[torch._ops.OpOverload, Callable[..., Any] | None]] = []
+        try:
+            for overload, wrap in overrides.items():
+                if not torch._C._dispatch_has_kernel_for_dispatch_key(overload.name(), "CompositeImplicitAutograd"):
+                    continue
+                before = overload.py_kernels.get(key)
+                overload.py_kernels[key] = wrap(before or functools.partial(_decompose, overload))
+                overload._dispatch_cache.clear()
+                replaced.append((overload, before))
+            yield
+        finally:
+            for overload, before in replaced:
+                if before is None:
+                    overload.py_kernels.pop(key, None)
+                else:
+                    overload.py_kernels[key] = before
+                overload._dispatch_cache.clear()
+
+
 def inductor_config(mode: str | None, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Inductor's settings for torch.compile's ``mode`` and ``options``, as its own wrapper reads them."""
     from torch._inductor import list_mode_options
@@ -92,31 +120,12 @@ class AtenGraphKernels(graph_op.GraphOwner):
             table[overload] = self._decomposition(overload, kernels, base.get(overload))
         return table
 
-    @contextlib.contextmanager
-    def composite_choices(self, mode: str = "compiled") -> Iterator[None]:
+    def composite_choices(self, mode: str = "compiled") -> contextlib.AbstractContextManager[None]:
         """While the block runs, each decomposed overload's Python kernel at ``CompositeImplicitAutograd``
         chooses among its cards first (what AOTAutograd's Python dispatcher runs while it traces)."""
-        key = torch._C.DispatchKey.CompositeImplicitAutograd
-        with _COMPOSITE_LOCK:
-            replaced: list[tuple[torch._ops.OpOverload, Callable[..., Any] | None]] = []
-            try:
-                for op, kernels in self.kernel_sets(mode).items():
-                    overload = self._overloads[op]
-                    if not torch._C._dispatch_has_kernel_for_dispatch_key(overload.name(), "CompositeImplicitAutograd"):
-                        continue
-                    before = overload.py_kernels.get(key)
-                    fallback = before or functools.partial(_decompose, overload)
-                    overload.py_kernels[key] = self._decomposition(overload, kernels, fallback)
-                    overload._dispatch_cache.clear()
-                    replaced.append((overload, before))
-                yield
-            finally:
-                for overload, before in replaced:
-                    if before is None:
-                        overload.py_kernels.pop(key, None)
-                    else:
-                        overload.py_kernels[key] = before
-                    overload._dispatch_cache.clear()
+        return composite_overrides({
+            self._overloads[op]: functools.partial(self._decomposition, self._overloads[op], kernels)
+            for op, kernels in self.kernel_sets(mode).items()})
 
     def _decomposition(self, overload: torch._ops.OpOverload, kernels: KernelSet,
                        fallback: Callable[..., Any] | None) -> Callable[..., Any]:

@@ -47,7 +47,7 @@ def card_to_proto(card: OperatorCard) -> types_pb2.OperatorCard:
     return types_pb2.OperatorCard(
         id=card.id, kind=card.kind, op=card.op, time_share=card.time_share, eager_us=card.eager_us or 0.0,
         eager_spread_us=card.eager_spread_us, call_count=card.call_count, optimisable=card.optimisable,
-        card_json=card.to_json(),
+        compiled_only=card.compiled_only, card_json=card.to_json(),
     )
 
 

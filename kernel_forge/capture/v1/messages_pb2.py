@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from kernel_forge.common.v1 import types_pb2 as kernel__forge_dot_common_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&kernel_forge/capture/v1/messages.proto\x12\x17kernel_forge.capture.v1\x1a\"kernel_forge/common/v1/types.proto\"\x93\x01\n\x13StartCaptureRequest\x12\x12\n\nmodel_spec\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x02 \x01(\t\x12\x11\n\tgrad_mode\x18\x03 \x01(\t\x12\x0f\n\x07samples\x18\x04 \x01(\x05\x12\x1b\n\x13sample_budget_bytes\x18\x05 \x01(\x03\x12\x17\n\x0f\x61llow_unsampled\x18\x06 \x01(\x08\"\x85\x01\n\x0f\x43\x61ptureProgress\x12\x12\n\ncapture_id\x18\x01 \x01(\t\x12\r\n\x05stage\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x10\n\x08\x66raction\x18\x04 \x01(\x01\x12\x0c\n\x04\x64one\x18\x05 \x01(\x08\x12\r\n\x05\x65rror\x18\x06 \x01(\t\x12\x0f\n\x07n_cards\x18\x07 \x01(\x05\"&\n\x10ListCardsRequest\x12\x12\n\ncapture_id\x18\x01 \x01(\t\"`\n\x11ListCardsResponse\x12\x33\n\x05\x63\x61rds\x18\x01 \x03(\x0b\x32$.kernel_forge.common.v1.OperatorCard\x12\x16\n\x0etotal_eager_us\x18\x02 \x01(\x01\"6\n\x10\x46\x65tchBlobRequest\x12\x12\n\ncapture_id\x18\x01 \x01(\t\x12\x0e\n\x06sha256\x18\x02 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n&kernel_forge/capture/v1/messages.proto\x12\x17kernel_forge.capture.v1\x1a\"kernel_forge/common/v1/types.proto\"\xab\x01\n\x13StartCaptureRequest\x12\x12\n\nmodel_spec\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x02 \x01(\t\x12\x11\n\tgrad_mode\x18\x03 \x01(\t\x12\x0f\n\x07samples\x18\x04 \x01(\x05\x12\x1b\n\x13sample_budget_bytes\x18\x05 \x01(\x03\x12\x17\n\x0f\x61llow_unsampled\x18\x06 \x01(\x08\x12\x16\n\x0etrace_compiled\x18\x07 \x01(\x08\"\x85\x01\n\x0f\x43\x61ptureProgress\x12\x12\n\ncapture_id\x18\x01 \x01(\t\x12\r\n\x05stage\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x10\n\x08\x66raction\x18\x04 \x01(\x01\x12\x0c\n\x04\x64one\x18\x05 \x01(\x08\x12\r\n\x05\x65rror\x18\x06 \x01(\t\x12\x0f\n\x07n_cards\x18\x07 \x01(\x05\"&\n\x10ListCardsRequest\x12\x12\n\ncapture_id\x18\x01 \x01(\t\"`\n\x11ListCardsResponse\x12\x33\n\x05\x63\x61rds\x18\x01 \x03(\x0b\x32$.kernel_forge.common.v1.OperatorCard\x12\x16\n\x0etotal_eager_us\x18\x02 \x01(\x01\"6\n\x10\x46\x65tchBlobRequest\x12\x12\n\ncapture_id\x18\x01 \x01(\t\x12\x0e\n\x06sha256\x18\x02 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,13 +33,13 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kernel_forge.capture.v1.mes
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_STARTCAPTUREREQUEST']._serialized_start=104
-  _globals['_STARTCAPTUREREQUEST']._serialized_end=251
-  _globals['_CAPTUREPROGRESS']._serialized_start=254
-  _globals['_CAPTUREPROGRESS']._serialized_end=387
-  _globals['_LISTCARDSREQUEST']._serialized_start=389
-  _globals['_LISTCARDSREQUEST']._serialized_end=427
-  _globals['_LISTCARDSRESPONSE']._serialized_start=429
-  _globals['_LISTCARDSRESPONSE']._serialized_end=525
-  _globals['_FETCHBLOBREQUEST']._serialized_start=527
-  _globals['_FETCHBLOBREQUEST']._serialized_end=581
+  _globals['_STARTCAPTUREREQUEST']._serialized_end=275
+  _globals['_CAPTUREPROGRESS']._serialized_start=278
+  _globals['_CAPTUREPROGRESS']._serialized_end=411
+  _globals['_LISTCARDSREQUEST']._serialized_start=413
+  _globals['_LISTCARDSREQUEST']._serialized_end=451
+  _globals['_LISTCARDSRESPONSE']._serialized_start=453
+  _globals['_LISTCARDSRESPONSE']._serialized_end=549
+  _globals['_FETCHBLOBREQUEST']._serialized_start=551
+  _globals['_FETCHBLOBREQUEST']._serialized_end=605
 # @@protoc_insertion_point(module_scope)

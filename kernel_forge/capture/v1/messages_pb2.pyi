@@ -8,20 +8,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class StartCaptureRequest(_message.Message):
-    __slots__ = ("model_spec", "device", "grad_mode", "samples", "sample_budget_bytes", "allow_unsampled")
+    __slots__ = ("model_spec", "device", "grad_mode", "samples", "sample_budget_bytes", "allow_unsampled", "trace_compiled")
     MODEL_SPEC_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     GRAD_MODE_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     SAMPLE_BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
     ALLOW_UNSAMPLED_FIELD_NUMBER: _ClassVar[int]
+    TRACE_COMPILED_FIELD_NUMBER: _ClassVar[int]
     model_spec: str
     device: str
     grad_mode: str
     samples: int
     sample_budget_bytes: int
     allow_unsampled: bool
-    def __init__(self, model_spec: _Optional[str] = ..., device: _Optional[str] = ..., grad_mode: _Optional[str] = ..., samples: _Optional[int] = ..., sample_budget_bytes: _Optional[int] = ..., allow_unsampled: _Optional[bool] = ...) -> None: ...
+    trace_compiled: bool
+    def __init__(self, model_spec: _Optional[str] = ..., device: _Optional[str] = ..., grad_mode: _Optional[str] = ..., samples: _Optional[int] = ..., sample_budget_bytes: _Optional[int] = ..., allow_unsampled: _Optional[bool] = ..., trace_compiled: _Optional[bool] = ...) -> None: ...
 
 class CaptureProgress(_message.Message):
     __slots__ = ("capture_id", "stage", "message", "fraction", "done", "error", "n_cards")

@@ -73,7 +73,7 @@ class CopyBandwidthAtSize(_message.Message):
     def __init__(self, working_set_bytes: _Optional[int] = ..., gbps: _Optional[float] = ...) -> None: ...
 
 class OperatorCard(_message.Message):
-    __slots__ = ("id", "kind", "op", "time_share", "eager_us", "call_count", "optimisable", "card_json", "eager_spread_us")
+    __slots__ = ("id", "kind", "op", "time_share", "eager_us", "call_count", "optimisable", "card_json", "eager_spread_us", "compiled_only")
     ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     OP_FIELD_NUMBER: _ClassVar[int]
@@ -83,6 +83,7 @@ class OperatorCard(_message.Message):
     OPTIMISABLE_FIELD_NUMBER: _ClassVar[int]
     CARD_JSON_FIELD_NUMBER: _ClassVar[int]
     EAGER_SPREAD_US_FIELD_NUMBER: _ClassVar[int]
+    COMPILED_ONLY_FIELD_NUMBER: _ClassVar[int]
     id: str
     kind: str
     op: str
@@ -92,7 +93,8 @@ class OperatorCard(_message.Message):
     optimisable: bool
     card_json: str
     eager_spread_us: float
-    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., op: _Optional[str] = ..., time_share: _Optional[float] = ..., eager_us: _Optional[float] = ..., call_count: _Optional[int] = ..., optimisable: _Optional[bool] = ..., card_json: _Optional[str] = ..., eager_spread_us: _Optional[float] = ...) -> None: ...
+    compiled_only: bool
+    def __init__(self, id: _Optional[str] = ..., kind: _Optional[str] = ..., op: _Optional[str] = ..., time_share: _Optional[float] = ..., eager_us: _Optional[float] = ..., call_count: _Optional[int] = ..., optimisable: _Optional[bool] = ..., card_json: _Optional[str] = ..., eager_spread_us: _Optional[float] = ..., compiled_only: _Optional[bool] = ...) -> None: ...
 
 class BlobChunk(_message.Message):
     __slots__ = ("sha256", "offset", "total_size", "data")
