@@ -29,7 +29,7 @@ import platform
 import shutil
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import replace
 from pathlib import Path
 
@@ -56,6 +56,7 @@ from gpu_sandbox_service.models import CandidateStatus, Limits, Timing
 from gpu_sandbox_service.pool import Slot, SlotLease, WorkerPool
 from gpu_sandbox_service.prepared import Preparation, PreparedChild
 from gpu_sandbox_service.pycommand import python_module_command
+from gpu_sandbox_service.standby import Standby, Turn
 from kforge_domain.device import DeviceInfo
 from kforge_domain.evaluate_request import EvaluateRequest, EvaluationOptions
 from kforge_domain.result import CandidateResult
@@ -108,6 +109,7 @@ class Evaluator:
         self.fork_server_enabled = fork_server_default() if fork_server is None else fork_server
         self.prepare_enabled = prepare_default(self.backend) if prepare is None else prepare
         self._fork_servers: dict[int, ForkServer] = {}
+        self._standby: Standby | None = None  # the next re-measure's process, waiting (one run slot only)
 
     async def device_info(self) -> DeviceInfo:
         """The device, described once (in a child process)."""
@@ -169,6 +171,8 @@ class Evaluator:
                                                         + "; ".join(audit.violations[:10])))
         preparation = Preparation(self._pool, lambda lease: self._prepare_child(request, timing, lease)) \
             if self.fork_server_enabled and self.prepare_enabled else None
+        if request.options.remeasure:
+            await self._keep_standby(self._run_timeout(timing))
         try:
             async with self._pool.compile_slots:
                 compiled = await self._compiler.compile(request.source, audit.link_libraries,
@@ -262,22 +266,59 @@ class Evaluator:
     async def _remeasure(self, request: EvaluateRequest, timing: Timing, library: Path) -> tuple[HarnessReport, str]:
         """The candidate timed again in a cold process, no fork server's child.
 
-        Where the sandbox has one run slot, the process starts before the slot is free: its
-        interpreter and imports (``import torch`` took 3.9 s on an H100 host, the whole re-measure
-        7-9 s, ``bench/results/gpu_runs_2026-12-06_h100_run90_92.md``) run while the slot serves
-        other candidates, and it takes the slot, in turn, when they are done. With several slots
-        its GPU is not known before it has one, so it starts then.
+        Where the sandbox has one run slot, that process was started before it was needed
+        (:mod:`gpu_sandbox_service.standby`), or else starts now, before the slot is free: its
+        interpreter and imports run while the slot serves other candidates, and it takes the slot,
+        in turn, when they are done. With several slots its GPU is not known before it has one,
+        so it starts then.
         """
         assert self._pool is not None
         slot_env = self._pool.sole_slot_env()
         if slot_env is None:
             return await self._run(request, timing, library, verify_fresh=False, cold=True)
         timeout = self._run_timeout(timing)
+        standby = await self._take_standby(timeout)
+        await self._keep_standby(timeout)
+        if standby is not None:
+            try:
+                await asyncio.to_thread(self._stage_files, request, library, standby.folder)
+                self._write_request(request, timing, standby.folder, standby.folder, verify_fresh=False)
+                outcome, ahead_s = await standby.run()
+                report, log = self._verdict(request, outcome, standby.folder, timeout)
+                return report, f"re-measured in a fresh process started {ahead_s:.1f} s before it was needed\n{log}"
+            finally:
+                await standby.discard()
         async with self._staged(request, library) as staging:
             self._write_request(request, timing, staging, staging, verify_fresh=False)
             outcome = await self._spawn_with(slot_env, HARNESS, staging, timeout, self._profile, result_pipe=True,
                                              turn=self._pool.run_slot)
             return self._verdict(request, outcome, staging, timeout)
+
+    async def _take_standby(self, timeout_s: float) -> Standby | None:
+        """The waiting re-measure process, if one waits and was started with this run limit."""
+        standby, self._standby = self._standby, None
+        if standby is not None and standby.available and standby.timeout_s == timeout_s:
+            return standby
+        if standby is not None:
+            await standby.discard()
+        return None
+
+    async def _keep_standby(self, timeout_s: float) -> None:
+        """Start the next re-measure's process where none waits (one run slot only)."""
+        assert self._pool is not None
+        slot_env = self._pool.sole_slot_env()
+        if slot_env is None or (self._standby is not None and self._standby.available):
+            return
+        if self._standby is not None:
+            await self._standby.discard()
+        folder = self.scratch / f"standby-{uuid.uuid4().hex}"
+        folder.mkdir()
+
+        def spawn(run_dir: Path, turn: Turn) -> Coroutine[object, object, ProcessOutcome]:
+            return self._spawn_with(slot_env, HARNESS, run_dir, timeout_s, self._profile, result_pipe=True, turn=turn)
+
+        assert self._pool is not None
+        self._standby = Standby(folder, spawn, self._pool.run_slot, timeout_s)
 
     @contextlib.asynccontextmanager
     async def _staged(self, request: EvaluateRequest, library: Path) -> AsyncIterator[Path]:
@@ -410,7 +451,11 @@ class Evaluator:
         return server
 
     async def close(self) -> None:
-        """Stop the fork servers; the next candidate would start them again."""
+        """Stop the fork servers and the waiting re-measure process; the next candidate would start
+        them again."""
+        standby, self._standby = self._standby, None
+        if standby is not None:
+            await standby.discard()
         servers, self._fork_servers = list(self._fork_servers.values()), {}
         for server in servers:
             await server.stop()

@@ -134,3 +134,28 @@ def test_bad_requests_raise_with_the_problem_named(evaluator: Evaluator, tmp_pat
     with pytest.raises(InvalidArgument, match="unknown operator"):
         run(evaluator, EvaluateRequest(candidate_id="x", card=unknown, source=SOFTMAX_OK, backend="cpu",
                                          options=EvaluationOptions(timing_runs=1)))
+
+
+def test_a_remeasure_takes_the_fresh_process_started_before_it_was_needed(tmp_path: Path) -> None:
+    evaluator = Evaluator(tmp_path, "cpu", BlobStore(tmp_path / "blobs"), TEST_LIMITS)
+    card = softmax_card(evaluator.blobs, rows=128, cols=512)
+
+    def request(name: str) -> EvaluateRequest:
+        return EvaluateRequest(candidate_id=name, card=card, source=SOFTMAX_OK, backend="cpu",
+                               options=EvaluationOptions(fresh_input_sets=1, timing_runs=3, remeasure=True))
+
+    async def scenario() -> list[str]:
+        logs = []
+        for name in ("first", "second"):
+            result = await evaluator.evaluate(request(name))
+            assert result.status.value == "PASSED" and result.remeasured, result.error_message + result.log_tail
+            logs.append(result.log_tail)
+        await evaluator.close()
+        return logs
+
+    logs = asyncio.run(scenario())
+    for log in logs:  # each taken from a process that waited while the candidate built and ran
+        assert log.startswith("re-measured in a fresh process started "), log
+        assert float(log.split("started ")[1].split(" s")[0]) > 0.0
+    assert "each call starts cold by evicting its operands" in logs[1]
+    assert not list((tmp_path / "runs").glob("standby-*"))  # closing ends the one left waiting
