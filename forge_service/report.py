@@ -51,6 +51,7 @@ class CardReport(BaseModel):
     evaluations: int
     cost_usd: float
     not_packaged: str = ""  # why the .cast left this card's faster kernel out; empty: packaged, or none to package
+    compiled_only: bool = False  # a layout only torch.compile's graphs give the call (capture's trace_compiled)
 
 
 class RunReport(BaseModel):
@@ -83,8 +84,9 @@ class RunReport(BaseModel):
         ]
         for c in self.cards:
             eager = spread_number(c.eager_us, c.eager_spread_us)
+            only = " (compiled only)" if c.compiled_only else ""
             lines.append(
-                f"| {c.card_id} | `{c.op}` | {c.time_share:.1%} | {eager} | {number(c.best_us)} | "
+                f"| {c.card_id} | `{c.op}`{only} | {c.time_share:.1%} | {eager} | {number(c.best_us)} | "
                 f"{number(c.speedup, 'x')} | {number(c.pct_of_floor, '%')} | {c.audit_class} | {c.status} |"
             )
         e = self.end_to_end
@@ -154,7 +156,8 @@ def card_reports(store: RunStore) -> list[CardReport]:
             card.eager_us, card.eager_spread_us)
         reports.append(CardReport(
             card_id=row.id, op=card.op, kind=card.kind, time_share=card.time_share, status=row.status,
-            reason=row.reason, eager_us=eager, eager_spread_us=spread, best_us=best_us,
+            reason=row.reason, compiled_only=card.compiled_only, eager_us=eager, eager_spread_us=spread,
+            best_us=best_us,
             speedup=result.speedup if result else None, floor_us=row.floor_us,
             pct_of_floor=100.0 * row.floor_us / best_us if best_us and row.floor_us else None,
             audit_class=audit_class(result),

@@ -369,3 +369,17 @@ def test_the_plot_draws_each_eager_time_with_a_whisker_as_wide_as_its_spread(tmp
     plot_report(report, tmp_path / "report.png")
     assert (tmp_path / "report.png").stat().st_size > 0
     assert drawn == [[2.5, 0.0], None]  # eager: ±IQR/2 of its 5 µs; the best kernel: none
+
+
+def test_a_compiled_only_card_is_marked_in_the_report() -> None:
+    def card(card_id: str, compiled_only: bool) -> CardReport:
+        return CardReport(card_id=card_id, op="aten::group_norm.default", kind="aten", time_share=0.1, status="done",
+                          reason="budget spent", eager_us=9.0, best_us=1.0, speedup=9.0, floor_us=0.5,
+                          pct_of_floor=50.0, audit_class="custom", evaluations=3, cost_usd=0.0,
+                          compiled_only=compiled_only)
+
+    markdown = RunReport(run_id="r", model_spec="m.py", backend="cuda", device="cuda",
+                         cards=[card("eager", False), card("traced", True)],
+                         end_to_end=EndToEnd(measured=False, error="x"), cast_path=None, kernels_packaged=2).markdown()
+    assert "| traced | `aten::group_norm.default` (compiled only) |" in markdown
+    assert "| eager | `aten::group_norm.default` |" in markdown
