@@ -57,7 +57,7 @@ def trace_compiled(model: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[
                    ops: Collection[str]) -> TracedCounts:
     """Traced calls of ``ops`` (aten overload names) per variant key, as torch.compile's graphs of
     ``model`` hold them, in the grad mode the caller runs under. Runs the model once (its graphs run
-    as traced, uncompiled) and leaves dynamo's caches as it found them."""
+    as traced, uncompiled); dynamo's process-wide caches are emptied before and after."""
     from torch._dynamo.backends.common import aot_autograd
     from torch._inductor.decomposition import select_decomp_table
 
@@ -92,7 +92,7 @@ def _as_traced(graph: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Ca
 
 @contextlib.contextmanager
 def _fresh_dynamo() -> Iterator[None]:
-    """Dynamo's caches are process-wide: trace from none, and leave none behind."""
+    """Trace from empty caches (no graph compiled earlier serves the model), and leave none behind."""
     torch._dynamo.reset()
     try:
         yield
