@@ -315,7 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="candidates in flight (default: what the sandboxes take at once, several per GPU)")
     opt.add_argument("--no-compile-baseline", action="store_true",
                      help="end to end, time eager and the .cast only: no torch.compile (minutes on a large model); "
-                          "parity is then judged by the output dtype's tolerance")
+                          "parity is then judged by the output dtype's tolerance, and capture adds no cards for "
+                          "the layouts only torch.compile's graphs make")
     opt.add_argument("--cuda-graphs", action="store_true",
                      help="end to end, also compare torch.compile and cast.compile with mode=reduce-overhead")
     opt.add_argument("--search-policy", choices=POLICIES, default=DEFAULT_POLICY,
