@@ -309,16 +309,16 @@ class Evaluator:
         slot_env = self._pool.sole_slot_env()
         if slot_env is None or (self._standby is not None and self._standby.available):
             return
-        if self._standby is not None:
-            await self._standby.discard()
+        ended, self._standby = self._standby, None  # taken before any await: concurrent requests start one
         folder = self.scratch / f"standby-{uuid.uuid4().hex}"
         folder.mkdir()
 
         def spawn(run_dir: Path, turn: Turn) -> Coroutine[object, object, ProcessOutcome]:
             return self._spawn_with(slot_env, HARNESS, run_dir, timeout_s, self._profile, result_pipe=True, turn=turn)
 
-        assert self._pool is not None
         self._standby = Standby(folder, spawn, self._pool.run_slot, timeout_s)
+        if ended is not None:
+            await ended.discard()
 
     @contextlib.asynccontextmanager
     async def _staged(self, request: EvaluateRequest, library: Path) -> AsyncIterator[Path]:
