@@ -443,6 +443,8 @@ async def run_isolated(
         await _end_timed_out(proc, outcome)
     finally:
         _kill_group(proc.pid)
+        if outcome.returncode is None:  # cancelled (a standby no re-measure came for): reap it
+            outcome.returncode = await proc.wait()
         if gate is not None:
             gate.close()
         if result_task is not None:
