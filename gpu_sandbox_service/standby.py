@@ -60,6 +60,6 @@ class Standby:
         """End the process (if it still runs) and remove its folder."""
         if not self._task.done():
             self._task.cancel()
-        with contextlib.suppress(BaseException):
+        with contextlib.suppress(asyncio.CancelledError, Exception):  # its end is all that is wanted
             await self._task
         await asyncio.to_thread(shutil.rmtree, self.folder, True)
