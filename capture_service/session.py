@@ -116,7 +116,7 @@ def _compiled_layouts(
         with options.grad_context():
             traced = trace_compiled(model, args, kwargs, ops)
             derived = compiled_variant_records(records, traced, policy)
-    except Exception as exc:
+    except Exception as exc:  # the eager cards stand; only the compiled graphs' own layouts go without cards
         progress(CaptureProgress("tracing", f"no compiled layouts: tracing the model as torch.compile does "
                                  f"failed: {describe_exception(exc)}", 0.35))
         return []
