@@ -84,8 +84,8 @@ def summary_table(card_set: CardSet, rows: int = TABLE_ROWS) -> str:
     lines = [f"{'share':>6}  {'eager µs ± IQR':>17}  {'calls':>5}  {'kind':6}  {'op':44}  first input / note"]
     for card in top:
         shape = "x".join(map(str, card.inputs[0].shape)) if card.inputs else "-"
-        note = card.reason or " ".join(n for n, on in (("vendor", card.vendor_op),
-                                                        ("compiled only", card.compiled_only)) if on)
+        flags = [name for name, on in (("vendor", card.vendor_op), ("compiled only", card.compiled_only)) if on]
+        note = card.reason or " ".join(flags)
         eager = f"{eager_text(card.eager_us, card.eager_spread_us):>17}"
         op = card.op if len(card.op) <= 44 else "…" + card.op[-43:]
         lines.append(

@@ -23,7 +23,7 @@ from capture_service.traced import TracedCounts
 from packager.variant import TensorSignature, VariantKey, tensor_signature
 
 LayoutFree = tuple[str, str, tuple[tuple[tuple[int, ...], str, str], ...]]
-Layout = tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]
+Strides = tuple[tuple[int, ...], ...]
 
 
 def layout_free(key: VariantKey) -> LayoutFree:
@@ -31,9 +31,9 @@ def layout_free(key: VariantKey) -> LayoutFree:
     return key.op, key.template, tuple((s.shape, s.dtype, s.device) for s in key.tensors)
 
 
-def layout(key: VariantKey) -> Layout:
+def strides(key: VariantKey) -> Strides:
     """The strides a traced call is matched on (offsets and alignment are checked when it runs)."""
-    return tuple((s.shape, s.stride) for s in key.tensors)
+    return tuple(s.stride for s in key.tensors)
 
 
 def compiled_variant_records(
@@ -42,17 +42,17 @@ def compiled_variant_records(
     """A record per traced layout that eager never ran, derived from the eager record of the same
     call; traced calls with no such record (other arguments or shapes) get none."""
     sources: dict[LayoutFree, VariantRecord] = {}
-    eager_layouts: set[tuple[LayoutFree, Layout]] = set()
+    eager_layouts: set[tuple[LayoutFree, Strides]] = set()
     for record in records:
         if record.kind != "aten":
             continue
-        eager_layouts.add((layout_free(record.key), layout(record.key)))
+        eager_layouts.add((layout_free(record.key), strides(record.key)))
         if record.optimisable and record.samples and record.eager_call is not None and not record.mutated_inputs:
             sources.setdefault(layout_free(record.key), record)
-    calls: collections.Counter[tuple[LayoutFree, Layout]] = collections.Counter()
-    keys: dict[tuple[LayoutFree, Layout], VariantKey] = {}
+    calls: collections.Counter[tuple[LayoutFree, Strides]] = collections.Counter()
+    keys: dict[tuple[LayoutFree, Strides], VariantKey] = {}
     for key, count in traced.items():  # keys that differ in storage offset only are one layout
-        variant = (layout_free(key), layout(key))
+        variant = (layout_free(key), strides(key))
         calls[variant] += count
         keys.setdefault(variant, key)
     derived = []

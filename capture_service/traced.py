@@ -24,6 +24,7 @@ from torch.fx.experimental.proxy_tensor import get_proxy_mode
 
 from packager.aten_dispatch import UnsupportedOp, resolve_overload
 from packager.compiled import composite_overrides
+from packager.traced_call import is_static
 from packager.variant import (
     TensorSignature,
     UnsupportedArgument,
@@ -45,8 +46,7 @@ def traced_key(op: str, args: Sequence[object], kwargs: Mapping[str, object]) ->
         return None
     signatures = []
     for tensor in tensors:
-        sizes = (*tensor.shape, *tensor.stride(), tensor.storage_offset())
-        if not all(type(size) is int for size in sizes):
+        if not is_static(tensor) or type(tensor.storage_offset()) is not int:
             return None
         signatures.append(TensorSignature(tuple(tensor.shape), tuple(tensor.stride()), dtype_name(tensor.dtype),
                                           int(tensor.storage_offset()), True, tensor.device.type))

@@ -267,32 +267,25 @@ class Evaluator:
         """The candidate timed again in a cold process, no fork server's child.
 
         Where the sandbox has one run slot, that process was started before it was needed
-        (:mod:`gpu_sandbox_service.standby`), or else starts now, before the slot is free: its
-        interpreter and imports run while the slot serves other candidates, and it takes the slot,
-        in turn, when they are done. With several slots its GPU is not known before it has one,
-        so it starts then.
+        (:mod:`gpu_sandbox_service.standby`), or else starts now; either way it runs its start
+        while the slot serves other candidates, and takes the slot, in turn, when they are done.
+        With several slots its GPU is not known before it has one, so it starts then.
         """
         assert self._pool is not None
         slot_env = self._pool.sole_slot_env()
         if slot_env is None:
             return await self._run(request, timing, library, verify_fresh=False, cold=True)
         timeout = self._run_timeout(timing)
-        standby = await self._take_standby(timeout)
+        standby = await self._take_standby(timeout) or self._new_standby(slot_env, timeout)
         await self._keep_standby(timeout)
-        if standby is not None:
-            try:
-                await asyncio.to_thread(self._stage_files, request, library, standby.folder)
-                self._write_request(request, timing, standby.folder, standby.folder, verify_fresh=False)
-                outcome, ahead_s = await standby.run()
-                report, log = self._verdict(request, outcome, standby.folder, timeout)
-                return report, f"re-measured in a fresh process started {ahead_s:.1f} s before it was needed\n{log}"
-            finally:
-                await standby.discard()
-        async with self._staged(request, library) as staging:
-            self._write_request(request, timing, staging, staging, verify_fresh=False)
-            outcome = await self._spawn_with(slot_env, HARNESS, staging, timeout, self._profile, result_pipe=True,
-                                             turn=self._pool.run_slot)
-            return self._verdict(request, outcome, staging, timeout)
+        try:
+            await asyncio.to_thread(self._stage_files, request, library, standby.folder)
+            self._write_request(request, timing, standby.folder, standby.folder, verify_fresh=False)
+            outcome, ahead_s = await standby.run()
+            report, log = self._verdict(request, outcome, standby.folder, timeout)
+            return report, f"re-measured in a fresh process started {ahead_s:.1f} s before it was needed\n{log}"
+        finally:
+            await standby.discard()
 
     async def _take_standby(self, timeout_s: float) -> Standby | None:
         """The waiting re-measure process, if one waits and was started with this run limit."""
@@ -309,16 +302,20 @@ class Evaluator:
         slot_env = self._pool.sole_slot_env()
         if slot_env is None or (self._standby is not None and self._standby.available):
             return
-        ended, self._standby = self._standby, None  # taken before any await: concurrent requests start one
+        ended, self._standby = self._standby, self._new_standby(slot_env, timeout_s)  # before any await: one starts
+        if ended is not None:
+            await ended.discard()
+
+    def _new_standby(self, slot_env: dict[str, str], timeout_s: float) -> Standby:
+        """A gated cold harness process in a fresh folder of its own, for the one run slot."""
+        assert self._pool is not None
         folder = self.scratch / f"standby-{uuid.uuid4().hex}"
         folder.mkdir()
 
         def spawn(run_dir: Path, turn: Turn) -> Coroutine[object, object, ProcessOutcome]:
             return self._spawn_with(slot_env, HARNESS, run_dir, timeout_s, self._profile, result_pipe=True, turn=turn)
 
-        self._standby = Standby(folder, spawn, self._pool.run_slot, timeout_s)
-        if ended is not None:
-            await ended.discard()
+        return Standby(folder, spawn, self._pool.run_slot, timeout_s)
 
     @contextlib.asynccontextmanager
     async def _staged(self, request: EvaluateRequest, library: Path) -> AsyncIterator[Path]:
