@@ -203,7 +203,8 @@ async def cmd_optimize(args: argparse.Namespace) -> int:
         model_spec=str(Path(args.model_spec).resolve()) if Path(args.model_spec.split(":")[0]).exists()
         else args.model_spec,
         backend=args.backend, proposer=args.proposer, api_base=args.api_base or "", budget_per_card=args.budget,
-        max_cards=args.max_cards, budget_usd=args.budget_usd, time_limit_s=args.time_limit,
+        max_cards=args.max_cards, max_compiled_cards=args.max_compiled_cards,
+        budget_usd=args.budget_usd, time_limit_s=args.time_limit,
         target_cards=args.target_card or [], sandbox_addresses=args.sandbox if args.forge and args.sandbox else [],
         seed=args.seed, grad_mode=args.grad_mode, samples=args.samples, min_speedup=args.min_speedup,
         include_vendor_ops=args.include_vendor_ops, parallel=args.parallel,
@@ -296,6 +297,9 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
     opt.add_argument("--budget", type=int, default=8, help="candidate evaluations per card")
     opt.add_argument("--max-cards", type=int, default=5, help="search the K cards carrying the most eager time")
+    opt.add_argument("--max-compiled-cards", type=int, default=None,
+                     help="also search up to K cards of layouts only torch.compile's graphs make "
+                          "(default: half of --max-cards; 0: none)")
     opt.add_argument("--out", type=Path, help="write the .cast here")
     opt.add_argument("--proposer", default="offline", help='"offline" or a litellm model, e.g. openai/gpt-4.1')
     opt.add_argument("--api-base", help="base URL of an OpenAI-compatible or other litellm endpoint")

@@ -28,6 +28,7 @@ class RunConfig(BaseModel):
     api_base: str = ""
     budget_per_card: int = Field(default=8, ge=1)
     max_cards: int = Field(default=5, ge=1)
+    max_compiled_cards: int | None = Field(default=None, ge=0)
     budget_usd: float | None = Field(default=None, ge=0)
     time_limit_s: float | None = Field(default=None, gt=0)
     target_cards: list[str] = Field(default_factory=list)
@@ -43,6 +44,13 @@ class RunConfig(BaseModel):
     cuda_graphs: bool = False
     search_policy: str = DEFAULT_POLICY
     patience: int = Field(default=DEFAULT_PATIENCE, ge=0)
+
+    @property
+    def compiled_slots(self) -> int:
+        """Slots for compiled-only cards (layouts only torch.compile's graphs make), apart from
+        the ``max_cards`` eager ones: a kernel for them speeds up no eager call, so they never
+        take an eager card's place. Unset: half as many as the eager slots, rounded up."""
+        return self.max_compiled_cards if self.max_compiled_cards is not None else -(-self.max_cards // 2)
 
     @field_validator("backend", "search_policy", "grad_mode")
     @classmethod
@@ -62,6 +70,7 @@ class RunConfig(BaseModel):
                 api_base=msg.api_base,
                 budget_per_card=msg.budget_per_card or 8,
                 max_cards=msg.max_cards or 5,
+                max_compiled_cards=msg.max_compiled_cards if msg.HasField("max_compiled_cards") else None,
                 budget_usd=msg.budget_usd if msg.HasField("budget_usd") else None,
                 time_limit_s=msg.time_limit_s if msg.HasField("time_limit_s") else None,
                 target_cards=list(msg.target_cards),
@@ -91,6 +100,8 @@ class RunConfig(BaseModel):
             skip_compile_baseline=self.skip_compile_baseline, cuda_graphs=self.cuda_graphs,
             search_policy=self.search_policy, patience=self.patience,
         )
+        if self.max_compiled_cards is not None:
+            msg.max_compiled_cards = self.max_compiled_cards
         if self.budget_usd is not None:
             msg.budget_usd = self.budget_usd
         if self.time_limit_s is not None:

@@ -25,7 +25,7 @@ from forge_service.card_search import BUDGET_SPENT, NO_PROPOSAL, CardSearch, Sea
 from forge_service.clients import AgentClient, CaptureClient, SandboxClient, SandboxPool
 from forge_service.config import RunConfig
 from forge_service.kernel_cache import KernelCache
-from forge_service.scheduler import NOT_IN_TOP, RUNS_ONLY_INSIDE_MODULE_CARD, RefusalFn, plan_cards
+from forge_service.scheduler import RUNS_ONLY_INSIDE_MODULE_CARD, RefusalFn, not_in_top, plan_cards
 from forge_service.store import DB_FILE, CardRow, RunStore, best_candidate
 from kernel_forge.capture.v1 import messages_pb2 as capture_pb2
 from kforge_domain.blobs import BLOBS_DIR, PROGRAM_SUFFIX, SAFETENSORS_SUFFIX, blob_file_name
@@ -276,7 +276,7 @@ class RunManager:
                 if row is None:
                     break
                 await search(row)
-                if store.card(row.id).reason == NO_PROPOSAL and (promoted := promote_next_card(store, config)):
+                if store.card(row.id).reason == NO_PROPOSAL and (promoted := promote_next_card(store, config, row)):
                     await self._emit(run_id, "log", "nothing to propose: the next card by eager time takes its place",
                                      card_id=promoted.id)
             while (extra_row := grant_spare_budget(store, config)) is not None:
@@ -355,9 +355,10 @@ def proposer_refusal(config: RunConfig, backend: str) -> RefusalFn | None:
     return functools.partial(offline_refusal, backend=backend)
 
 
-def promote_next_card(store: RunStore, config: RunConfig) -> CardRow | None:
-    """Search the next card by priority in place of one the proposer has nothing for."""
-    waiting = NOT_IN_TOP.format(k=config.max_cards)
+def promote_next_card(store: RunStore, config: RunConfig, vacated: CardRow) -> CardRow | None:
+    """Search the next card by priority in place of ``vacated``, which the proposer has nothing
+    for: the next of its own pool (eager or compiled-only)."""
+    waiting = not_in_top(config, OperatorCard.from_json(vacated.card_json))
     row = next((r for r in store.cards() if not r.selected and r.reason == waiting), None)
     if row is None:
         return None
@@ -386,7 +387,8 @@ def release_shadowed_cards(store: RunStore, config: RunConfig) -> list[tuple[Ope
             db.executemany("UPDATE cards SET selected = 1, status = 'pending', budget = ?, reason = '' WHERE id = ?",
                            [(config.budget_per_card, r.id) for r in inner[:config.max_cards]])
             db.executemany("UPDATE cards SET reason = ? WHERE id = ?",
-                           [(NOT_IN_TOP.format(k=config.max_cards), r.id) for r in inner[config.max_cards:]])
+                           [(not_in_top(config, OperatorCard.from_json(r.card_json)), r.id)
+                            for r in inner[config.max_cards:]])
         released += [(module, store.card(r.id)) for r in inner[:config.max_cards]]
     return released
 
@@ -396,7 +398,7 @@ def grant_spare_budget(store: RunStore, config: RunConfig) -> CardRow | None:
     card that still improved when its budget ran out and carries the most expected gain: its time
     share times its remaining distance to the memory-bandwidth floor. Returns that card, or None."""
     rows = [r for r in store.cards() if r.selected]
-    spare = config.budget_per_card * min(config.max_cards, len(rows)) - store.evaluation_count()
+    spare = config.budget_per_card * min(config.max_cards + config.compiled_slots, len(rows)) - store.evaluation_count()
     if spare <= 0:
         return None
     best_gain, chosen = 0.0, None

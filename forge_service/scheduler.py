@@ -7,7 +7,9 @@ proposer has nothing for never takes a slot, and a module card that wraps exactl
 searchable aten card is that card: the aten card is searched in its place, at its priority.
 An aten card that runs only inside a module card selected above it is not searched while that
 module's kernel may replace its calls: its slot goes to the next card, and the run searches it
-after all if the module card's search ends without a passing kernel.
+after all if the module card's search ends without a passing kernel. Compiled-only cards (layouts
+only torch.compile's graphs make) have slots of their own: their kernels serve no eager call, so
+they never take an eager card's place.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from kforge_domain.floor import CopyBandwidth, memory_floor_us
 
 MIN_HEADROOM = 0.05
 NOT_IN_TOP = "outside the {k} cards with the most eager time"
+NOT_IN_TOP_COMPILED = "outside the {k} compiled-only cards with the most eager time"
 NOT_PROPOSABLE = "the proposer has nothing for this card: {why}"
 SERVED_BY_ATEN_CARD = "served by the one aten card it runs, {op} ({card_id})"
 RUNS_ONLY_INSIDE_MODULE_CARD = "runs only inside the selected module card {op} ({card_id})"
@@ -43,6 +46,18 @@ class CardPlan:
 
 def _matches(card: OperatorCard, targets: Sequence[str]) -> bool:
     return any(t in (card.id, card.op) or card.op.endswith(t) for t in targets)
+
+
+def slots(config: RunConfig, card: OperatorCard) -> int:
+    """How many cards of ``card``'s pool (eager or compiled-only) the run searches."""
+    return config.compiled_slots if card.compiled_only else config.max_cards
+
+
+def not_in_top(config: RunConfig, card: OperatorCard) -> str:
+    """Why ``card`` waits: its pool's slots went to cards ranked above it."""
+    if card.compiled_only:
+        return NOT_IN_TOP_COMPILED.format(k=config.compiled_slots)
+    return NOT_IN_TOP.format(k=config.max_cards)
 
 
 def _not_searched(card: OperatorCard, config: RunConfig) -> str:
@@ -115,7 +130,7 @@ def plan_cards(cards: Sequence[OperatorCard], config: RunConfig, copy_bandwidth:
             reasons[card_id] = NOT_PROPOSABLE.format(why=why)
     ranked = sorted(cards, key=lambda c: (-scores[c.id], c.id))
     plans = []
-    picked = 0
+    picked = {False: 0, True: 0}  # by compiled_only
     modules: list[OperatorCard] = []  # the module cards selected so far
     for rank, card in enumerate(ranked):
         reason = reasons[card.id]
@@ -123,10 +138,10 @@ def plan_cards(cards: Sequence[OperatorCard], config: RunConfig, copy_bandwidth:
             host = next((m for m in modules if runs_only_inside(card, m)), None)
             if host is not None:
                 reason = RUNS_ONLY_INSIDE_MODULE_CARD.format(op=host.op, card_id=host.id)
-        selected = not reason and picked < config.max_cards
+        selected = not reason and picked[card.compiled_only] < slots(config, card)
         if not reason and not selected:
-            reason = NOT_IN_TOP.format(k=config.max_cards)
-        picked += selected
+            reason = not_in_top(config, card)
+        picked[card.compiled_only] += selected
         if selected and card.kind == "module":
             modules.append(card)
         plans.append(CardPlan(card, rank, selected, reason, config.budget_per_card if selected else 0,

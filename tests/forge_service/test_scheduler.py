@@ -8,9 +8,10 @@ from capture_service.session import capture_loaded
 from capture_service.spec import LoadedModel
 from capture_service.timing import TimingPolicy
 from forge_service.config import RunConfig
-from forge_service.runs import proposer_refusal, release_shadowed_cards
+from forge_service.runs import promote_next_card, proposer_refusal, release_shadowed_cards
 from forge_service.scheduler import (
     NOT_IN_TOP,
+    NOT_IN_TOP_COMPILED,
     NOT_PROPOSABLE,
     RUNS_ONLY_INSIDE_MODULE_CARD,
     SERVED_BY_ATEN_CARD,
@@ -45,6 +46,55 @@ def test_selection_follows_time_share_and_headroom_and_skips_vendor_ops() -> Non
     assert "most eager time" in by_op["aten::sigmoid.default"].reason
     assert not by_op["aten::convolution.default"].selected and "vendor" in by_op["aten::convolution.default"].reason
     assert by_op["aten::view.default"].reason == "a view"
+
+
+def compiled_only(card: OperatorCard, time_share: float) -> OperatorCard:
+    return card.model_copy(update={"id": card.id + "c", "compiled_only": True, "time_share": time_share})
+
+
+def eager_and_compiled_cards() -> list[OperatorCard]:
+    """Three eager cards and three compiled-only ones, the compiled-only ones ranked highest."""
+    eager = [make_card(op, (64, 64), time_share=share) for op, share in
+             (("aten::relu.default", 0.3), ("aten::tanh.default", 0.2), ("aten::sigmoid.default", 0.1))]
+    return [*eager, *(compiled_only(card, 0.9 - i / 10) for i, card in enumerate(eager))]
+
+
+def test_compiled_only_cards_fill_slots_of_their_own() -> None:
+    """A kernel for a layout only compiled graphs make speeds up no eager call: such cards never
+    take an eager card's slot, however they rank, and have their own (half of max_cards, rounded up)."""
+    cards = eager_and_compiled_cards()
+    plans = {p.card.id: p for p in plan_cards(cards, RunConfig(model_spec="m.py", max_cards=2), 1000.0)}
+    relu, tanh, sigmoid, relu_c, tanh_c, sigmoid_c = (plans[c.id] for c in cards)
+    assert relu.selected and tanh.selected and not sigmoid.selected
+    assert sigmoid.reason == NOT_IN_TOP.format(k=2)
+    assert relu_c.selected and relu_c.rank == 0
+    assert not tanh_c.selected and tanh_c.reason == NOT_IN_TOP_COMPILED.format(k=1)
+    assert not sigmoid_c.selected
+    none = plan_cards(cards, RunConfig(model_spec="m.py", max_cards=2, max_compiled_cards=0), 1000.0)
+    assert [p.card.id for p in none if p.selected] == [relu.card.id, tanh.card.id]
+    both = plan_cards(cards, RunConfig(model_spec="m.py", max_cards=1, max_compiled_cards=3), 1000.0)
+    assert [p.card.id for p in both if p.selected] == [relu_c.card.id, tanh_c.card.id, sigmoid_c.card.id,
+                                                        relu.card.id]
+
+
+def test_a_card_with_no_proposal_gives_its_slot_to_the_next_of_its_own_pool(tmp_path: Path) -> None:
+    cards = eager_and_compiled_cards()
+    config = RunConfig(model_spec="m.py", max_cards=2)
+    store = RunStore(tmp_path)
+    store.put_cards([CardRow(p.card.id, p.card.to_json(), p.rank, p.selected, "pending" if p.selected else "skipped",
+                             p.reason, p.budget, p.floor_us) for p in plan_cards(cards, config, 1000.0)])
+    promoted = promote_next_card(store, config, store.card(cards[3].id))
+    assert promoted is not None and promoted.id == cards[4].id and promoted.selected
+    promoted = promote_next_card(store, config, store.card(cards[0].id))
+    assert promoted is not None and promoted.id == cards[2].id
+    assert promote_next_card(store, config, store.card(cards[1].id)) is None  # no eager card waits
+
+
+def test_max_compiled_cards_travels_on_the_wire() -> None:
+    for value in (None, 0, 4):
+        config = RunConfig(model_spec="m.py", max_cards=3, max_compiled_cards=value)
+        assert RunConfig.from_proto(config.to_proto()) == config
+    assert RunConfig(model_spec="m.py", max_cards=3).compiled_slots == 2
 
 
 def test_a_card_at_its_floor_ranks_below_one_with_headroom() -> None:

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RunConfig(_message.Message):
-    __slots__ = ("model_spec", "backend", "proposer", "api_base", "budget_per_card", "max_cards", "budget_usd", "time_limit_s", "target_cards", "sandbox_addresses", "seed", "grad_mode", "samples", "min_speedup", "include_vendor_ops", "parallel", "sample_budget_bytes", "skip_compile_baseline", "cuda_graphs", "search_policy", "patience")
+    __slots__ = ("model_spec", "backend", "proposer", "api_base", "budget_per_card", "max_cards", "budget_usd", "time_limit_s", "target_cards", "sandbox_addresses", "seed", "grad_mode", "samples", "min_speedup", "include_vendor_ops", "parallel", "sample_budget_bytes", "skip_compile_baseline", "cuda_graphs", "search_policy", "patience", "max_compiled_cards")
     MODEL_SPEC_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     PROPOSER_FIELD_NUMBER: _ClassVar[int]
@@ -30,6 +30,7 @@ class RunConfig(_message.Message):
     CUDA_GRAPHS_FIELD_NUMBER: _ClassVar[int]
     SEARCH_POLICY_FIELD_NUMBER: _ClassVar[int]
     PATIENCE_FIELD_NUMBER: _ClassVar[int]
+    MAX_COMPILED_CARDS_FIELD_NUMBER: _ClassVar[int]
     model_spec: str
     backend: str
     proposer: str
@@ -51,7 +52,8 @@ class RunConfig(_message.Message):
     cuda_graphs: bool
     search_policy: str
     patience: int
-    def __init__(self, model_spec: _Optional[str] = ..., backend: _Optional[str] = ..., proposer: _Optional[str] = ..., api_base: _Optional[str] = ..., budget_per_card: _Optional[int] = ..., max_cards: _Optional[int] = ..., budget_usd: _Optional[float] = ..., time_limit_s: _Optional[float] = ..., target_cards: _Optional[_Iterable[str]] = ..., sandbox_addresses: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., grad_mode: _Optional[str] = ..., samples: _Optional[int] = ..., min_speedup: _Optional[float] = ..., include_vendor_ops: _Optional[bool] = ..., parallel: _Optional[int] = ..., sample_budget_bytes: _Optional[int] = ..., skip_compile_baseline: _Optional[bool] = ..., cuda_graphs: _Optional[bool] = ..., search_policy: _Optional[str] = ..., patience: _Optional[int] = ...) -> None: ...
+    max_compiled_cards: int
+    def __init__(self, model_spec: _Optional[str] = ..., backend: _Optional[str] = ..., proposer: _Optional[str] = ..., api_base: _Optional[str] = ..., budget_per_card: _Optional[int] = ..., max_cards: _Optional[int] = ..., budget_usd: _Optional[float] = ..., time_limit_s: _Optional[float] = ..., target_cards: _Optional[_Iterable[str]] = ..., sandbox_addresses: _Optional[_Iterable[str]] = ..., seed: _Optional[int] = ..., grad_mode: _Optional[str] = ..., samples: _Optional[int] = ..., min_speedup: _Optional[float] = ..., include_vendor_ops: _Optional[bool] = ..., parallel: _Optional[int] = ..., sample_budget_bytes: _Optional[int] = ..., skip_compile_baseline: _Optional[bool] = ..., cuda_graphs: _Optional[bool] = ..., search_policy: _Optional[str] = ..., patience: _Optional[int] = ..., max_compiled_cards: _Optional[int] = ...) -> None: ...
 
 class Run(_message.Message):
     __slots__ = ("run_id", "config", "status", "error", "created_at", "updated_at", "cards_total", "cards_done", "evaluations_done", "evaluations_budget", "cost", "best_e2e_speedup", "run_dir", "model_name")
