@@ -9,6 +9,7 @@ once and any reader can verify them.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -53,7 +54,7 @@ class BlobStore:
         path = self.root / blob_file_name(digest, suffix)
         if not path.exists():
             self.root.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{digest}.{os.getpid()}.tmp")
+            tmp = path.with_name(f".{digest}.{os.getpid()}.{threading.get_ident()}.tmp")  # writers may race
             tmp.write_bytes(data)
             tmp.replace(path)
         return digest

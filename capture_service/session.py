@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from capture_service.modules import ModuleRecorder, ModuleVariant, export_progra
 from capture_service.options import CaptureOptions
 from capture_service.progress import CaptureProgress, ProgressFn, ignore_progress
 from capture_service.recorder import OperatorRecorder
-from capture_service.records import SamplePolicy, VariantRecord
+from capture_service.records import CallSample, SamplePolicy, VariantRecord
 from capture_service.spec import LoadedModel, describe_exception
 from capture_service.timing import DEFAULT_TIMING, EagerTimer, TimingPolicy, Watched
 from capture_service.traced import trace_compiled
@@ -32,6 +33,8 @@ from kforge_domain.blobs import INPUT_PREFIX, OUTPUT_PREFIX, PROGRAM_SUFFIX
 from kforge_domain.card import CardSet, OperatorCard, Sample
 from packager.variant import ATTRIBUTES_KWARG, decode_value
 
+SAMPLE_WRITERS = min(4, os.cpu_count() or 1)
+"""Threads writing reference samples at once (each holds about two host copies of one sample)."""
 
 def capture_loaded(
     model_spec: str,
@@ -204,19 +207,23 @@ def _write_samples(
     """Write reference samples of optimisable records: first samples, then extras, within budget.
 
     Returns the samples per record (by ``id``) and the records whose first sample did not fit.
+    Which samples fit is decided first, in priority order; the writes then run on a few threads
+    (copying to the host, encoding, hashing and writing release the GIL), since a large model's
+    samples are gigabytes.
     """
     # The cards that carry the most eager time get their samples first; vendor-library cards
     # (convolution, matmul, attention: searched only when asked for) come after all the others,
     # since their samples carry whole weight matrices and would crowd out the small cards.
     wanted = sorted((r for r in records if r.optimisable and r.samples),
                     key=lambda r: (r.vendor_op, -(r.eager_us or 0.0) * r.call_count))
-    written: dict[int, list[Sample]] = {}
+    chosen: list[tuple[VariantRecord, CallSample]] = []
+    fitted: set[int] = set()
     missing: list[VariantRecord] = []
     used = 0
     rounds = max((len(r.samples) for r in wanted), default=0)
     for index in range(rounds):
         for record in wanted:
-            if index >= len(record.samples) or (index > 0 and id(record) not in written):
+            if index >= len(record.samples) or (index > 0 and id(record) not in fitted):
                 continue
             sample = record.samples[index]
             if used + sample.nbytes > budget_bytes:
@@ -224,9 +231,18 @@ def _write_samples(
                     missing.append(record)
                 continue
             used += sample.nbytes
-            inputs_blob = store.put_tensors(INPUT_PREFIX, sample.inputs)
-            outputs_blob = store.put_tensors(OUTPUT_PREFIX, sample.outputs)
-            written.setdefault(id(record), []).append(Sample(inputs_blob=inputs_blob, outputs_blob=outputs_blob))
+            fitted.add(id(record))
+            chosen.append((record, sample))
+
+    def write(sample: CallSample) -> Sample:
+        return Sample(inputs_blob=store.put_tensors(INPUT_PREFIX, sample.inputs),
+                      outputs_blob=store.put_tensors(OUTPUT_PREFIX, sample.outputs))
+
+    with ThreadPoolExecutor(max_workers=SAMPLE_WRITERS) as pool:
+        blobs = list(pool.map(write, [sample for _, sample in chosen]))
+    written: dict[int, list[Sample]] = {}
+    for (record, _), sample_blobs in zip(chosen, blobs, strict=True):
+        written.setdefault(id(record), []).append(sample_blobs)
     return written, missing
 
 

@@ -50,6 +50,8 @@ from servicekit.security import Security
 log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 1 << 20
+BLOB_FETCHES = 4
+"""Blobs copied from a capture service at once."""
 # Failures that mean "this sandbox is gone", not "this candidate is bad".
 LOST_SANDBOX_CODES = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN}
 
@@ -86,14 +88,40 @@ class CaptureClient:
         """Copy one blob, checking its hash, into ``dest`` (atomically)."""
         digest = hashlib.sha256()
         tmp = dest.with_suffix(".part")
-        with tmp.open("wb") as out:
-            async for chunk in self._stub.FetchBlob(capture_pb2.FetchBlobRequest(capture_id=capture_id, sha256=sha256)):
-                digest.update(chunk.data)
-                out.write(chunk.data)
-        if digest.hexdigest() != sha256:
+
+        def absorb(data: bytes) -> None:
+            digest.update(data)
+            out.write(data)
+
+        try:
+            with tmp.open("wb") as out:
+                request = capture_pb2.FetchBlobRequest(capture_id=capture_id, sha256=sha256)
+                async for chunk in self._stub.FetchBlob(request):
+                    await asyncio.to_thread(absorb, chunk.data)  # hashing and writing leave the loop free
+            if digest.hexdigest() != sha256:
+                raise FailedPrecondition(f"blob {sha256[:12]} arrived damaged")
+        except BaseException:  # failed, or stopped with the other fetches: no partial file stays
             tmp.unlink(missing_ok=True)
-            raise FailedPrecondition(f"blob {sha256[:12]} arrived damaged")
+            raise
         tmp.replace(dest)
+
+    async def fetch_blobs(self, capture_id: str, targets: dict[str, Path]) -> None:
+        """Copy each blob (sha256 -> destination), ``BLOB_FETCHES`` at a time: a large model's
+        samples are gigabytes, and one stream at a time leaves the cores idle. The first failure
+        stops the rest and is raised."""
+        pending = iter(targets.items())
+
+        async def worker() -> None:
+            for sha256, dest in pending:
+                await self.fetch_blob(capture_id, sha256, dest)
+
+        workers = [asyncio.create_task(worker()) for _ in range(min(BLOB_FETCHES, len(targets)))]
+        try:
+            await asyncio.gather(*workers)
+        finally:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
 
     async def close(self) -> None:
         await self._channel.close()

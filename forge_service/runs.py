@@ -307,11 +307,9 @@ class RunManager:
             cards, total_eager_us = await client.cards(capture_id)
             blob_dir = store.capture_dir / BLOBS_DIR
             blob_dir.mkdir(parents=True, exist_ok=True)
-            for card in cards:
-                for sha, name in _card_blobs(card).items():
-                    dest = blob_dir / name
-                    if not dest.exists():
-                        await client.fetch_blob(capture_id, sha, dest)
+            wanted = {name: sha for card in cards for sha, name in _card_blobs(card).items()
+                      if not (blob_dir / name).exists()}
+            await client.fetch_blobs(capture_id, {sha: blob_dir / name for name, sha in wanted.items()})
             CardSet(model_spec=config.model_spec, device=backend, grad_mode=config.grad_mode,
                     total_eager_us=total_eager_us, cards=cards).save(store.capture_dir)
             store.update_run(total_eager_us=total_eager_us)
