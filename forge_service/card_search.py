@@ -61,6 +61,8 @@ class SearchSettings:
     remeasure: bool = True
     budget_usd: float | None = None  # the run's dollar budget for LLM calls
     policy: str = DEFAULT_POLICY    # how parents are picked (forge_service.parent_policy)
+    partial: bool = False           # a first round: the card's search goes on later, so its best
+                                    # is not offered to the kernel cache as a finished search
 
 
 EmitFn = Callable[..., Awaitable[None]]
@@ -135,7 +137,8 @@ class CardSearch:
             raise
         if in_flight:
             await asyncio.gather(*in_flight)
-        self._remember_best()
+        if not self.settings.partial:
+            self._remember_best()
 
     async def _search(self, in_flight: set[asyncio.Task[None]]) -> None:
         """Propose and evaluate until the card should stop; ``in_flight`` holds the tasks still

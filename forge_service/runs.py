@@ -14,7 +14,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -240,16 +240,18 @@ class RunManager:
             blob_dir = store.capture_dir / BLOBS_DIR
             parallel = config.parallel or pool.size
 
-            async def search(row: CardRow) -> None:
+            async def search(row: CardRow, first_round: int | None = None) -> None:
+                """Search ``row``'s card to its budget, or only ``first_round`` evaluations of it."""
                 card = OperatorCard.from_json(row.card_json)
                 store.set_card_status(card.id, "searching")
-                await self._emit(run_id, "card_started", f"searching {card.op} ({card.time_share:.1%} of eager time)",
-                                 card_id=card.id)
+                round_of = "" if first_round is None else f": a first round of {first_round}"
+                share = f"{card.time_share:.1%} of eager time"
+                await self._emit(run_id, "card_started", f"searching {card.op} ({share}){round_of}", card_id=card.id)
                 blobs = {sha: blob_dir / name for sha, name in _card_blobs(card).items()}
                 settings = SearchSettings(
-                    budget=row.budget, parallel=parallel, backend=backend, proposer=config.proposer,
+                    budget=first_round or row.budget, parallel=parallel, backend=backend, proposer=config.proposer,
                     api_base=config.api_base, seed=config.seed, run_id=run_id, budget_usd=config.budget_usd,
-                    policy=config.search_policy, patience=config.patience,
+                    policy=config.search_policy, patience=config.patience, partial=first_round is not None,
                 )
 
                 async def emit(kind: str, message: str, **kw: Any) -> None:
@@ -263,9 +265,14 @@ class RunManager:
                     if reason is None:
                         raise
                     searcher.stop_reason = reason  # this card ends here; the run goes on with the others
+                if first_round is not None and searcher.stop_reason == BUDGET_SPENT and first_round < row.budget:
+                    store.set_card_status(card.id, "pending")  # its round is over; the rest of its budget waits
+                    return
                 store.set_card_status(card.id, "done", searcher.stop_reason)
                 await self._emit(run_id, "card_done", f"{card.op}: {searcher.stop_reason}", card_id=card.id)
 
+            if config.time_limit_s is not None:
+                await self._first_round(run_id, store, config, parallel, search)
             while True:
                 for module, released in release_shadowed_cards(store, config):
                     inner = OperatorCard.from_json(released.card_json).op
@@ -287,6 +294,20 @@ class RunManager:
             await agent.close()
             for client in sandboxes:
                 await client.close()
+
+    async def _first_round(self, run_id: str, store: RunStore, config: RunConfig, parallel: int,
+                           search: Callable[[CardRow, int | None], Awaitable[None]]) -> None:
+        """Under a time limit, give every selected card one round (``parallel`` evaluations) before
+        any card gets more: a template's first kernels hold most of what a card gains, and a card
+        searched to its budget while the next waits may leave that one none when the limit comes."""
+        rounded: set[str] = set()
+        while (row := next((r for r in store.cards() if r.selected and r.status != "done" and r.id not in rounded
+                            and not store.evaluation_count(r.id)), None)) is not None:
+            rounded.add(row.id)
+            await search(row, min(row.budget, parallel))
+            if store.card(row.id).reason == NO_PROPOSAL and (promoted := promote_next_card(store, config, row)):
+                await self._emit(run_id, "log", "nothing to propose: the next card by eager time takes its place",
+                                 card_id=promoted.id)
 
     async def _capture(self, run_id: str, config: RunConfig, backend: str) -> list[OperatorCard]:
         """The run's cards, captured once (a resumed run reuses its capture)."""

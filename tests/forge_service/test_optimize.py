@@ -256,3 +256,21 @@ def test_a_time_limit_spent_before_any_candidate_says_so_and_the_run_still_ends(
     events = [m for (m,) in sqlite3.connect(Path(out["run"]["run_dir"]) / "run.sqlite").execute(
         "SELECT message FROM events")]
     assert any(m.startswith("no candidate was evaluated: the time limit counts from the run's start") for m in events)
+
+
+def test_under_a_time_limit_every_card_gets_a_first_round_before_any_card_gets_more(tmp_path: Path) -> None:
+    proc = kforge("optimize", str(MODEL), "--backend", "cpu", "--budget", "3", "--max-cards", "2", "--json",
+                  "--time-limit", "600", "--no-compile-baseline", "--runs-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    db = sqlite3.connect(Path(json.loads(proc.stdout)["run"]["run_dir"]) / "run.sqlite")
+    rounds = [re.search(r"a first round of (\d+)$", message) for (message,) in
+              db.execute("SELECT message FROM events WHERE kind = 'card_started' ORDER BY seq")]
+    first_round = {int(m.group(1)) for m in rounds if m}
+    assert len(first_round) == 1 and sum(1 for m in rounds if m) == 2  # one round each, then the rest
+    (size,) = first_round
+    order = [card_id for (card_id,) in db.execute("SELECT card_id FROM candidates ORDER BY rowid")]
+    assert len(order) == 6 and order.count(order[0]) == 3
+    # every card's first round was proposed before any card's next evaluation
+    assert len(set(order[:2 * size])) == 2 and all(order[:2 * size].count(c) == size for c in set(order))
+    statuses = db.execute("SELECT status, reason FROM cards WHERE selected = 1").fetchall()
+    assert statuses == [("done", "budget spent")] * 2
