@@ -47,9 +47,11 @@ async def embedded_services(
 
     runs_dir = Path(runs_dir).resolve()
     started: list[Any] = []
+    local_capture_dir = None
     try:
         if capture is None:
-            started.append(await capture_server.start(work_dir=runs_dir / ".capture"))
+            local_capture_dir = runs_dir / ".capture"
+            started.append(await capture_server.start(work_dir=local_capture_dir))
             capture = started[-1].address
         if agent is None:
             started.append(await agent_server.start())
@@ -59,7 +61,7 @@ async def embedded_services(
             sandboxes = [started[-1].address]
         forge = await forge_server.start(
             runs_dir=runs_dir, capture=capture, agent=agent, sandboxes=sandboxes, client_security=client_security,
-            embedded=frozenset(bound.address for bound in started),
+            embedded=frozenset(bound.address for bound in started), local_capture_dir=local_capture_dir,
         )
         try:
             yield EmbeddedServices(forge, started)

@@ -25,6 +25,7 @@ from forge_service.card_search import BUDGET_SPENT, NO_PROPOSAL, CardSearch, Sea
 from forge_service.clients import AgentClient, CaptureClient, SandboxClient, SandboxPool
 from forge_service.config import RunConfig
 from forge_service.kernel_cache import KernelCache
+from forge_service.local_blobs import take_local_blobs
 from forge_service.scheduler import RUNS_ONLY_INSIDE_MODULE_CARD, RefusalFn, not_in_top, plan_cards
 from forge_service.store import DB_FILE, CardRow, RunStore, best_candidate
 from kernel_forge.capture.v1 import messages_pb2 as capture_pb2
@@ -52,6 +53,9 @@ class ServiceAddresses:
     #: Services started in this process on loopback: reached in plain text without ``security``,
     #: which is meant for the remote ones.
     embedded: frozenset[str] = frozenset()
+    #: The work folder of a capture service started in this process: its blobs are linked from
+    #: there (:mod:`forge_service.local_blobs`) rather than streamed.
+    local_capture_dir: Path | None = None
 
     def security_for(self, address: str) -> Security | None:
         """How to reach ``address``: ``security``, unless it is an embedded service."""
@@ -330,7 +334,11 @@ class RunManager:
             blob_dir.mkdir(parents=True, exist_ok=True)
             wanted = {name: sha for card in cards for sha, name in _card_blobs(card).items()
                       if not (blob_dir / name).exists()}
-            await client.fetch_blobs(capture_id, {sha: blob_dir / name for name, sha in wanted.items()})
+            if self.services.local_capture_dir is not None:
+                await asyncio.to_thread(take_local_blobs, self.services.local_capture_dir, capture_id,
+                                        {sha: (name, blob_dir / name) for name, sha in wanted.items()})
+            else:
+                await client.fetch_blobs(capture_id, {sha: blob_dir / name for name, sha in wanted.items()})
             CardSet(model_spec=config.model_spec, device=backend, grad_mode=config.grad_mode,
                     total_eager_us=total_eager_us, cards=cards).save(store.capture_dir)
             store.update_run(total_eager_us=total_eager_us)

@@ -41,13 +41,16 @@ async def start(
     security: Security | None = None,
     client_security: Security | None = None,
     embedded: frozenset[str] = frozenset(),
+    local_capture_dir: Path | None = None,
 ) -> ForgeServer:
     """Serve ForgeService on ``address``, driving the given capture, agent and sandbox services.
 
     ``client_security`` secures the forge's calls to them, except to the ``embedded`` addresses:
-    services started in this process on loopback, reached in plain text.
+    services started in this process on loopback, reached in plain text. ``local_capture_dir`` is
+    the work folder of an embedded capture service, whose blobs are then linked, not streamed.
     """
-    manager = RunManager(runs_dir, ServiceAddresses(capture, agent, sandboxes, client_security, embedded))
+    manager = RunManager(runs_dir, ServiceAddresses(capture, agent, sandboxes, client_security, embedded,
+                                                    local_capture_dir))
     servicer = ForgeServicer(manager)
     bound = await create_server(
         [ServiceBinding(servicer, forge_grpc.add_ForgeServiceServicer_to_server, SERVICE_NAME)],
