@@ -36,6 +36,7 @@ from packager.variant import ATTRIBUTES_KWARG, decode_value
 SAMPLE_WRITERS = min(4, os.cpu_count() or 1)
 """Threads writing reference samples at once (each holds about two host copies of one sample)."""
 
+
 def capture_loaded(
     model_spec: str,
     loaded: LoadedModel,
