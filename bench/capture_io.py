@@ -82,10 +82,10 @@ def timed(run: Callable[[], object]) -> float:
 
 
 def write_seconds(records: list[SyntheticRecord], writers: int, work: Path) -> float:
-    session.SAMPLE_WRITERS = writers
     folder = Path(tempfile.mkdtemp(dir=work))
     try:
-        return timed(lambda: session._write_samples(records, BlobStore(folder), 1 << 50))  # type: ignore[arg-type]
+        return timed(lambda: session._write_samples(records, BlobStore(folder), 1 << 50,  # type: ignore[arg-type]
+                                                    writers))
     finally:
         shutil.rmtree(folder)
 

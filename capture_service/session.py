@@ -203,7 +203,7 @@ def _watch(timer: EagerTimer, record: VariantRecord, options: CaptureOptions) ->
 
 
 def _write_samples(
-    records: Sequence[VariantRecord], store: BlobStore, budget_bytes: int
+    records: Sequence[VariantRecord], store: BlobStore, budget_bytes: int, writers: int = SAMPLE_WRITERS
 ) -> tuple[dict[int, list[Sample]], list[VariantRecord]]:
     """Write reference samples of optimisable records: first samples, then extras, within budget.
 
@@ -239,7 +239,7 @@ def _write_samples(
         return Sample(inputs_blob=store.put_tensors(INPUT_PREFIX, sample.inputs),
                       outputs_blob=store.put_tensors(OUTPUT_PREFIX, sample.outputs))
 
-    with ThreadPoolExecutor(max_workers=SAMPLE_WRITERS) as pool:
+    with ThreadPoolExecutor(max_workers=writers) as pool:
         blobs = list(pool.map(write, [sample for _, sample in chosen]))
     written: dict[int, list[Sample]] = {}
     for (record, _), sample_blobs in zip(chosen, blobs, strict=True):

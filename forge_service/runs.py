@@ -332,13 +332,13 @@ class RunManager:
             cards, total_eager_us = await client.cards(capture_id)
             blob_dir = store.capture_dir / BLOBS_DIR
             blob_dir.mkdir(parents=True, exist_ok=True)
-            wanted = {name: sha for card in cards for sha, name in _card_blobs(card).items()
+            wanted = {sha: name for card in cards for sha, name in _card_blobs(card).items()
                       if not (blob_dir / name).exists()}
             if self.services.local_capture_dir is not None:
                 await asyncio.to_thread(take_local_blobs, self.services.local_capture_dir, capture_id,
-                                        {sha: (name, blob_dir / name) for name, sha in wanted.items()})
+                                        {sha: (name, blob_dir / name) for sha, name in wanted.items()})
             else:
-                await client.fetch_blobs(capture_id, {sha: blob_dir / name for name, sha in wanted.items()})
+                await client.fetch_blobs(capture_id, {sha: blob_dir / name for sha, name in wanted.items()})
             CardSet(model_spec=config.model_spec, device=backend, grad_mode=config.grad_mode,
                     total_eager_us=total_eager_us, cards=cards).save(store.capture_dir)
             store.update_run(total_eager_us=total_eager_us)
