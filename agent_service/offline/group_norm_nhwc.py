@@ -136,11 +136,25 @@ class ChannelsLastGroupNormPlan:
             return KnobSpace({"threads": cpu_thread_choices(device, (*self.inputs, *self.outputs)),
                               "schedule": ("static", "dynamic")})
         vec = self._vector()
+        store = self.store_vector()
         return KnobSpace({
             "threads_per_block": (256, 512, 128, 1024),  # rounded down to whole pixel rows of channel vectors
             "vector": (vec, 1) if vec > 1 and self.columns(1) <= MAX_BLOCK else (vec,),
             "blocks_per_sm": (4, 2, 8),
+            "unroll": (0, 4),  # pixel rows each thread loads ahead of use; 0: as the compiler chooses
+            "store_vector": (1, store) if store > 1 else (1,),  # contiguous output: pixels per store
         })
+
+    def store_vector(self) -> int:
+        """Pixels of one channel a thread may store at once into a contiguous output (1: one at a time).
+
+        A 16-byte store needs y aligned, whole vectors per channel (pixels a multiple of it) and
+        tiles of at least that many pixels; tiles start at multiples of the tile size.
+        """
+        if self.y_channels_last or not self.outputs[0].aligned16:
+            return 1
+        store = min(cxx.vector_width(self.outputs[0].dtype), self.tile_pixels())
+        return store if store > 1 and self.pixels % store == 0 else 1
 
     def block(self, vec: int, target: int) -> int:
         """Threads per block near ``target``: whole pixel rows of ``vec``-wide channel vectors."""
@@ -255,16 +269,26 @@ class _Grid:
     rows: int  # pixel rows a block covers per step
     chunks: int
     chunk: int
+    unroll: int  # pixel rows each thread loads before using any (0: the compiler's choice)
+    store: int  # pixels per store into a contiguous output
+
+    @property
+    def unroll_pragma(self) -> str:
+        """The pragma that goes before a loop over pixel rows."""
+        return f"#pragma unroll {self.unroll}\n" if self.unroll else ""
 
 
 def _grid(plan: ChannelsLastGroupNormPlan, knobs: Knobs, device: DeviceInfo) -> _Grid:
-    vec = int(knobs["vector"])
+    vec, store = int(knobs["vector"]), int(knobs["store_vector"])
     cols, block = plan.columns(vec), plan.block(vec, int(knobs["threads_per_block"]))
     sms = multiprocessors(device)
     wanted = cxx.ceil_div(int(knobs["blocks_per_sm"]) * sms, plan.samples)
     chunk = cxx.ceil_div(plan.pixels, max(1, min(wanted, plan.pixels)))
+    if store > 1:  # every tile starts at a multiple of the tile size, so its vector stores are aligned
+        tile = plan.tile_pixels()
+        chunk = cxx.ceil_div(chunk, tile) * tile
     return _Grid(block=block, vec=vec, cols=cols, rows=block // cols, chunks=cxx.ceil_div(plan.pixels, chunk),
-                 chunk=chunk)
+                 chunk=chunk, unroll=int(knobs["unroll"]), store=store)
 
 
 def _render_cuda(plan: ChannelsLastGroupNormPlan, knobs: Knobs, device: DeviceInfo) -> str:
@@ -278,7 +302,7 @@ def _render_cuda(plan: ChannelsLastGroupNormPlan, knobs: Knobs, device: DeviceIn
               f"  const TX *xs = x + n * {p * c}LL;\n")
     w, b = plan._affine("col * VEC + k")
     merge_block = min(MAX_BLOCK, cxx.ceil_div(groups, 32) * 32)
-    aligned = [f"inputs[{plan.x}].data"] + (["outputs[0].data"] if plan.y_channels_last else [])
+    aligned = [f"inputs[{plan.x}].data"] + (["outputs[0].data"] if plan.y_channels_last or g.store > 1 else [])
     scratch = cxx.cuda_scratch("partials", "float2", n * (g.chunks + 1) * groups)
     stat_params = "".join(f", {param}" for param, _ in plan.stat_pointers())
     stat_args = "".join(f", {arg}" for _, arg in plan.stat_pointers())
@@ -292,7 +316,7 @@ __global__ void __launch_bounds__({g.block}) kf_gn_sums(const TX *__restrict__ x
   __shared__ float2 thread_sums[{g.block}];
 {locate}  const float shift = kf_to_f32(xs[g * {cpg}]);
   float s = 0.0f, q = 0.0f;
-  for (int64_t p = p0 + row; p < p1; p += {g.rows}) {{
+{g.unroll_pragma}  for (int64_t p = p0 + row; p < p1; p += {g.rows}) {{
     const kf_vec<TX, VEC> v = kf_load_vec<TX, VEC>(xs + p * {c}LL + col * VEC);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) {{
@@ -344,7 +368,7 @@ __global__ void __launch_bounds__({g.block}) kf_gn_apply({params}, const float2 
 
 extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
                          void *stream) {{
-{cxx.guard(plan.inputs, plan.outputs, aligned if g.vec > 1 else [], scratch)}
+{cxx.guard(plan.inputs, plan.outputs, aligned if g.vec > 1 or g.store > 1 else [], scratch)}
   cudaStream_t s = (cudaStream_t)stream;
 {scratch.take(len(plan.outputs))}  float2 *stats = partials + {n * g.chunks * groups}LL;
   kf_gn_sums<<<{n * g.chunks}, {g.block}, 0, s>>>((const TX *)inputs[{plan.x}].data, partials);
@@ -361,6 +385,7 @@ def _apply_loop(plan: ChannelsLastGroupNormPlan, g: _Grid) -> str:
     normalised = "kf_from_f32<TY>(kf_to_f32(v.v[k]) * scale[k] + offset[k])"
     if plan.y_channels_last:
         return (f"  TY *ys = y + n * {p * c}LL;\n"
+                f"{g.unroll_pragma}"
                 f"  for (int64_t p = p0 + row; p < p1; p += {g.rows}) {{\n"
                 f"    const kf_vec<TX, VEC> v = kf_load_vec<TX, VEC>(xs + p * {c}LL + col * VEC);\n"
                 "    kf_vec<TY, VEC> out;\n"
@@ -371,11 +396,31 @@ def _apply_loop(plan: ChannelsLastGroupNormPlan, g: _Grid) -> str:
             f"  TY *ys = y + n * {p * c}LL;\n"
             f"  for (int64_t t0 = p0; t0 < p1; t0 += {tile}) {{\n"
             f"    const int count = p1 - t0 < {tile} ? (int)(p1 - t0) : {tile};\n"
+            f"{g.unroll_pragma}"
             f"    for (int r = row; r < count; r += {g.rows}) {{\n"
             f"      const kf_vec<TX, VEC> v = kf_load_vec<TX, VEC>(xs + (t0 + r) * {c}LL + col * VEC);\n"
             f"#pragma unroll\n      for (int k = 0; k < VEC; ++k) tile[r * {pitch} + col * VEC + k] = {normalised};\n"
             "    }\n    __syncthreads();\n"
-            f"    for (int e = threadIdx.x; e < {c * tile}; e += {g.block}) {{\n"
-            f"      const int ch = e / {tile}, r = e % {tile};\n"
-            f"      if (r < count) ys[(int64_t)ch * {p}LL + t0 + r] = tile[r * {pitch} + ch];\n"
-            "    }\n    __syncthreads();\n  }\n")
+            f"{_tile_stores(plan, g)}    __syncthreads();\n  }}\n")
+
+
+def _tile_stores(plan: ChannelsLastGroupNormPlan, g: _Grid) -> str:
+    """Each channel's pixels of the staged tile, stored as runs of the contiguous output.
+
+    With ``store`` pixels per store a thread reads that many pixels of one channel down the tile
+    and writes them as one vector; a tile's pixel count is then a multiple of ``store``.
+    """
+    c, p, tile, pitch, sv = plan.channels, plan.pixels, plan.tile_pixels(), plan._pitch(), g.store
+    if sv == 1:
+        return (f"    for (int e = threadIdx.x; e < {c * tile}; e += {g.block}) {{\n"
+                f"      const int ch = e / {tile}, r = e % {tile};\n"
+                f"      if (r < count) ys[(int64_t)ch * {p}LL + t0 + r] = tile[r * {pitch} + ch];\n"
+                "    }\n")
+    runs = tile // sv
+    return (f"    for (int e = threadIdx.x; e < {c * runs}; e += {g.block}) {{\n"
+            f"      const int ch = e / {runs}, r = e % {runs} * {sv};\n"
+            "      if (r < count) {\n"
+            f"        kf_vec<TY, {sv}> out;\n"
+            f"#pragma unroll\n        for (int k = 0; k < {sv}; ++k) out.v[k] = tile[(r + k) * {pitch} + ch];\n"
+            f"        kf_store_vec<TY, {sv}>(ys + (int64_t)ch * {p}LL + t0 + r, out);\n"
+            "      }\n    }\n")
