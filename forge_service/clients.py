@@ -28,6 +28,7 @@ from kernel_forge.capture.v1 import service_pb2_grpc as capture_grpc
 from kernel_forge.common.v1 import types_pb2
 from kernel_forge.sandbox.v1 import messages_pb2 as sandbox_pb2
 from kernel_forge.sandbox.v1 import service_pb2_grpc as sandbox_grpc
+from kforge_domain.blobs import staged_file
 from kforge_domain.card import OperatorCard
 from kforge_domain.cost import Cost, LlmExchange
 from kforge_domain.device import DeviceInfo
@@ -87,23 +88,19 @@ class CaptureClient:
     async def fetch_blob(self, capture_id: str, sha256: str, dest: Path) -> None:
         """Copy one blob, checking its hash, into ``dest`` (atomically)."""
         digest = hashlib.sha256()
-        tmp = dest.with_suffix(".part")
 
         def absorb(data: bytes) -> None:
             digest.update(data)
             out.write(data)
 
-        try:
+        # Failed, or stopped with the other fetches: no partial file stays.
+        with staged_file(dest) as tmp:
             with tmp.open("wb") as out:
                 request = capture_pb2.FetchBlobRequest(capture_id=capture_id, sha256=sha256)
                 async for chunk in self._stub.FetchBlob(request):
                     await asyncio.to_thread(absorb, chunk.data)  # hashing and writing leave the loop free
             if digest.hexdigest() != sha256:
                 raise FailedPrecondition(f"blob {sha256[:12]} arrived damaged")
-        except BaseException:  # failed, or stopped with the other fetches: no partial file stays
-            tmp.unlink(missing_ok=True)
-            raise
-        tmp.replace(dest)
 
     async def fetch_blobs(self, capture_id: str, targets: dict[str, Path]) -> None:
         """Copy each blob (sha256 -> destination), ``BLOB_FETCHES`` at a time: a large model's

@@ -9,19 +9,17 @@ checked before it joins the run, as a streamed one is.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from kforge_domain.blobs import BLOBS_DIR, is_blob_digest
+from kforge_domain.blobs import BLOBS_DIR, file_digest, is_blob_digest, staged_file
 from servicekit.errors import FailedPrecondition
 
 LINKERS = 4
 """Blobs taken at once (hashing releases the GIL)."""
-HASH_CHUNK_BYTES = 8 << 20
 _CAPTURE_ID = re.compile(r"[0-9a-f]{32}")
 
 
@@ -46,24 +44,10 @@ def take_local_blobs(work_dir: Path, capture_id: str, targets: dict[str, tuple[s
 def _take(source: Path, sha256: str, dest: Path) -> None:
     if not source.is_file():
         raise FailedPrecondition(f"blob {sha256[:12]} is not in the capture's folder ({source})")
-    tmp = dest.with_suffix(".part")
-    tmp.unlink(missing_ok=True)
-    try:
+    with staged_file(dest) as tmp:
         try:
             os.link(source, tmp)
         except OSError:  # another filesystem, or links not allowed: one copy
             shutil.copyfile(source, tmp)
-        if _sha256_of(tmp) != sha256:
+        if file_digest(tmp) != sha256:
             raise FailedPrecondition(f"blob {sha256[:12]} is damaged in the capture's folder")
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    tmp.replace(dest)
-
-
-def _sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as blob:
-        while chunk := blob.read(HASH_CHUNK_BYTES):
-            digest.update(chunk)
-    return digest.hexdigest()
