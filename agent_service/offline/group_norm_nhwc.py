@@ -32,6 +32,8 @@ TILE_PIXELS = (32, 16, 8)
 MAX_BLOCK = 1024
 #: Groups the template takes at most (each block stores one float2 of sums per group in the workspace).
 MAX_GROUPS = 4096
+#: Warps per block of the kernel merging the blocks' sums, one group per warp.
+MERGE_WARPS = 8
 
 
 def channels_last_strides(shape: list[int]) -> list[int]:
@@ -301,7 +303,8 @@ def _render_cuda(plan: ChannelsLastGroupNormPlan, knobs: Knobs, device: DeviceIn
               f"  const int g = col * {g.vec} / {cpg};\n"
               f"  const TX *xs = x + n * {p * c}LL;\n")
     w, b = plan._affine("col * VEC + k")
-    merge_block = min(MAX_BLOCK, cxx.ceil_div(groups, 32) * 32)
+    merge_warps = min(MERGE_WARPS, groups)
+    merge_blocks = n * cxx.ceil_div(groups, merge_warps)
     aligned = [f"inputs[{plan.x}].data"] + (["outputs[0].data"] if plan.y_channels_last or g.store > 1 else [])
     scratch = cxx.cuda_scratch("partials", "float2", n * (g.chunks + 1) * groups)
     stat_params = "".join(f", {param}" for param, _ in plan.stat_pointers())
@@ -339,16 +342,27 @@ __global__ void __launch_bounds__({g.block}) kf_gn_sums(const TX *__restrict__ x
   }}
 }}
 
-__global__ void __launch_bounds__({merge_block}) kf_gn_merge(const TX *__restrict__ x,
+/* A warp per group: lane l adds the partials of chunks l, l + 32, ..., then the lanes' sums are
+   added in a fixed tree, so every call rounds alike. One thread per group, walking every chunk's
+   partial in turn, issues hundreds of loads one after another. */
+__global__ void __launch_bounds__({merge_warps * 32}) kf_gn_merge(const TX *__restrict__ x,
     const float2 *__restrict__ partials, float2 *__restrict__ stats{stat_params}) {{
-  const int64_t n = blockIdx.x;
-  for (int g = threadIdx.x; g < {groups}; g += {merge_block}) {{
-    double s = 0.0, q = 0.0;
-    for (int k = 0; k < {g.chunks}; ++k) {{
-      const float2 part = partials[(n * {g.chunks} + k) * {groups} + g];
-      s += part.x;
-      q += part.y;
-    }}
+  const int64_t n = blockIdx.x / {cxx.ceil_div(groups, merge_warps)};
+  const int g = (int)(blockIdx.x % {cxx.ceil_div(groups, merge_warps)}) * {merge_warps} + (int)(threadIdx.x / 32);
+  const int lane = threadIdx.x % 32;
+  if (g >= {groups}) return;
+  double s = 0.0, q = 0.0;
+  for (int k = lane; k < {g.chunks}; k += 32) {{
+    const float2 part = partials[(n * {g.chunks} + k) * {groups} + g];
+    s += part.x;
+    q += part.y;
+  }}
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {{
+    s += __shfl_down_sync(0xffffffffu, s, offset);
+    q += __shfl_down_sync(0xffffffffu, q, offset);
+  }}
+  if (lane == 0) {{
     const double count = {float(p * cpg)!r}, m = s / count, var = fmax(q / count - m * m, 0.0);
     const float mean = kf_to_f32(x[n * {p * c}LL + g * {cpg}]) + (float)m;
     const float rstd = rsqrtf((float)var + {cxx.cfloat(plan.eps)});
@@ -372,7 +386,8 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
   cudaStream_t s = (cudaStream_t)stream;
 {scratch.take(len(plan.outputs))}  float2 *stats = partials + {n * g.chunks * groups}LL;
   kf_gn_sums<<<{n * g.chunks}, {g.block}, 0, s>>>((const TX *)inputs[{plan.x}].data, partials);
-  kf_gn_merge<<<{n}, {merge_block}, 0, s>>>((const TX *)inputs[{plan.x}].data, partials, stats{stat_args});
+  kf_gn_merge<<<{merge_blocks}, {merge_warps * 32}, 0, s>>>((const TX *)inputs[{plan.x}].data, partials,
+                                                            stats{stat_args});
   kf_gn_apply<<<{n * g.chunks}, {g.block}, 0, s>>>({args}, stats);
 {cxx.cuda_launch_epilogue()}
 }}

@@ -47,10 +47,11 @@ SWEPT = {"threads_per_block": (256, 512, 1024), "blocks_per_sm": (4, 8), "unroll
 
 
 def knob_sets(plan: Any, device: DeviceInfo) -> list[Knobs]:
-    """Every combination of :data:`SWEPT` (None: all the template offers)."""
+    """Every combination of :data:`SWEPT` (None: all the template offers) the template has."""
     space = plan.knob_space("cuda", device)
-    values = [given or space.choices[name] for name, given in SWEPT.items()]
-    return [space.normalise(dict(zip(SWEPT, chosen, strict=True))) for chosen in itertools.product(*values)]
+    names = [name for name in SWEPT if name in space.choices]
+    values = [SWEPT[name] or space.choices[name] for name in names]
+    return [space.normalise(dict(zip(names, chosen, strict=True))) for chosen in itertools.product(*values)]
 
 
 if __name__ == "__main__":
