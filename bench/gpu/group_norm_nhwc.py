@@ -43,7 +43,7 @@ def cases(device: str = "cuda") -> list[Case]:
 
 
 #: The knobs swept, with the values tried; the channel vector stays at the template's widest.
-SWEPT = {"threads_per_block": (256, 512, 1024), "blocks_per_sm": (4, 8), "unroll": None, "store_vector": None}
+SWEPT = {"threads_per_block": (256, 512), "blocks_per_sm": (4, 8), "unroll": None, "store_vector": None}
 
 
 def knob_sets(plan: Any, device: DeviceInfo) -> list[Knobs]:
