@@ -145,6 +145,7 @@ class ChannelsLastGroupNormPlan:
             "blocks_per_sm": (4, 2, 8),
             "unroll": (0, 4),  # pixel rows each thread loads ahead of use; 0: as the compiler chooses
             "store_vector": (1, store) if store > 1 else (1,),  # contiguous output: pixels per store
+            "merge": ("thread", "warp"),  # what merges one group's sums over the blocks (see _merge)
         })
 
     def store_vector(self) -> int:
@@ -303,11 +304,9 @@ def _render_cuda(plan: ChannelsLastGroupNormPlan, knobs: Knobs, device: DeviceIn
               f"  const int g = col * {g.vec} / {cpg};\n"
               f"  const TX *xs = x + n * {p * c}LL;\n")
     w, b = plan._affine("col * VEC + k")
-    merge_warps = min(MERGE_WARPS, groups)
-    merge_blocks = n * cxx.ceil_div(groups, merge_warps)
+    merge, merge_launch = _merge(plan, g, str(knobs["merge"]))
     aligned = [f"inputs[{plan.x}].data"] + (["outputs[0].data"] if plan.y_channels_last or g.store > 1 else [])
     scratch = cxx.cuda_scratch("partials", "float2", n * (g.chunks + 1) * groups)
-    stat_params = "".join(f", {param}" for param, _ in plan.stat_pointers())
     stat_args = "".join(f", {arg}" for _, arg in plan.stat_pointers())
     return f"""{cxx.CUDA_PRELUDE}
 {plan._types("cuda")}constexpr int VEC = {g.vec};
@@ -342,34 +341,7 @@ __global__ void __launch_bounds__({g.block}) kf_gn_sums(const TX *__restrict__ x
   }}
 }}
 
-/* A warp per group: lane l adds the partials of chunks l, l + 32, ..., then the lanes' sums are
-   added in a fixed tree, so every call rounds alike. One thread per group, walking every chunk's
-   partial in turn, issues hundreds of loads one after another. */
-__global__ void __launch_bounds__({merge_warps * 32}) kf_gn_merge(const TX *__restrict__ x,
-    const float2 *__restrict__ partials, float2 *__restrict__ stats{stat_params}) {{
-  const int64_t n = blockIdx.x / {cxx.ceil_div(groups, merge_warps)};
-  const int g = (int)(blockIdx.x % {cxx.ceil_div(groups, merge_warps)}) * {merge_warps} + (int)(threadIdx.x / 32);
-  const int lane = threadIdx.x % 32;
-  if (g >= {groups}) return;
-  double s = 0.0, q = 0.0;
-  for (int k = lane; k < {g.chunks}; k += 32) {{
-    const float2 part = partials[(n * {g.chunks} + k) * {groups} + g];
-    s += part.x;
-    q += part.y;
-  }}
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {{
-    s += __shfl_down_sync(0xffffffffu, s, offset);
-    q += __shfl_down_sync(0xffffffffu, q, offset);
-  }}
-  if (lane == 0) {{
-    const double count = {float(p * cpg)!r}, m = s / count, var = fmax(q / count - m * m, 0.0);
-    const float mean = kf_to_f32(x[n * {p * c}LL + g * {cpg}]) + (float)m;
-    const float rstd = rsqrtf((float)var + {cxx.cfloat(plan.eps)});
-    stats[n * {groups} + g] = make_float2(mean, rstd);
-{plan._stat_writes(f"n * {groups} + g", "mean", "rstd", "    ")}  }}
-}}
-
+{merge}
 __global__ void __launch_bounds__({g.block}) kf_gn_apply({params}, const float2 *__restrict__ stats) {{
 {locate}  const float2 st = stats[n * {groups} + g];
   float scale[VEC], offset[VEC];
@@ -386,12 +358,54 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
   cudaStream_t s = (cudaStream_t)stream;
 {scratch.take(len(plan.outputs))}  float2 *stats = partials + {n * g.chunks * groups}LL;
   kf_gn_sums<<<{n * g.chunks}, {g.block}, 0, s>>>((const TX *)inputs[{plan.x}].data, partials);
-  kf_gn_merge<<<{merge_blocks}, {merge_warps * 32}, 0, s>>>((const TX *)inputs[{plan.x}].data, partials,
-                                                            stats{stat_args});
+  kf_gn_merge<<<{merge_launch}, 0, s>>>((const TX *)inputs[{plan.x}].data, partials, stats{stat_args});
   kf_gn_apply<<<{n * g.chunks}, {g.block}, 0, s>>>({args}, stats);
 {cxx.cuda_launch_epilogue()}
 }}
 """
+
+
+def _merge(plan: ChannelsLastGroupNormPlan, g: _Grid, how: str) -> tuple[str, str]:
+    """The kernel merging the blocks' sums into each group's mean and rstd, and its launch shape.
+
+    ``thread``: a thread per group walks every chunk's partial in turn (hundreds of loads one
+    after another). ``warp``: a warp per group, lane l adding the partials of chunks l, l + 32, ...,
+    then the lanes' sums added in a fixed tree. Either way every call rounds alike.
+    """
+    c, p, cpg, groups, n = plan.channels, plan.pixels, plan.per_group, plan.groups, plan.samples
+    stat_params = "".join(f", {param}" for param, _ in plan.stat_pointers())
+    finish = (f"    const double count = {float(p * cpg)!r}, m = s / count, var = fmax(q / count - m * m, 0.0);\n"
+              f"    const float mean = kf_to_f32(x[n * {p * c}LL + g * {cpg}]) + (float)m;\n"
+              f"    const float rstd = rsqrtf((float)var + {cxx.cfloat(plan.eps)});\n"
+              f"    stats[n * {groups} + g] = make_float2(mean, rstd);\n"
+              f"{plan._stat_writes(f'n * {groups} + g', 'mean', 'rstd', '    ')}")
+    signature = ("kf_gn_merge(const TX *__restrict__ x, const float2 *__restrict__ partials,\n"
+                 f"    float2 *__restrict__ stats{stat_params})")
+    if how == "thread":
+        block = min(MAX_BLOCK, cxx.ceil_div(groups, 32) * 32)
+        return (f"__global__ void __launch_bounds__({block}) {signature} {{\n"
+                "  const int64_t n = blockIdx.x;\n"
+                f"  for (int g = threadIdx.x; g < {groups}; g += {block}) {{\n"
+                "    double s = 0.0, q = 0.0;\n"
+                f"    for (int k = 0; k < {g.chunks}; ++k) {{\n"
+                f"      const float2 part = partials[(n * {g.chunks} + k) * {groups} + g];\n"
+                "      s += part.x;\n      q += part.y;\n    }\n"
+                f"{finish}  }}\n}}\n", f"{n}, {block}")
+    warps = min(MERGE_WARPS, groups)
+    per_sample = cxx.ceil_div(groups, warps)
+    return (f"__global__ void __launch_bounds__({warps * 32}) {signature} {{\n"
+            f"  const int64_t n = blockIdx.x / {per_sample};\n"
+            f"  const int g = (int)(blockIdx.x % {per_sample}) * {warps} + (int)(threadIdx.x / 32);\n"
+            "  const int lane = threadIdx.x % 32;\n"
+            f"  if (g >= {groups}) return;\n"
+            "  double s = 0.0, q = 0.0;\n"
+            f"  for (int k = lane; k < {g.chunks}; k += 32) {{\n"
+            f"    const float2 part = partials[(n * {g.chunks} + k) * {groups} + g];\n"
+            "    s += part.x;\n    q += part.y;\n  }\n"
+            "#pragma unroll\n  for (int offset = 16; offset > 0; offset /= 2) {\n"
+            "    s += __shfl_down_sync(0xffffffffu, s, offset);\n"
+            "    q += __shfl_down_sync(0xffffffffu, q, offset);\n  }\n"
+            f"  if (lane == 0) {{\n{finish}  }}\n}}\n", f"{n * per_sample}, {warps * 32}")
 
 
 def _apply_loop(plan: ChannelsLastGroupNormPlan, g: _Grid) -> str:

@@ -4,8 +4,8 @@ Under torch.compile the SD3.5 VAE decoder's convolutions hand group norm channel
 cuda's eager writes the result contiguous: each card reads the input twice across pixel rows and
 writes the output as a transpose. In the H100 run 98 the template's kernels reached about 30% of
 the bandwidth floor there, against 55-65% for the same shapes laid out contiguous. Every knob set
-of the template (block size, channel vector, blocks per SM, loads ahead of use, pixels per store)
-is checked against eager within the dtype's tolerance and timed against eager
+of the template (block size, blocks per SM, loads ahead of use, pixels per store, how the blocks'
+sums are merged) is checked against eager within the dtype's tolerance and timed against eager
 (:mod:`bench.gpu.knob_sweep`), so the template's first choices can follow the measurements.
 Prints the table and writes ``group_norm_nhwc.json``.
 
@@ -43,7 +43,8 @@ def cases(device: str = "cuda") -> list[Case]:
 
 
 #: The knobs swept, with the values tried; the channel vector stays at the template's widest.
-SWEPT = {"threads_per_block": (256, 512), "blocks_per_sm": (4, 8), "unroll": None, "store_vector": None}
+SWEPT = {"threads_per_block": (256, 512), "blocks_per_sm": (4, 8), "unroll": None, "store_vector": None,
+         "merge": None}
 
 
 def knob_sets(plan: Any, device: DeviceInfo) -> list[Knobs]:

@@ -1,4 +1,4 @@
-"""The channels-last group norm benchmark sweeps the template's loads ahead and vector stores."""
+"""The channels-last group norm benchmark sweeps the template's loads ahead, vector stores and merges."""
 
 from __future__ import annotations
 
@@ -29,4 +29,5 @@ def test_every_case_is_the_channels_last_template_swept_over_loads_ahead_and_sto
         sets = knob_sets(plan, H100)
         assert {(k["unroll"], k["store_vector"]) for k in sets} == {(0, 1), (0, 8), (4, 1), (4, 8)}, name
         assert {k["threads_per_block"] for k in sets} == {256, 512}, name
+        assert {k["merge"] for k in sets} == {"thread", "warp"}, name
         assert "kf_store_vec<TY, 8>" in plan.render("cuda", sets[-1], H100), name
