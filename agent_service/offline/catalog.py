@@ -53,6 +53,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(ops_integer.CLAMPS, _integers_first(ops_elementwise.unary_plan)),
     **dict.fromkeys(ops_elementwise.BINARY, _integers_first(ops_elementwise.binary_plan)),
     "glu": ops_elementwise.glu_plan,
+    "prelu": ops_elementwise.prelu_plan,
     **dict.fromkeys(("floor_divide", "remainder"), ops_integer.integer_plan),
     **dict.fromkeys(("addcmul", "addcdiv", "lerp"), ops_ternary.ternary_plan),
     "nan_to_num": ops_ternary.nan_to_num_plan,
@@ -82,6 +83,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     "_fused_rms_norm": ops_rowwise.rms_norm_plan,
     "group_norm": ops_rowwise.group_norm_plan,
     "native_group_norm": ops_rowwise.group_norm_plan,
+    "instance_norm": ops_rowwise.instance_norm_plan,
     **dict.fromkeys(("adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool1d", "adaptive_avg_pool3d",
                      "_adaptive_avg_pool3d"), ops_rowwise.adaptive_avg_pool_plan),
     "max_pool2d": ops_rowwise.max_pool_plan,
@@ -103,6 +105,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(("argmax", "argmin", "max", "min"), ops_gather.arg_extreme_plan),
     "repeat_interleave": ops_gather.repeat_interleave_plan,
     "flip": ops_gather.flip_plan,
+    **dict.fromkeys(("pixel_shuffle", "pixel_unshuffle"), ops_gather.pixel_shuffle_plan),
     "roll": ops_gather.roll_plan,
     # reshape, flatten and unflatten decompose (CompositeImplicitAutograd) to a view where the strides
     # allow one and to a contiguous copy where not: only the copies are captured as searchable cards

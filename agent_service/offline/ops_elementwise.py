@@ -265,6 +265,28 @@ def glu_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Elementwise
     )
 
 
+def prelu_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ElementwisePlan:
+    """prelu (``nn.PReLU``): ``x`` where positive, else ``weight * x``, the weight one value or one per
+    channel (dim 1), read as a broadcast view."""
+    _check_single_output(card)
+    x, weight = tensor_argument(call), call.get("weight")
+    if not isinstance(weight, TensorArg) or x.spec.dtype not in FLOAT_DTYPES:
+        raise UnsupportedCard("prelu of a float input by a weight tensor is templated")
+    shape, out = x.spec.shape, card.outputs[0]
+    channels = shape[1] if len(shape) >= 2 else 1
+    if weight.spec.numel not in (1, channels) or len(weight.spec.shape) > 1 or out.shape != shape:
+        raise UnsupportedCard(f"prelu of {shape} by a weight of {weight.spec.shape} is not templated")
+    strides = [0] * len(shape)
+    if weight.spec.numel > 1:
+        strides[1] = weight.spec.stride[0]
+    return ElementwisePlan(
+        family="elementwise_binary", summary=f"{card.op} to {out.shape} {out.dtype}",
+        inputs=tuple(card.inputs), outputs=tuple(card.outputs),
+        operands=(Operand(x.index, x.spec.dtype), Operand(weight.index, weight.spec.dtype, strides=tuple(strides))),
+        expression="(x0 > 0.0f ? x0 : x1 * x0)",
+    )
+
+
 def batch_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ElementwisePlan:
     if call.get("training"):
         raise UnsupportedCard("batch norm in training mode updates running statistics; not templated")

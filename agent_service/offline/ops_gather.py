@@ -457,6 +457,30 @@ def flip_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan
     return _plan(card, "gather_shift", [Branch.reading("", x.index, coords, x.spec.stride)])
 
 
+def pixel_shuffle_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """pixel_shuffle by ``r``: output ``(c, h, w)`` of the last three dims reads channel
+    ``c * r * r + (h % r) * r + w % r`` at ``(h / r, w / r)``; pixel_unshuffle reads the other way."""
+    x = tensor_argument(call, "self")
+    _same_dtype(card, [x], base)
+    shape, n = x.spec.shape, len(x.spec.shape)
+    shuffle = base == "pixel_shuffle"
+    r = call["upscale_factor" if shuffle else "downscale_factor"]
+    if n < 3 or not isinstance(r, int) or isinstance(r, bool) or r < 1:
+        raise UnsupportedCard(f"{base} of {shape} by {r!r} is not templated")
+    *batch, channels, height, width = shape
+    want = ([*batch, channels // (r * r), height * r, width * r] if shuffle
+            else [*batch, channels * r * r, height // r, width // r])
+    if card.outputs[0].shape != want or (channels % (r * r) if shuffle else height % r or width % r):
+        raise UnsupportedCard(f"{base} of {shape} by {r} into {card.outputs[0].shape} is not templated")
+    coords = _coords(n)
+    c, h, w = (f"o{d}" for d in (n - 3, n - 2, n - 1))
+    if shuffle:
+        coords[n - 3:] = [f"{c} * {r * r}LL + ({h} % {r}LL) * {r}LL + {w} % {r}LL", f"{h} / {r}LL", f"{w} / {r}LL"]
+    else:
+        coords[n - 3:] = [f"{c} / {r * r}LL", f"{h} * {r}LL + ({c} / {r}LL) % {r}LL", f"{w} * {r}LL + {c} % {r}LL"]
+    return _plan(card, "gather_reshape", [Branch.reading("", x.index, coords, x.spec.stride)])
+
+
 def roll_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
     """roll: along each rolled dim output index ``o`` reads ``(o - shift) mod n``; without dims the input
     is rolled flattened in row-major order, as eager flattens it."""

@@ -298,6 +298,19 @@ def rms_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPla
                    eps=FLOAT32_EPS if eps is None else float(eps), **rows)
 
 
+def instance_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan | ChannelsLastGroupNormPlan:
+    """instance_norm over each sample's own statistics: a group norm with one group per channel
+    (``nn.InstanceNorm*`` without running statistics, the default)."""
+    if not call["use_input_stats"]:
+        raise UnsupportedCard("instance norm by running statistics (use_input_stats=False) is not templated")
+    if call.get("running_mean") is not None or call.get("running_var") is not None:
+        raise UnsupportedCard("instance norm given running statistics also updates them: not templated")
+    x = tensor_argument(call, "input")
+    if len(x.spec.shape) < 3:
+        raise UnsupportedCard("instance norm input has no spatial dims")
+    return group_norm_plan(card, "group_norm", {**call, "num_groups": x.spec.shape[1]})
+
+
 def group_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan | ChannelsLastGroupNormPlan:
     """group_norm, native_group_norm: family ``group_norm`` (channels-last inputs: group_norm_nhwc)."""
     x = tensor_argument(call, "input")

@@ -404,6 +404,15 @@ CHANNEL_SHAPES = ((2, 8, 25), (2, 8), (0, 8, 5, 5), (2, 6, 5, 5), (1, 8, 1, 1))
 GROUP_NORM_SPELLINGS = ("F.group_norm(x, 2, w, b, 1e-5)", "F.group_norm(x, 2, w, b)", "F.group_norm(x, 4, w, b)",
                         "F.group_norm(x, 2)", "F.group_norm(x, 2, w, b, eps=1e-6)", "F.group_norm(x, 3, w, b)",
                         "nn.GroupNorm(2, 8)(x)")
+PIXEL_SHUFFLE_SPELLINGS = ("F.pixel_shuffle(x, 2)", "nn.PixelShuffle(2)(x)", "torch.pixel_shuffle(x, 2)",
+                           "F.pixel_shuffle(x, upscale_factor=2)", "F.pixel_shuffle(x.transpose(2, 3), 2)",
+                           "F.pixel_shuffle(x, 1)", "F.pixel_unshuffle(F.pixel_shuffle(x, 2), 2)")
+PRELU_SPELLINGS = ("F.prelu(x, w)", "torch.prelu(x, w)", "nn.PReLU(8)(x)", "nn.PReLU()(x)", "F.prelu(x, w[:1])",
+                   "F.prelu(x.transpose(2, 3), w)", "F.prelu(x, 0.25 * w)")
+INSTANCE_NORM_SPELLINGS = ("F.instance_norm(x, weight=w, bias=b)", "F.instance_norm(x)",
+                           "F.instance_norm(x, None, None, w, b, True, 0.1, 1e-5)",
+                           "F.instance_norm(x, weight=w, bias=b, eps=1e-3)", "nn.InstanceNorm2d(8, affine=True)(x)",
+                           "F.instance_norm(x, weight=w)", "F.group_norm(x, 8, w, b)")
 BATCH_NORM_ARGS = (X4, replace(C8, seed=3), replace(C8, seed=4, positive=True), C8, replace(C8, seed=2))
 BATCH_NORM_SPELLINGS = ("F.batch_norm(x, mean, var, w, b)", "F.batch_norm(x, mean, var, w, b, False, 0.1, 1e-5)",
                         "F.batch_norm(x, mean, var)", "F.batch_norm(x, mean, var, w, b, eps=1e-3)",
@@ -475,6 +484,12 @@ ROW_SPECS = [
     _rowwise("native_group_norm", "group_norm", aten.native_group_norm.default, ("x", "w", "b"),
              (X4, C8, replace(C8, seed=2)), GROUP_NORM_SPELLINGS, (CHANNEL_SHAPES, ((4,),), ((4,),)),
              capture_mode="grad"),
+    _rowwise("pixel_shuffle", "gather_reshape", aten.pixel_shuffle.default, ("x",), (X4,), PIXEL_SHUFFLE_SPELLINGS,
+             (CHANNEL_SHAPES,)),
+    _rowwise("prelu", "elementwise_binary", aten.prelu.default, ("x", "w"), (X4, C8), PRELU_SPELLINGS,
+             (CHANNEL_SHAPES, ((1,),))),
+    _rowwise("instance_norm", "group_norm", aten.instance_norm.default, ("x", "w", "b"), (X4, C8, replace(C8, seed=2)),
+             INSTANCE_NORM_SPELLINGS, (CHANNEL_SHAPES, ((4,),), ((4,),))),
     _rowwise("batch_norm", "batch_norm_inference", aten.batch_norm.default, ("x", "mean", "var", "w", "b"),
              BATCH_NORM_ARGS, BATCH_NORM_SPELLINGS, (CHANNEL_SHAPES, ((4,),), ((4,),), ((4,),), ((4,),))),
     _rowwise("native_batch_norm", "batch_norm_inference", aten.native_batch_norm.default,
