@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))  # ahead of this folder, whose packager.py is not 
 import torch  # noqa: E402
 
 from agent_service.offline.knobs import Knobs  # noqa: E402
-from bench.gpu.knob_sweep import Case, run  # noqa: E402
+from bench.gpu.knob_sweep import Case, sweep_cases  # noqa: E402
 from kforge_domain.device import DeviceInfo  # noqa: E402
 
 VOCABULARY = 151936
@@ -49,5 +49,10 @@ def every_mode(plan: Any, device: DeviceInfo) -> list[Knobs]:
             for per_thread in (choices["per_thread"] if mode == "split" else choices["per_thread"][:1])]
 
 
+def run(out_dir: Path) -> list[dict[str, Any]]:
+    """Every case swept; results under ``out_dir`` (the entry :mod:`bench.gpu_suite` calls)."""
+    return sweep_cases(out_dir, "arg_reduce", cases(), every_mode)
+
+
 if __name__ == "__main__":
-    run(Path(sys.argv[1] if len(sys.argv) > 1 else "bench-arg-reduce"), "arg_reduce", cases(), every_mode)
+    run(Path(sys.argv[1] if len(sys.argv) > 1 else "bench-arg-reduce"))

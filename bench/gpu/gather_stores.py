@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))  # ahead of this folder, whose packager.py is not 
 import torch  # noqa: E402
 
 from agent_service.offline.knobs import Knobs  # noqa: E402
-from bench.gpu.knob_sweep import Case, run  # noqa: E402
+from bench.gpu.knob_sweep import Case, sweep_cases  # noqa: E402
 from kforge_domain.device import DeviceInfo  # noqa: E402
 
 
@@ -58,5 +58,10 @@ def store_widths(plan: Any, device: DeviceInfo) -> list[Knobs]:
     return [*({"mode": "rows", "store_bytes": w} for w in widths), {"mode": "flat"}]
 
 
+def run(out_dir: Path) -> list[dict[str, Any]]:
+    """Every case swept; results under ``out_dir`` (the entry :mod:`bench.gpu_suite` calls)."""
+    return sweep_cases(out_dir, "gather_stores", cases(), store_widths)
+
+
 if __name__ == "__main__":
-    run(Path(sys.argv[1] if len(sys.argv) > 1 else "bench-gather-stores"), "gather_stores", cases(), store_widths)
+    run(Path(sys.argv[1] if len(sys.argv) > 1 else "bench-gather-stores"))

@@ -6,7 +6,9 @@ writes the output as a transpose. In the H100 run 98 the template's kernels reac
 the bandwidth floor there, against 55-65% for the same shapes laid out contiguous. Every knob set
 of the template (block size, blocks per SM, loads ahead of use, pixels per store, how the blocks'
 sums are merged) is checked against eager within the dtype's tolerance and timed against eager
-(:mod:`bench.gpu.knob_sweep`), so the template's first choices can follow the measurements.
+(:mod:`bench.gpu.knob_sweep`), so the template's first choices can follow the measurements. The
+knob sets with ``unroll=0``, ``store_vector=1`` and ``merge=thread`` render the kernel the template
+had before those three knobs: the baseline, in the same table.
 Prints the table and writes ``group_norm_nhwc.json``.
 
     python bench/gpu/group_norm_nhwc.py OUT_DIR [NAME_PART,...]
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +28,7 @@ sys.path.insert(0, str(ROOT))  # ahead of this folder, whose packager.py is not 
 import torch  # noqa: E402
 
 from agent_service.offline.knobs import Knobs  # noqa: E402
-from bench.gpu.knob_sweep import Case, run  # noqa: E402
+from bench.gpu.knob_sweep import Case, sweep_cases  # noqa: E402
 from bench.gpu.row_norms import close  # noqa: E402
 from kforge_domain.device import DeviceInfo  # noqa: E402
 
@@ -55,8 +58,12 @@ def knob_sets(plan: Any, device: DeviceInfo) -> list[Knobs]:
     return [space.normalise(dict(zip(names, chosen, strict=True))) for chosen in itertools.product(*values)]
 
 
-if __name__ == "__main__":
-    parts = sys.argv[2].split(",") if len(sys.argv) > 2 else [""]
+def run(out_dir: Path, parts: Sequence[str] = ("",)) -> list[dict[str, Any]]:
+    """The cases whose name holds one of ``parts``, swept; results under ``out_dir``."""
     chosen = [case for case in cases() if any(part in case[0] for part in parts)]
-    run(Path(sys.argv[1] if len(sys.argv) > 1 else "bench-group-norm-nhwc"), "group_norm_nhwc", chosen,
-        knob_sets, close)
+    return sweep_cases(out_dir, "group_norm_nhwc", chosen, knob_sets, close)
+
+
+if __name__ == "__main__":
+    run(Path(sys.argv[1] if len(sys.argv) > 1 else "bench-group-norm-nhwc"),
+        sys.argv[2].split(",") if len(sys.argv) > 2 else ("",))

@@ -6,7 +6,9 @@ element left unwritten shows), compared with eager's every output bit for bit, a
 eager with the agent benchmark's timer (L2 flushed before each call, CUDA events, interleaved,
 median). The
 benchmarks that sweep one template's knobs (:mod:`bench.gpu.gather_stores`,
-:mod:`bench.gpu.arg_reduce`, :mod:`bench.gpu.sort_network`) share it.
+:mod:`bench.gpu.arg_reduce`, :mod:`bench.gpu.sort_network`, :mod:`bench.gpu.row_norms`,
+:mod:`bench.gpu.group_norm_nhwc`) share it through :func:`sweep_cases`; each has its own
+``run(out_dir)``, the entry :mod:`bench.gpu_suite` calls.
 """
 
 from __future__ import annotations
@@ -111,7 +113,7 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(out_dir: Path, stem: str, cases: Sequence[Case], knob_sets: KnobSets,
+def sweep_cases(out_dir: Path, stem: str, cases: Sequence[Case], knob_sets: KnobSets,
         matches: Matches = _same_bits) -> list[dict[str, Any]]:
     """Sweep every case, print the table, write ``<stem>.json`` and ``<stem>.md`` under ``out_dir``;
     a kernel passes where ``matches`` (by default: the same bits) holds for each output."""

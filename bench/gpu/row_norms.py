@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ sys.path.insert(0, str(ROOT))  # ahead of this folder, whose packager.py is not 
 import torch  # noqa: E402
 
 from agent_service.offline.knobs import Knobs  # noqa: E402
-from bench.gpu.knob_sweep import Case, run  # noqa: E402
+from bench.gpu.knob_sweep import Case, sweep_cases  # noqa: E402
 from kforge_domain.device import DeviceInfo  # noqa: E402
 
 #: The knobs swept in every mode, the others left at the mode's defaults.
@@ -96,8 +97,13 @@ def close(got: torch.Tensor, want: torch.Tensor) -> bool:
     return torch.allclose(got.float(), want.float(), rtol=tolerance, atol=tolerance, equal_nan=True)
 
 
+def run(out_dir: Path, parts: Sequence[str] = ("",)) -> list[dict[str, Any]]:
+    """The cases whose name holds one of ``parts``, swept; results under ``out_dir``."""
+    chosen = [case for case in cases() if any(part in case[0] for part in parts)]
+    return sweep_cases(out_dir, "row_norms", chosen, knob_sets, close)
+
+
 if __name__ == "__main__":
     # python bench/gpu/row_norms.py OUT [NAME_PART,...]: only the cases whose name holds one of the parts
-    parts = sys.argv[2].split(",") if len(sys.argv) > 2 else [""]
-    chosen = [case for case in cases() if any(part in case[0] for part in parts)]
-    run(Path(sys.argv[1] if len(sys.argv) > 1 else "bench-row-norms"), "row_norms", chosen, knob_sets, close)
+    run(Path(sys.argv[1] if len(sys.argv) > 1 else "bench-row-norms"),
+        sys.argv[2].split(",") if len(sys.argv) > 2 else ("",))

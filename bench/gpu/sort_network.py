@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))  # ahead of this folder, whose packager.py is not 
 import torch  # noqa: E402
 
 from agent_service.offline.knobs import Knobs  # noqa: E402
-from bench.gpu.knob_sweep import Case, run  # noqa: E402
+from bench.gpu.knob_sweep import Case, sweep_cases  # noqa: E402
 from kforge_domain.device import DeviceInfo  # noqa: E402
 
 
@@ -40,5 +40,10 @@ def block_sizes(plan: Any, device: DeviceInfo) -> list[Knobs]:
     return [{"threads_per_block": t} for t in plan.knob_space("cuda", device).choices["threads_per_block"]]
 
 
+def run(out_dir: Path) -> list[dict[str, Any]]:
+    """Every case swept; results under ``out_dir`` (the entry :mod:`bench.gpu_suite` calls)."""
+    return sweep_cases(out_dir, "sort_network", cases(), block_sizes)
+
+
 if __name__ == "__main__":
-    run(Path(sys.argv[1] if len(sys.argv) > 1 else "bench-sort-network"), "sort_network", cases(), block_sizes)
+    run(Path(sys.argv[1] if len(sys.argv) > 1 else "bench-sort-network"))
