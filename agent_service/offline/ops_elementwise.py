@@ -271,7 +271,7 @@ def prelu_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Elementwi
     _check_single_output(card)
     x, weight = tensor_argument(call), call.get("weight")
     if not isinstance(weight, TensorArg) or x.spec.dtype not in FLOAT_DTYPES:
-        raise UnsupportedCard("prelu of a float input by a weight tensor is templated")
+        raise UnsupportedCard("only prelu of a float input by a weight tensor is templated")
     shape, out = x.spec.shape, card.outputs[0]
     channels = shape[1] if len(shape) >= 2 else 1
     if weight.spec.numel not in (1, channels) or len(weight.spec.shape) > 1 or out.shape != shape:
