@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))  # ahead of this folder, whose packager.py is not 
 import torch  # noqa: E402
 
 from agent_service.offline.knobs import Knobs  # noqa: E402
-from bench.gpu.knob_sweep import Case, sweep_cases  # noqa: E402
+from bench.gpu.knob_sweep import Case, named, sweep_cases  # noqa: E402
 from bench.gpu.row_norms import close  # noqa: E402
 from kforge_domain.device import DeviceInfo  # noqa: E402
 
@@ -51,17 +51,15 @@ SWEPT = {"threads_per_block": (256, 512), "blocks_per_sm": (4, 8), "unroll": Non
 
 
 def knob_sets(plan: Any, device: DeviceInfo) -> list[Knobs]:
-    """Every combination of :data:`SWEPT` (None: all the template offers) the template has."""
+    """Every combination of :data:`SWEPT` (None: all the template offers)."""
     space = plan.knob_space("cuda", device)
-    names = [name for name in SWEPT if name in space.choices]
-    values = [SWEPT[name] or space.choices[name] for name in names]
-    return [space.normalise(dict(zip(names, chosen, strict=True))) for chosen in itertools.product(*values)]
+    values = [given or space.choices[name] for name, given in SWEPT.items()]
+    return [space.normalise(dict(zip(SWEPT, chosen, strict=True))) for chosen in itertools.product(*values)]
 
 
 def run(out_dir: Path, parts: Sequence[str] = ("",)) -> list[dict[str, Any]]:
     """The cases whose name holds one of ``parts``, swept; results under ``out_dir``."""
-    chosen = [case for case in cases() if any(part in case[0] for part in parts)]
-    return sweep_cases(out_dir, "group_norm_nhwc", chosen, knob_sets, close)
+    return sweep_cases(out_dir, "group_norm_nhwc", named(cases(), parts), knob_sets, close)
 
 
 if __name__ == "__main__":

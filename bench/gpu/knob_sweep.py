@@ -113,6 +113,11 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def named(cases: Sequence[Case], parts: Sequence[str]) -> list[Case]:
+    """The cases whose name holds one of ``parts`` (``("",)``: all)."""
+    return [case for case in cases if any(part in case[0] for part in parts)]
+
+
 def sweep_cases(out_dir: Path, stem: str, cases: Sequence[Case], knob_sets: KnobSets,
         matches: Matches = _same_bits) -> list[dict[str, Any]]:
     """Sweep every case, print the table, write ``<stem>.json`` and ``<stem>.md`` under ``out_dir``;

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))  # ahead of this folder, whose packager.py is not 
 import torch  # noqa: E402
 
 from agent_service.offline.knobs import Knobs  # noqa: E402
-from bench.gpu.knob_sweep import Case, sweep_cases  # noqa: E402
+from bench.gpu.knob_sweep import Case, named, sweep_cases  # noqa: E402
 from kforge_domain.device import DeviceInfo  # noqa: E402
 
 #: The knobs swept in every mode, the others left at the mode's defaults.
@@ -99,8 +99,7 @@ def close(got: torch.Tensor, want: torch.Tensor) -> bool:
 
 def run(out_dir: Path, parts: Sequence[str] = ("",)) -> list[dict[str, Any]]:
     """The cases whose name holds one of ``parts``, swept; results under ``out_dir``."""
-    chosen = [case for case in cases() if any(part in case[0] for part in parts)]
-    return sweep_cases(out_dir, "row_norms", chosen, knob_sets, close)
+    return sweep_cases(out_dir, "row_norms", named(cases(), parts), knob_sets, close)
 
 
 if __name__ == "__main__":
