@@ -58,6 +58,7 @@ def trace_compiled(model: torch.nn.Module, args: Sequence[Any], kwargs: Mapping[
     """Traced calls of ``ops`` (aten overload names) per variant key, as torch.compile's graphs of
     ``model`` hold them, in the grad mode the caller runs under. Runs the model once (its graphs run
     as traced, uncompiled); dynamo's process-wide caches are emptied before and after."""
+    import torch._inductor.lowering  # inductor's decompositions read it (max_pool*_with_indices)
     from torch._dynamo.backends.common import aot_autograd
     from torch._inductor.decomposition import select_decomp_table
 

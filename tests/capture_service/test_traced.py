@@ -1,3 +1,8 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -6,6 +11,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from capture_service.traced import trace_compiled, traced_key
 
 GROUP_NORM = "aten::native_group_norm.default"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class TransposedResidual(nn.Module):
@@ -67,3 +73,22 @@ class Untraceable(nn.Module):
 def test_a_model_that_cannot_be_traced_raises() -> None:
     with pytest.raises(Exception, match="opaque"):
         trace_compiled(Untraceable(), (torch.ones(2),), {}, ["aten::add.Tensor"])
+
+
+def test_a_max_pool_traces_in_a_process_that_never_compiled(tmp_path: Path) -> None:
+    """Inductor's max-pool decomposition reads ``torch._inductor.lowering``, which only a real
+    compilation imports: in a fresh process the trace of a pooling model raised on it."""
+    script = tmp_path / "pool.py"
+    script.write_text(
+        "import torch, torch.nn.functional as F\n"
+        "from capture_service.traced import trace_compiled\n"
+        "class Pool(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return F.max_pool1d(x.relu(), 2)\n"
+        "with torch.inference_mode():\n"
+        "    counts = trace_compiled(Pool(), (torch.randn(2, 4, 16),), {}, ['aten::max_pool1d'])\n"
+        "print(sorted((key.op, calls) for key, calls in counts.items()))\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[('aten::max_pool1d', 1)]"
