@@ -18,7 +18,7 @@ the Python override only the calls it does not judge.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -76,6 +76,15 @@ def _wants_grad(args: Sequence[object], kwargs: dict[str, object]) -> bool:
     return False
 
 
+def python_only(mutates: bool, template: Mapping[str, object]) -> bool:
+    """Whether a kernel's call is one the native front never serves, so its op keeps the Python
+    override alone: an in-place call (the front allocates every output itself and returns new
+    tensors, where an in-place op must return the tensor it was given, and must not run where that
+    tensor shares memory with another input), or one naming a device (the front does not compare a
+    device argument's index)."""
+    return mutates or names_a_device(template)
+
+
 class AtenOverride:
     """The guarded implementation of one aten overload at one dispatch key.
 
@@ -120,12 +129,7 @@ class AtenOverride:
             front.release()
 
     def _native_front(self) -> EagerFront | None:
-        if any(k.mutated_inputs for k in self._kernels.kernels):
-            # The native front allocates every output itself and returns new tensors: an in-place
-            # op must return the tensor it was given, and must not run where that tensor shares
-            # memory with another input. The Python override does both.
-            return None
-        if self._checks_devices:  # the native front does not compare a device argument's index
+        if any(python_only(bool(k.mutated_inputs), k.template) for k in self._kernels.kernels):
             return None
         guard = native_eager_guard() if self._kernels.kernels else None
         front = guard.front(self.overload, self.backend_key, self.dispatch_key, self._result) if guard else None

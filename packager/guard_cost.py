@@ -22,7 +22,7 @@ from typing import Any, cast
 
 import torch
 
-from packager.aten_dispatch import UnsupportedOp, resolve_overload, result_shape
+from packager.aten_dispatch import UnsupportedOp, python_only, resolve_overload, result_shape
 from packager.guard import CallMatcher
 from packager.launcher import CallDescriptors, spec_layout
 from packager.module_state import ModuleKeyReader
@@ -76,10 +76,11 @@ def native_guard_cost_us(card: Mapping[str, Any], workspace_bytes: int = 0, *, c
     """Per-call cost of an aten card's hit through the eager guard's native front, kernel excluded:
     the call decided on a copy of its own dispatcher stack, outputs (and workspace) allocated,
     descriptors filled and a kf_launch that does nothing called, timed in C++ (median of 7 runs of
-    ``calls``). None for a module card, or where the front cannot be built here or cannot learn
-    the card's call: the runtime's Python override then serves it, and :func:`guard_cost_us`
-    charges that path."""
-    if card.get("kind") == "module":
+    ``calls``). None for a module card, a call the front never serves (in place, or naming a
+    device), or where the front cannot be built here or cannot learn the card's call: the
+    runtime's Python override then serves it, and :func:`guard_cost_us` charges that path."""
+    if card.get("kind") == "module" or python_only(bool(card.get("mutated_inputs")),
+                                                   json.loads(VariantKey.from_json(card["key"]).template)):
         return None
     guard = native_eager_guard()
     if guard is None:

@@ -33,15 +33,33 @@ constexpr int kCounters = kf::kReasons + 1;  // [0] hits, [1..7] misses by kf::M
 
 enum class Result : int32_t { kSingle = 0, kTuple = 1, kList = 2 };
 
-// One stack slot of a card's call: one of its tensors, a list of them, a value, or a Python number
-// in a Tensor slot (`x * 2`), which reaches the dispatcher as a wrapped number: a 0-dim CPU tensor
-// flagged for type promotion, whose value the card fixes (kept in `value`, its dtype in `dtype`).
+// One stack slot of a card's call: one of its tensors, a list of them, a list of tensors and Nones
+// (`Tensor?[]`: the indices of `x[idx]` or `x[:, idx]`), a value, or a Python number in a Tensor
+// slot (`x * 2`), which reaches the dispatcher as a wrapped number: a 0-dim CPU tensor flagged for
+// type promotion, whose value the card fixes (kept in `value`, its dtype in `dtype`).
 struct Expected {
-  enum Kind { kTensor, kTensorList, kValue, kWrappedNumber } kind = kValue;
-  std::vector<int> tensors;  // the card's tensor indices held here
+  enum Kind { kTensor, kTensorList, kOptionalTensorList, kValue, kWrappedNumber } kind = kValue;
+  std::vector<int> tensors;  // the card's tensor indices held here; kAbsent for a `Tensor?[]` None
   c10::IValue value;
   c10::ScalarType dtype = c10::ScalarType::Undefined;
 };
+
+constexpr int kAbsent = -2;  // a None in a `Tensor?[]` slot (an unknown tensor is -1)
+
+// A `Tensor?[]` item that holds no tensor: None, or (as aten's own indexing passes the dims it
+// skips) an undefined tensor.
+bool absent(const c10::IValue& item) { return item.isNone() || (item.isTensor() && !item.toTensor().defined()); }
+
+// A list of tensors and Nones holding at least one tensor: how a `Tensor?[]` argument is boxed.
+bool optional_tensor_list(const c10::IValue& v) {
+  if (!v.isList() || v.isTensorList()) return false;
+  bool any = false;
+  for (const c10::IValue& item : v.toListRef()) {
+    if (!item.isTensor() && !item.isNone()) return false;
+    any = any || !absent(item);
+  }
+  return any;
+}
 
 struct EagerKernel {
   kf::Kernel kernel;
@@ -176,9 +194,12 @@ Route screen(const Front& front, c10::ArrayRef<c10::IValue> args) {
         if (!plain(t)) return Route::kPython;
         wants_grad = wants_grad || (grad && t.requires_grad());
       }
-    } else if (v.isList()) {
+    } else if (v.isList()) {  // a `Tensor?[]`: its tensors judged as any other
       for (const c10::IValue& item : v.toListRef()) {
-        if (item.isTensor()) return Route::kPython;  // Tensor?[]: outside what a card's stack holds
+        if (!item.isTensor()) continue;
+        const at::Tensor& t = item.toTensor();
+        if (!plain(t)) return Route::kPython;
+        wants_grad = wants_grad || (grad && t.requires_grad());
       }
     }
   }
@@ -207,6 +228,20 @@ kf::Miss match(const EagerKernel& k, c10::ArrayRef<c10::IValue> args, std::vecto
       const kf::Miss miss = kf::check(v.toTensor(), k.kernel.inputs[index], k.kernel.device_type);
       if (miss != kf::kMatch) return miss;
       (*tensors)[index] = v.toTensor();
+      continue;
+    }
+    if (e.kind == Expected::kOptionalTensorList) {
+      if (!v.isList() || v.isTensorList()) return kf::kArgs;
+      const auto items = v.toListRef();
+      if (items.size() != e.tensors.size()) return kf::kArgs;
+      for (size_t j = 0; j < items.size(); ++j) {
+        const int index = e.tensors[j];
+        if (absent(items[j]) != (index == kAbsent)) return kf::kArgs;
+        if (index == kAbsent) continue;
+        const kf::Miss miss = kf::check(items[j].toTensor(), k.kernel.inputs[index], k.kernel.device_type);
+        if (miss != kf::kMatch) return miss;
+        (*tensors)[index] = items[j].toTensor();
+      }
       continue;
     }
     if (!v.isTensorList()) return kf::kArgs;
@@ -384,12 +419,17 @@ KF_EXPORT int32_t kfe_add_kernel(int64_t front_id, void* launch, int32_t is_cuda
     } else if (v.isTensorList()) {
       e.kind = Expected::kTensorList;
       for (const at::Tensor& t : v.toTensorList().vec()) e.tensors.push_back(index_of(t));
+    } else if (optional_tensor_list(v)) {
+      e.kind = Expected::kOptionalTensorList;
+      for (const c10::IValue& item : v.toListRef()) {
+        e.tensors.push_back(absent(item) ? kAbsent : index_of(item.toTensor()));
+      }
     } else if (supported_value(v)) {
       e.value = v;
     } else {
       ok = false;
     }
-    for (int index : e.tensors) ok = ok && index >= 0;
+    for (int index : e.tensors) ok = ok && (index >= 0 || index == kAbsent);
     k->stack.push_back(std::move(e));
   }
   for (bool s : seen) ok = ok && s;
@@ -467,6 +507,10 @@ KF_EXPORT double kfe_time_hit(int64_t front_id, int32_t index, const int64_t* te
       stack.emplace_back(std::move(number));
     } else if (e.kind == Expected::kTensor) {
       stack.emplace_back(given.at(e.tensors[0]));
+    } else if (e.kind == Expected::kOptionalTensorList) {
+      c10::List<std::optional<at::Tensor>> list;
+      for (int t : e.tensors) list.push_back(t == kAbsent ? std::nullopt : std::optional<at::Tensor>(given.at(t)));
+      stack.emplace_back(list);
     } else {
       c10::List<at::Tensor> list;
       for (int t : e.tensors) list.push_back(given.at(t));

@@ -29,12 +29,12 @@ REPO = Path(__file__).resolve().parents[2]
 INCLUDE = REPO / "gpu_sandbox_service" / "include"
 FLAGS = "-O3 -shared -fPIC -fopenmp"
 
-_PRELUDE = '#include "kf_abi.h"\n#include <math.h>\n#define KF extern "C" int kf_launch(' \
+KERNEL_PRELUDE = '#include "kf_abi.h"\n#include <math.h>\n#define KF extern "C" int kf_launch(' \
     'const kf_tensor *in, int32_t n_in, kf_tensor *out, int32_t n_out, void *stream)\n' \
     'static int64_t numel(const kf_tensor *t) { int64_t n = 1; for (int d = 0; d < t->ndim; ++d) ' \
     'n *= t->shape[d]; return n; }\n'
 
-RELU = _PRELUDE + """
+RELU = KERNEL_PRELUDE + """
 KF {
   if (n_in != 1 || n_out != 1 || in[0].dtype != KF_F32) return 2;
   const float *x = (const float *)in[0].data; float *y = (float *)out[0].data;
@@ -45,7 +45,7 @@ KF {
 }
 """
 
-SOFTMAX = _PRELUDE + """
+SOFTMAX = KERNEL_PRELUDE + """
 KF {
   if (n_in != 1 || n_out != 1 || in[0].dtype != KF_F32) return 2;
   int64_t cols = in[0].shape[in[0].ndim - 1], rows = numel(&in[0]) / cols;
@@ -61,7 +61,7 @@ KF {
 """
 
 # relu(x) * weight, for ScaledRelu: inputs are x then the module's weight.
-SCALED_RELU = _PRELUDE + """
+SCALED_RELU = KERNEL_PRELUDE + """
 KF {
   if (n_in != 2 || n_out != 1) return 2;
   int64_t cols = in[1].shape[0], n = numel(&in[0]);
@@ -71,7 +71,7 @@ KF {
 }
 """
 
-FAILING = _PRELUDE + "KF { return 7; }\n"
+FAILING = KERNEL_PRELUDE + "KF { return 7; }\n"
 
 
 class ScaledRelu(torch.nn.Module):

@@ -1135,14 +1135,13 @@ def test_each_cards_own_call_runs_its_kernel_and_matches_eager(packaged: dict[st
 def test_every_aten_family_is_served_by_the_native_front(packaged: dict[str, PackagedCard]) -> None:
     """Each aten card's op gets the C++ front over its Python override: the call forms above ran through it,
     cards with a Python number in a tensor slot too (the front compares the wrapped number's kind and
-    value). index keeps the Python override alone: its indices are a list of optional tensors, which the
-    front does not compare (a list of tensors, cat's, it does). So does a ``to`` naming a device: the
-    front does not check the device's index (packager.device_args)."""
+    value), and index, whose indices are a list of tensors and Nones. A ``to`` naming a device keeps the
+    Python override alone: the front does not check the device's index (packager.device_args)."""
     without = []
     for name, item in packaged.items():
         with item.cast.applied_to():
             without += [name for o in item.cast._aten if o.front is None]
-    assert sorted(without) == ["index_rows", "to_dtype_layout"]
+    assert sorted(without) == ["to_dtype_layout"]
 
 
 def test_a_to_naming_another_device_of_its_type_falls_back(packaged: dict[str, PackagedCard],

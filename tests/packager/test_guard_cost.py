@@ -45,11 +45,24 @@ def test_a_card_with_a_python_number_in_a_tensor_slot_is_charged_the_fronts_hit(
     assert native_guard_cost_us(zero_dim) is not None  # a real 0-dim tensor is one of the card's tensors
 
 
-def test_a_card_the_front_cannot_learn_is_charged_the_python_path() -> None:
+def test_an_index_card_is_charged_the_native_front() -> None:
+    """``x[idx]`` passes a list of tensors and Nones, which the front matches in C++."""
     x, index = torch.randn(4, 8), torch.tensor([2, 0])
-    card = aten_card(torch.ops.aten.index.Tensor, [x, [index]])[0].model_dump()
-    assert native_guard_cost_us(card) is None
-    assert 0 < guard_cost_us(card) < 1000
+    card = aten_card(torch.ops.aten.index.Tensor, [x, [None, index]])[0].model_dump()
+    cost = native_guard_cost_us(card)
+    assert cost is not None and 0 < cost < 1000
+
+
+def test_a_card_the_front_never_serves_is_charged_the_python_path() -> None:
+    """An in-place call, or one naming a device, keeps its op on the Python override at run time
+    (packager.aten_dispatch.python_only): that is the path charged."""
+    x = torch.randn(4, 8)
+    copy = aten_card(torch.ops.aten._to_copy.default, [x], {"device": torch.device("cpu")})[0].model_dump()
+    in_place = aten_card(torch.ops.aten.relu_.default, [x.clone()])[0].model_dump()
+    assert in_place["mutated_inputs"]
+    for card in (copy, in_place):
+        assert native_guard_cost_us(card) is None
+        assert 0 < guard_cost_us(card) < 1000
 
 
 def test_a_module_card_the_native_front_serves_is_charged_its_hit(monkeypatch) -> None:

@@ -13,13 +13,13 @@ from packager.format import build_cast
 from packager.guard_cost import guard_cost_us
 from packager.launcher import CallDescriptors, KernelLauncher
 from packager.synthetic import allocated_workspace_bytes
-from tests.packager.conftest import _PRELUDE, MODEL, compile_kernel, entry, softmax_card
+from tests.packager.conftest import KERNEL_PRELUDE, MODEL, compile_kernel, entry, softmax_card
 
 ROWS, COLS = 4, 8
 
 # Softmax of a [4, 8] float32 matrix keeping each row's max and sum in the workspace. It checks
 # the trailing descriptor as the contract states it, and writes every scratch value it reads.
-WORKSPACE_SOFTMAX = _PRELUDE + """
+WORKSPACE_SOFTMAX = KERNEL_PRELUDE + """
 static const int64_t ROWS = 4, COLS = 8;
 extern "C" int64_t kf_workspace_bytes(void) { return ROWS * 2 * (int64_t)sizeof(float); }
 KF {
@@ -42,7 +42,7 @@ KF {
 """
 
 # Exports a workspace of 0 bytes: called exactly as a kernel without the export.
-ZERO_WORKSPACE_RELU = _PRELUDE + """
+ZERO_WORKSPACE_RELU = KERNEL_PRELUDE + """
 extern "C" int64_t kf_workspace_bytes(void) { return 0; }
 KF {
   if (n_in != 1 || n_out != 1) return 2;
@@ -52,7 +52,7 @@ KF {
 }
 """
 
-NEGATIVE_WORKSPACE = _PRELUDE + 'extern "C" int64_t kf_workspace_bytes(void) { return -8; }\nKF { return 0; }\n'
+NEGATIVE_WORKSPACE = KERNEL_PRELUDE + 'extern "C" int64_t kf_workspace_bytes(void) { return -8; }\nKF { return 0; }\n'
 
 
 @pytest.fixture(scope="module")

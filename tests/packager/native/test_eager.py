@@ -5,8 +5,17 @@ import torch
 from packager import load_cast
 from packager.format import build_cast
 from packager.native import build as native_build
-from packager.native.eager import native_eager_guard
-from tests.packager.conftest import FAILING, MODEL, RELU, SOFTMAX, aten_card, compile_kernel, entry, relu_card
+from tests.packager.conftest import (
+    FAILING,
+    KERNEL_PRELUDE,
+    MODEL,
+    RELU,
+    SOFTMAX,
+    aten_card,
+    compile_kernel,
+    entry,
+    relu_card,
+)
 
 DOUBLE = RELU.replace("x[i] > 0.f ? x[i] : 0.f", "x[i] * 2.f")
 
@@ -27,6 +36,20 @@ def _python_calls(cast, monkeypatch) -> list[str]:
 
         monkeypatch.setattr(type(override), "__call__", spy)
     return seen
+
+
+def _assert_eager_results_without_python(cast, op: str, calls, x: torch.Tensor, monkeypatch) -> None:
+    """Each call on ``x`` returns eager's result exactly with ``cast`` applied, and its op's front
+    decides every one of them without reaching the Python override."""
+    with torch.inference_mode():
+        want = [call(x) for call in calls]
+        with cast.applied_to():
+            assert _fronts(cast)[op] is not None
+            seen = _python_calls(cast, monkeypatch)
+            got = [call(x) for call in calls]
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and torch.equal(g, w)
+    assert seen == []
 
 
 def test_hits_and_misses_are_decided_without_python(relu_softmax_cast, monkeypatch) -> None:
@@ -102,15 +125,7 @@ def test_the_python_number_a_card_fixes_is_matched_in_cpp(tmp_path, monkeypatch)
     cast = load_cast(tmp_path / "m.cast")
     calls = (lambda t: t * 2, lambda t: 2 * t, lambda t: t * 3, lambda t: t * 2.0, lambda t: t * True,
              lambda t: t * torch.tensor(2), lambda t: t.half() * 2)
-    with torch.inference_mode():
-        want = [call(x) for call in calls]
-        with cast.applied_to():
-            assert _fronts(cast)["aten::mul.Tensor"] is not None
-            seen = _python_calls(cast, monkeypatch)
-            got = [call(x) for call in calls]
-    for g, w in zip(got, want, strict=True):
-        assert g.dtype == w.dtype and torch.equal(g, w)
-    assert seen == []
+    _assert_eager_results_without_python(cast, "aten::mul.Tensor", calls, x, monkeypatch)
     assert cast.stats()[card.id] == {"calls": 7, "hits": 2, "fallbacks": {"args": 4, "dtype": 1}}
 
 
@@ -138,14 +153,36 @@ def test_without_the_library_the_python_override_serves_alone(relu_softmax_cast,
     assert cast.stats()[relu_softmax_cast.softmax.id]["hits"] == 1
 
 
-def test_an_op_whose_call_cannot_be_learned_keeps_the_python_override(tmp_path, artifacts) -> None:
-    x, index = torch.randn(4, 8), torch.tensor([2, 0])
-    card = aten_card("aten::index.Tensor", [x, [index]], {}, x[index])  # Tensor?[]: beyond the front
-    build_cast(tmp_path / "i.cast", MODEL, [entry(card, RELU, artifacts["relu"])], [])
+# out[r][c] = x[rows(r)][cols(c)]: a gather by an int64 index along the dim the card's output
+# shape says (``x[idx]`` indexes rows, ``x[:, idx]`` columns); strides read from the descriptors.
+GATHER = KERNEL_PRELUDE + """
+KF {
+  if (n_in != 2 || n_out != 1 || in[0].dtype != KF_F32 || in[1].dtype != KF_I64) return 2;
+  const float *x = (const float *)in[0].data; const int64_t *idx = (const int64_t *)in[1].data;
+  float *y = (float *)out[0].data;
+  int by_rows = out[0].shape[1] == in[0].shape[1] && out[0].shape[0] == in[1].shape[0];
+  for (int64_t r = 0; r < out[0].shape[0]; ++r)
+    for (int64_t c = 0; c < out[0].shape[1]; ++c) {
+      int64_t xr = by_rows ? idx[r] : r, xc = by_rows ? c : idx[c];
+      y[r * out[0].stride[0] + c * out[0].stride[1]] = x[xr * in[0].stride[0] + xc * in[0].stride[1]];
+    }
+  return 0;
+}
+"""
+
+
+def test_an_index_by_tensors_and_nones_is_matched_in_cpp(tmp_path, monkeypatch) -> None:
+    """``x[idx]`` and ``x[:, idx]`` reach ``aten::index.Tensor`` with a ``Tensor?[]`` of tensors and
+    Nones: each card's pattern of them is matched in C++, and any other pattern, index dtype or
+    shape runs the original, as the same call would without the cast."""
+    x, idx = torch.randn(4, 6), torch.tensor([3, 0, 3])
+    rows = aten_card("aten::index.Tensor", [x, [idx]], {}, x[idx])
+    cols = aten_card("aten::index.Tensor", [x, [None, idx]], {}, x[:, idx])
+    artifact = compile_kernel(GATHER, tmp_path, "gather")
+    build_cast(tmp_path / "i.cast", MODEL, [entry(rows, GATHER, artifact), entry(cols, GATHER, artifact)], [])
     cast = load_cast(tmp_path / "i.cast")
-    with cast.applied_to():
-        assert _fronts(cast) == {"aten::index.Tensor": None}
-    guard = native_eager_guard()
-    assert guard is not None
-    front = guard.front(torch.ops.aten.index.Tensor, "CPU", "CPU", "single")
-    assert front is not None and not front.add(next(iter(cast.kernels.values()))) and not front.install()
+    calls = (lambda t: t[idx], lambda t: t[:, idx], lambda t: t[idx, idx], lambda t: t[idx[:2]],
+             lambda t: t[idx.int()], lambda t: t[torch.tensor([True, False, True, True])], lambda t: t[:, idx][idx])
+    _assert_eager_results_without_python(cast, "aten::index.Tensor", calls, x, monkeypatch)
+    assert cast.stats()[rows.id] == {"calls": 6, "hits": 1, "fallbacks": {"args": 1, "shape": 3, "dtype": 1}}
+    assert cast.stats()[cols.id]["hits"] == 2
