@@ -204,6 +204,7 @@ COVERED_BY_ATEN_CARDS = {
     "LayerNorm": "layer_norm", "GroupNorm": "group_norm", "BatchNorm1d": "batch_norm", "BatchNorm2d": "batch_norm",
     "BatchNorm3d": "batch_norm", "Softmax": "softmax", "LogSoftmax": "log_softmax",
     "AdaptiveAvgPool2d": "adaptive_avg_pool2d", "MaxPool2d": "max_pool2d", "AvgPool2d": "avg_pool2d",
+    "MaxPool1d": "max_pool1d", "AvgPool1d": "avg_pool1d",
 }
 
 

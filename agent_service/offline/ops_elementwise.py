@@ -114,6 +114,8 @@ UNARY: dict[str, tuple[Callable[[dict[str, Any]], str], bool]] = {
     "elu": (_elu, True),
     "softplus": (_softplus, True),
     "mish": (lambda c: "x0 * KF_TANH(KF_LOG1P(KF_EXP(x0)))", True),
+    # eager's min(x, 0) - log1p(exp(-|x|)): no overflow either side; NaN stays NaN through the log1p
+    "log_sigmoid": (lambda c: "fminf(x0, 0.0f) - KF_LOG1P(KF_EXP(-fabsf(x0)))", True),
     "clamp_min": (_clamp, False),
     "clamp_max": (_clamp, False),
     "threshold": (_threshold, False),

@@ -120,21 +120,42 @@ def _pair(value: Any, what: str, default: list[int] | None = None) -> tuple[int,
     return (value[0], value[-1])
 
 
-def _max_pool(card: OperatorCard, call: dict[str, Any]) -> AdaptivePoolPlan:
+def _window(card: OperatorCard, x: TensorArg, call: dict[str, Any], *, one_d: bool,
+            dilated: bool) -> dict[str, Any]:
+    """The AdaptivePoolPlan fields of a pooling window over the last two dims (NCHW / CHW) or, for
+    1-d pooling (NCL / CL), over the last dim of a plane one row high, as aten pools it: a window
+    1 high, stride 1, no padding, dilation 1 along that row."""
+    shape, out = x.spec.shape, card.outputs[0].shape
+    spatial = 1 if one_d else 2
+    if len(shape) not in (spatial + 1, spatial + 2) or len(out) != len(shape):
+        raise UnsupportedCard(f"{spatial}-d pooling of {len(shape)} dims is templated for "
+                              f"{'NCL / CL' if one_d else 'NCHW / CHW'} only")
+
+    def read(name: str, fill: int, default: list[int] | None = None) -> tuple[int, int]:
+        value = call.get(name)
+        if one_d and isinstance(value, list) and len(value) > 1:
+            raise UnsupportedCard(f"1-d pooling {name} {value!r} is not one int")
+        pair = _pair(value, name, default)
+        return (fill, pair[1]) if one_d else pair
+
+    kernel = read("kernel_size", 1)
+    fields: dict[str, Any] = {
+        "x": x.index, "inputs": tuple(card.inputs), "outputs": tuple(card.outputs),
+        "planes": x.spec.numel // (shape[-1] * (1 if one_d else shape[-2])),
+        "in_h": 1 if one_d else shape[-2], "in_w": shape[-1], "out_h": 1 if one_d else out[-2], "out_w": out[-1],
+        "kernel": kernel, "stride": read("stride", 1, list(kernel)), "padding": read("padding", 0, [0]),
+        "summary": f"{card.op} of {shape} to {out} {x.spec.dtype}",
+    }
+    if dilated:
+        fields["dilation"] = read("dilation", 1, [1])
+    return fields
+
+
+def _max_pool(card: OperatorCard, call: dict[str, Any], *, one_d: bool = False) -> AdaptivePoolPlan:
     x = tensor_argument(call, "self")
     if len(card.outputs) != 1:
         raise UnsupportedCard(f"{card.op} returns indices too; only the values variant is templated")
-    kernel = _pair(call["kernel_size"], "kernel_size")
-    stride = _pair(call.get("stride"), "stride", default=list(kernel))
-    shape, out = x.spec.shape, card.outputs[0].shape
-    if len(shape) not in (3, 4) or len(out) != len(shape):
-        raise UnsupportedCard(f"max pooling over {len(shape)} dims is templated for NCHW / CHW only")
-    return AdaptivePoolPlan(
-        family="max_pool", summary=f"{card.op} of {shape} to {out} {x.spec.dtype}", inputs=tuple(card.inputs),
-        outputs=tuple(card.outputs), x=x.index, planes=x.spec.numel // (shape[-1] * shape[-2]), in_h=shape[-2],
-        in_w=shape[-1], out_h=out[-2], out_w=out[-1], kind="max", kernel=kernel, stride=stride,
-        padding=_pair(call.get("padding", 0), "padding"), dilation=_pair(call.get("dilation", 1), "dilation"),
-    )
+    return AdaptivePoolPlan(family="max_pool", kind="max", **_window(card, x, call, one_d=one_d, dilated=True))
 
 
 def _output_inner(card: OperatorCard, x: TensorArg, dims: list[int], rows: int, length: int) -> int | None:
@@ -155,28 +176,19 @@ def _output_inner(card: OperatorCard, x: TensorArg, dims: list[int], rows: int, 
 
 
 def max_pool_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> AdaptivePoolPlan:
-    """max_pool2d: family ``max_pool``."""
-    return _max_pool(card, call)
+    """max_pool2d, max_pool1d: family ``max_pool``."""
+    return _max_pool(card, call, one_d=base == "max_pool1d")
 
 
 def avg_pool_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> AdaptivePoolPlan:
-    """avg_pool2d with any kernel, stride, padding, ceil_mode and divisor: family ``avg_pool``."""
+    """avg_pool2d with any kernel, stride, padding, ceil_mode and divisor, and avg_pool1d (aten's
+    own formula: avg_pool2d of the row as a plane one high): family ``avg_pool``."""
     x = tensor_argument(call, "self")
-    kernel = _pair(call["kernel_size"], "kernel_size")
-    stride = _pair(call.get("stride"), "stride", default=list(kernel))
-    shape, out = x.spec.shape, card.outputs[0].shape
-    if len(shape) not in (3, 4) or len(out) != len(shape):
-        raise UnsupportedCard(f"average pooling over {len(shape)} dims is templated for NCHW / CHW only")
     divisor = call.get("divisor_override")
     if divisor is not None and (isinstance(divisor, bool) or not isinstance(divisor, int) or divisor == 0):
         raise UnsupportedCard(f"divisor_override {divisor!r} is not a nonzero integer")
-    return AdaptivePoolPlan(
-        family="avg_pool", summary=f"{card.op} of {shape} to {out} {x.spec.dtype}", inputs=tuple(card.inputs),
-        outputs=tuple(card.outputs), x=x.index, planes=x.spec.numel // (shape[-1] * shape[-2]), in_h=shape[-2],
-        in_w=shape[-1], out_h=out[-2], out_w=out[-1], kind="avg", kernel=kernel, stride=stride,
-        padding=_pair(call.get("padding", 0), "padding"), count_include_pad=bool(call.get("count_include_pad", True)),
-        divisor=divisor,
-    )
+    return AdaptivePoolPlan(family="avg_pool", kind="avg", count_include_pad=bool(call.get("count_include_pad", True)),
+                            divisor=divisor, **_window(card, x, call, one_d=base == "avg_pool1d", dilated=False))
 
 
 def _reduced_rows(card: OperatorCard, x: TensorArg, call: dict[str, Any]) -> dict[str, Any]:

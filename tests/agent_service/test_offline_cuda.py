@@ -49,6 +49,7 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         ("silu_f16_odd", aten.silu.default, [r(7, 9, dtype=f16)], {}, [{}]),
         ("softplus_beta_bf16", aten.softplus.default, [r(64, 24, dtype=bf16), 2.0, 10.0], {}, [{}]),
         ("mish_bf16", aten.mish.default, [r(64, 24, dtype=bf16)], {}, [{}]),
+        ("log_sigmoid_bf16", aten.log_sigmoid.default, [r(64, 24, dtype=bf16)], {}, [{}]),
         ("log1p_f32", aten.log1p.default, [r(64, 24)], {}, [{}, {"fast_math": False}]),
         ("var_rows_bf16", aten.var.dim, [r(64, 4096, dtype=bf16), [-1]], {}, [{}, {"stats": "one_pass"}]),
         ("std_split_rows", aten.std.correction, [r(4, 65536), [-1]], {"correction": 0}, [{}]),
@@ -212,6 +213,8 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         ("avg_pool_ceil", aten.avg_pool2d.default, [r(2, 64, 55, 55, dtype=bf16), [3, 3], [2, 2], [1, 1], True, False],
          {}, [{}, {"unroll_window": False, "index_bits": 32}]),
         ("avg_pool_wide_window", aten.avg_pool2d.default, [r(1, 4, 40, 40), [9, 9], [1, 1], [4, 4]], {}, [{}]),
+        ("max_pool1d_bf16", aten.max_pool1d.default, [r(4, 32, 2048, dtype=bf16), [2]], {}, [{}]),
+        ("avg_pool1d_padded", aten.avg_pool1d.default, [r(4, 32, 2047), [4], [3], [2], True, False], {}, [{}]),
         # sorts: a block per row, a bitonic network over (key, index) pairs in shared memory
         ("sort_default_rows_f32", aten.sort.default, [r(64, 1000)], {}, [{}, {"threads_per_block": 512}]),
         ("sort_stable_descending_int8_short", aten.sort.stable, [torch.randint(0, 5, (8, 20), dtype=torch.int8)],

@@ -315,6 +315,8 @@ UNARY_SPECS = [
            "x.clamp_max(2)", "torch.clamp_max(x, -0.5, out=out)"),
     _unary("threshold", aten.threshold.default, "F.threshold(x, 0.1, -3.0)", "nn.Threshold(0.1, -3.0)(x)",
            "F.threshold(x, 0.1, 20)", "torch.threshold(x, 0.1, -3.0)"),
+    _unary("log_sigmoid", aten.log_sigmoid.default, "F.logsigmoid(x)", "nn.LogSigmoid()(x)",
+           "torch._C._nn.log_sigmoid(x, out=out)", "-F.softplus(-x)"),
     _unary("erf", aten.erf.default, "torch.erf(x)", "x.erf()", "torch.special.erf(x)", "torch.erf(x, out=out)"),
     _unary("expm1", aten.expm1.default, "torch.expm1(x)", "x.expm1()", "torch.special.expm1(x)"),
     _unary("log1p", aten.log1p.default, "torch.log1p(x)", "x.log1p()", "torch.special.log1p(x)"),
@@ -430,6 +432,16 @@ MAX_POOL_SPELLINGS = ("F.max_pool2d(x, 3, 2, 1)", "F.max_pool2d(x, kernel_size=3
                       "F.max_pool2d(x, 3, 2, 1, dilation=2)", "F.max_pool2d(x, 3)",
                       "F.max_pool2d(x, 3, 2, 1, return_indices=True)", "nn.MaxPool2d(3, 2, 1)(x)",
                       "F.max_pool2d(x, 3, 2, 2)")
+POOL_1D_X = TensorRecipe((2, 4, 23))
+POOL_1D_SHAPES = ((4, 23), (0, 4, 23), (2, 4, 2), (2, 4, 24), (2, 4, 5, 5))
+MAX_POOL_1D_SPELLINGS = ("F.max_pool1d(x, 3, 2, 1)", "F.max_pool1d(x, kernel_size=3, stride=2, padding=1)",
+                         "F.max_pool1d(x, (3,), (2,), (1,))", "F.max_pool1d(x, 3, 2, 1, ceil_mode=True)",
+                         "F.max_pool1d(x, 3, 2, 1, dilation=2)", "F.max_pool1d(x, 3)", "nn.MaxPool1d(3, 2, 1)(x)",
+                         "F.max_pool1d(x, 3, 2, 1, return_indices=True)", "torch.max_pool1d(x, 3, 2, 1)")
+AVG_POOL_1D_SPELLINGS = ("F.avg_pool1d(x, 4, 3, 2)", "F.avg_pool1d(x, kernel_size=4, stride=3, padding=2)",
+                         "F.avg_pool1d(x, 4, 3, 2, ceil_mode=True)",
+                         "F.avg_pool1d(x, 4, 3, 2, count_include_pad=False)", "F.avg_pool1d(x, 4)",
+                         "nn.AvgPool1d(4, 3, 2)(x)", "torch.avg_pool1d(x, 4, 3, 2)")
 
 ROW_SPECS = [
     _rowwise("sum_last", "reduction", aten.sum.dim_IntList, ("x",), (X,),
@@ -503,6 +515,10 @@ ROW_SPECS = [
              ("F.adaptive_avg_pool2d(x, 1)", *ADAPTIVE_SPELLINGS[:-2]), (POOL_SHAPES,)),
     _rowwise("max_pool2d", "max_pool", aten.max_pool2d.default, ("x",), (MAX_POOL_X,), MAX_POOL_SPELLINGS,
              (((4, 11, 11), (0, 4, 11, 11), (2, 4, 2, 2), (2, 4, 12, 9)),)),
+    _rowwise("max_pool1d", "max_pool", aten.max_pool1d.default, ("x",), (POOL_1D_X,), MAX_POOL_1D_SPELLINGS,
+             (POOL_1D_SHAPES,)),
+    _rowwise("avg_pool1d", "avg_pool", aten.avg_pool1d.default, ("x",), (POOL_1D_X,), AVG_POOL_1D_SPELLINGS,
+             (POOL_1D_SHAPES,)),
 ]
 
 # Data movement (the gather engine): raw copies, so any dtype of the card's is exact.
@@ -1228,7 +1244,8 @@ def test_every_family_and_op_the_offline_proposer_covers_has_a_card_here() -> No
     assert set(FAMILIES) == {
         "elementwise_unary", "elementwise_binary", "elementwise_ternary", "elementwise_copy", "batch_norm_inference",
         "reduction", "softmax",
-        "layer_norm", "rms_norm", "group_norm", "adaptive_avg_pool", "global_avg_pool", "max_pool", "upsample_bilinear",
+        "layer_norm", "rms_norm", "group_norm", "adaptive_avg_pool", "global_avg_pool", "max_pool", "avg_pool",
+        "upsample_bilinear",
         "upsample_linear",
         "module_rms_norm", "module_activation", "module_gated_activation", "module_norm_activation",
         "gather_upsample_nearest", "gather_cat", "gather_index", "gather_embedding", "gather_pad", "gather_select",
