@@ -257,12 +257,9 @@ def vector_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Row
 def softmax_plan(card: OperatorCard, base: str, call: dict[str, Any], *, kind: str) -> RowPlan:
     """softmax or log-softmax (``kind``) over one dim: family ``softmax``."""
     x = tensor_argument(call, "self")
-    dims = [int(call["dim"])]
-    outer, length, inner = dense_row_layout(x.spec, dims)
     return RowPlan(family="softmax", summary=f"{card.op} over dim {call['dim']} of {x.spec.shape} {x.spec.dtype}",
-                   kind=kind, x=x.index, rows=outer * inner, length=length, inner=inner, y=0,
-                   y_inner=_output_inner(card, x, dims, outer * inner, length),
-                   inputs=tuple(card.inputs), outputs=tuple(card.outputs))
+                   kind=kind, x=x.index, y=0, inputs=tuple(card.inputs), outputs=tuple(card.outputs),
+                   **_written_rows(card, x, [int(call["dim"])]))
 
 
 def adaptive_avg_pool_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan | AdaptivePoolPlan:
@@ -285,11 +282,26 @@ def _normalised_rows(card: OperatorCard, call: dict[str, Any]) -> tuple[TensorAr
     x = tensor_argument(call, "input")
     norm_dims = len(call["normalized_shape"])
     ndim = len(x.spec.shape)
-    dims = list(range(ndim - norm_dims, ndim))
-    outer, length, inner = dense_row_layout(x.spec, dims)
-    y_inner = _output_inner(card, x, dims, outer * inner, length)
-    return x, {"x": x.index, "rows": outer * inner, "length": length, "inner": inner, "y": 0, "y_inner": y_inner,
-               "inputs": tuple(card.inputs), "outputs": tuple(card.outputs)}
+    rows = _written_rows(card, x, list(range(ndim - norm_dims, ndim)))
+    return x, {"x": x.index, "y": 0, "inputs": tuple(card.inputs), "outputs": tuple(card.outputs), **rows}
+
+
+def _written_rows(card: OperatorCard, x: TensorArg, dims: list[int]) -> dict[str, Any]:
+    """The RowPlan fields of rows over ``dims`` of ``x`` that write card output 0 element by element:
+    a dense layout (the output in x's layout or contiguous, see :func:`_output_inner`), else an
+    input whose leading dims step through storage at their own strides (a slice such as
+    ``x[:, 1:]``, an LSTM's batch-first output) written to a contiguous output in logical order."""
+    try:
+        outer, length, inner = dense_row_layout(x.spec, dims)
+    except UnsupportedCard as dense:
+        try:
+            leading, length, inner = strided_outer_layout(x.spec, dims)
+        except UnsupportedCard:
+            raise dense from None
+        return {"rows": math.prod(size for _, size, _ in leading) * inner, "length": length, "inner": inner,
+                "x_outer": leading, "y_inner": inner}
+    return {"rows": outer * inner, "length": length, "inner": inner,
+            "y_inner": _output_inner(card, x, dims, outer * inner, length)}
 
 
 def layer_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> RowPlan:

@@ -70,6 +70,12 @@ def cases(device: str = "cuda") -> list[Case]:
          [torch.randn(8, 1048576, device=device, dtype=bf16), [1048576],
           torch.randn(1048576, device=device, dtype=bf16), torch.randn(1048576, device=device, dtype=bf16), 1e-5],
          {}),
+        # Leading dims at their own strides: an LSTM's batch-first output, the tokens after a class token.
+        ("layer_norm of a batch-first LSTM output 64x2048x1024 bf16", aten.layer_norm.default,
+         [torch.randn(2048, 64, 1024, device=device, dtype=bf16).transpose(0, 1), [1024],
+          torch.randn(1024, device=device, dtype=bf16), torch.randn(1024, device=device, dtype=bf16), 1e-5], {}),
+        ("softmax of x[:, 1:] 256x1025x1024 fp32", aten._softmax.default,
+         [torch.randn(256, 1025, 1024, device=device)[:, 1:], -1, False], {}),
     ]
 
 

@@ -331,6 +331,15 @@ ATEN_CASES = [
          lambda: (aten.rms_norm.default, [r(3, 32, 7).transpose(1, 2), [32], r(32), 1e-6])),
     Case("amax_channels_last_dim1_f16", "reduction",
          lambda: (aten.amax.default, [_cl(r(2, 12, 3, 3, dtype=f16)), [1]])),
+    # Leading dims at their own strides, the rows contiguous: written to a contiguous output in logical order.
+    Case("layer_norm_of_batch_first_lstm_output", "layer_norm",
+         lambda: (aten.native_layer_norm.default, [r(7, 5, 16).transpose(0, 1), [16], r(16), r(16), 1e-5])),
+    Case("softmax_of_tokens_after_the_first", "softmax",
+         lambda: (aten._softmax.default, [r(4, 9, 24)[:, 1:], -1, False])),
+    Case("log_softmax_of_a_slice_f16", "softmax",
+         lambda: (aten._log_softmax.default, [r(3, 5, 40, dtype=f16)[1:, ::2], -1, False])),
+    Case("rms_norm_of_a_selected_token_bf16", "rms_norm",
+         lambda: (aten.rms_norm.default, [r(6, 3, 32, dtype=bf16)[:, 1], [32], r(32, dtype=bf16), 1e-6])),
     # Kept dims permuted in storage: rows walked in storage order, each value written where it belongs.
     Case("mean_last_of_transposed_heads", "reduction",
          lambda: (aten.mean.dim, [r(2, 5, 3, 8).transpose(1, 2), [-1], True])),

@@ -150,6 +150,13 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         ("layer_norm_nhwc_view_bf16", aten.native_layer_norm.default,
          [r(8, 96, 56, 56, dtype=bf16).permute(0, 2, 3, 1), [96], r(96, dtype=bf16), r(96, dtype=bf16), 1e-6], {},
          [{}, {"mode": "thread", "stats": "one_pass"}]),
+        # Leading dims at their own strides (RowPlan.x_outer), the output contiguous in logical order.
+        ("layer_norm_batch_first_lstm_bf16", aten.native_layer_norm.default,
+         [r(512, 16, 1024, dtype=bf16).transpose(0, 1), [1024], r(1024, dtype=bf16), r(1024, dtype=bf16), 1e-5], {},
+         [{}, {"mode": "block"}, {"mode": "lanes"}]),
+        ("softmax_of_a_slice", aten._softmax.default, [r(8, 197, 768)[:, 1:], -1, False], {}, [{}, {"mode": "warp"}]),
+        ("log_softmax_dim1_of_a_slice_f16", aten._log_softmax.default, [r(4, 65, 32, dtype=f16)[:, 1:], 1, False], {},
+         [{}, {"mode": "thread"}]),
         ("global_pool_channels_last_bf16", aten.adaptive_avg_pool2d.default,
          [r(32, 2048, 7, 7, dtype=bf16).contiguous(memory_format=cl), [1, 1]], {}, [{}, {"mode": "thread"}]),
         ("softmax_inner_columns", aten._softmax.default, [r(4, 64, 100), 1, False], {},

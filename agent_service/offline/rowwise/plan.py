@@ -100,8 +100,12 @@ class RowPlan:
         per_element = [self.outputs[self.y]] if self.y is not None else []
         per_element += [self.inputs[self.gate]] if self.gate is not None else []
         if self.x_outer:
-            if per_element or self.storage_order or self.row_order or kind.grouped:
-                raise UnsupportedCard("an input strided over its leading dims is templated for row outputs alone")
+            if self.gate is not None or self.storage_order or self.row_order or kind.grouped:
+                raise UnsupportedCard("an input strided over its leading dims is templated for row outputs and "
+                                      "one contiguous elementwise output")
+            if self.y is not None and self.y_inner is None:
+                raise UnsupportedCard("the elementwise output of an input strided over its leading dims is "
+                                      "laid out apart from it")
         elif self.storage_order:
             if self.row_outputs or kind.grouped or storage_order_rows(x, per_element) is None:
                 raise UnsupportedCard("rows cannot be walked in storage order")
@@ -141,7 +145,7 @@ class RowPlan:
     @property
     def y_apart(self) -> bool:
         """Whether y is laid out otherwise than x (then y is never moved in vectors or split rows)."""
-        return self.y_inner is not None and self.y_inner != self.inner
+        return self.y_inner is not None and (self.y_inner != self.inner or bool(self.x_outer))
 
     def x_base_c(self, row: str = "row") -> str:
         """C expression of where row ``row`` starts in x."""
