@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeGuard
 
 from agent_service.offline import cxx
 from agent_service.offline.arg_reduce import ArgReduction
@@ -479,6 +479,38 @@ def pixel_shuffle_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> G
     else:
         coords[n - 3:] = [f"{c} / {r * r}LL", f"{h} * {r}LL + ({c} / {r}LL) % {r}LL", f"{w} * {r}LL + {c} % {r}LL"]
     return _plan(card, "gather_reshape", [Branch.reading("", x.index, coords, x.spec.stride)])
+
+
+def _int_pair(value: Any) -> TypeGuard[list[int]]:
+    return isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value)
+
+
+def im2col_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """im2col (``F.unfold``): output ``(c * kh * kw + ki * kw + kj, oy * ow + ox)`` of ``[N,] C*kh*kw, L``
+    reads ``(c, oy * sh - ph + ki * dh, ox * sw - pw + kj * dw)`` of ``[N,] C, H, W``, zero where that
+    lies in the padding, as eager's im2col."""
+    x = tensor_argument(call, "self")
+    _same_dtype(card, [x], base)
+    shape, n = x.spec.shape, len(x.spec.shape)
+    params = [call.get(name) for name in ("kernel_size", "dilation", "padding", "stride")]
+    pairs: list[list[int]] = [p for p in params if _int_pair(p)]
+    if n not in (3, 4) or len(pairs) != len(params):
+        raise UnsupportedCard(f"im2col of {shape} with {params} is not templated")
+    (kh, kw), (dh, dw), (ph, pw), (sh, sw) = pairs
+    channels, height, width = shape[-3:]
+    oh = (height + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (width + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if min(kh, kw, dh, dw, sh, sw) < 1 or min(ph, pw) < 0 or oh < 1 or ow < 1 \
+            or card.outputs[0].shape != [*shape[:-3], channels * kh * kw, oh * ow]:
+        raise UnsupportedCard(f"im2col of {shape} with {params} into {card.outputs[0].shape} is not templated")
+    batch = ["o0"] if n == 4 else []
+    col, pos = (f"o{d}" for d in (n - 3, n - 2))
+    y = f"({pos} / {ow}LL) * {sh}LL - {ph}LL + (({col} / {kw}LL) % {kh}LL) * {dh}LL"
+    x_at = f"({pos} % {ow}LL) * {sw}LL - {pw}LL + ({col} % {kw}LL) * {dw}LL"
+    coords = [*batch, f"{col} / {kh * kw}LL", y, x_at]
+    inside = f"(uint64_t)({y}) < {height}ULL && (uint64_t)({x_at}) < {width}ULL"
+    read = Branch.reading(inside, x.index, coords, x.spec.stride)
+    return _plan(card, "gather_reshape", [read, Branch("", fill_bits(0, card.outputs[0].dtype))])
 
 
 def roll_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:

@@ -174,6 +174,12 @@ ATEN_CASES = [
     Case("pixel_shuffle_channels_last_bf16", "gather_reshape",
          lambda: (aten.pixel_shuffle.default, [_cl(r(1, 18, 4, 3, dtype=bf16)), 3])),
     Case("pixel_unshuffle_5d", "gather_reshape", lambda: (aten.pixel_unshuffle.default, [r(2, 3, 2, 6, 4), 2])),
+    Case("im2col_3x3_padded", "gather_reshape", lambda: (aten.im2col.default, [r(2, 3, 7, 6), [3, 3], [1, 1], [1, 1],
+                                                                                [1, 1]])),
+    Case("im2col_strided_dilated_chw_bf16", "gather_reshape",
+         lambda: (aten.im2col.default, [r(4, 11, 9, dtype=bf16), [2, 3], [2, 1], [0, 2], [2, 3]])),
+    Case("im2col_channels_last_patches", "gather_reshape",
+         lambda: (aten.im2col.default, [_cl(r(1, 5, 8, 8)), [4, 4], [1, 1], [0, 0], [4, 4]])),
     # nn.PReLU: one weight, or one per channel (dim 1)
     Case("prelu_per_channel", "elementwise_binary", lambda: (aten.prelu.default, [r(2, 6, 5, 7), r(6)])),
     Case("prelu_one_weight_bf16", "elementwise_binary",

@@ -406,6 +406,10 @@ CHANNEL_SHAPES = ((2, 8, 25), (2, 8), (0, 8, 5, 5), (2, 6, 5, 5), (1, 8, 1, 1))
 GROUP_NORM_SPELLINGS = ("F.group_norm(x, 2, w, b, 1e-5)", "F.group_norm(x, 2, w, b)", "F.group_norm(x, 4, w, b)",
                         "F.group_norm(x, 2)", "F.group_norm(x, 2, w, b, eps=1e-6)", "F.group_norm(x, 3, w, b)",
                         "nn.GroupNorm(2, 8)(x)")
+IM2COL_SPELLINGS = ("F.unfold(x, 3, padding=1)", "F.unfold(x, kernel_size=(3, 3), dilation=1, padding=1, stride=1)",
+                    "nn.Unfold(3, padding=1)(x)", "torch._C._nn.im2col(x, (3, 3), (1, 1), (1, 1), (1, 1))",
+                    "F.unfold(x, 3, padding=1, stride=2)", "F.unfold(x, 2)",
+                    "F.unfold(x.transpose(2, 3), 3, padding=1)")
 PIXEL_SHUFFLE_SPELLINGS = ("F.pixel_shuffle(x, 2)", "nn.PixelShuffle(2)(x)", "torch.pixel_shuffle(x, 2)",
                            "F.pixel_shuffle(x, upscale_factor=2)", "F.pixel_shuffle(x.transpose(2, 3), 2)",
                            "F.pixel_shuffle(x, 1)", "F.pixel_unshuffle(F.pixel_shuffle(x, 2), 2)")
@@ -496,6 +500,8 @@ ROW_SPECS = [
     _rowwise("native_group_norm", "group_norm", aten.native_group_norm.default, ("x", "w", "b"),
              (X4, C8, replace(C8, seed=2)), GROUP_NORM_SPELLINGS, (CHANNEL_SHAPES, ((4,),), ((4,),)),
              capture_mode="grad"),
+    _rowwise("im2col", "gather_reshape", aten.im2col.default, ("x",), (X4,), IM2COL_SPELLINGS,
+             (((4, 5, 6), (0, 3, 5, 6), (2, 3, 2, 2), (2, 3, 6, 5)),)),
     _rowwise("pixel_shuffle", "gather_reshape", aten.pixel_shuffle.default, ("x",), (X4,), PIXEL_SHUFFLE_SPELLINGS,
              (CHANNEL_SHAPES,)),
     _rowwise("prelu", "elementwise_binary", aten.prelu.default, ("x", "w"), (X4, C8), PRELU_SPELLINGS,
