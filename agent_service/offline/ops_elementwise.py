@@ -109,6 +109,8 @@ UNARY: dict[str, tuple[Callable[[dict[str, Any]], str], bool]] = {
     "leaky_relu": (lambda c: f"x0 > 0.0f ? x0 : x0 * {cfloat(_num(c['negative_slope'], 'slope'))}", False),
     "hardtanh": (lambda c: _keep_nan(f"fminf(fmaxf(x0, {cfloat(_num(c['min_val'], 'min'))}), "
                                      f"{cfloat(_num(c['max_val'], 'max'))})"), False),
+    # relu6: hardtanh(x, 0, 6) as aten decomposes it, NaN kept
+    "relu6": (lambda c: _keep_nan("fminf(fmaxf(x0, 0.0f), 6.0f)"), False),
     "clamp": (_clamp, False),
     "pow": (_pow, False),
     "elu": (_elu, True),

@@ -80,6 +80,8 @@ ATEN_CASES = [
     Case("leaky_relu", "elementwise_unary", lambda: (aten.leaky_relu.default, [r(50), 0.2])),
     Case("hardswish", "elementwise_unary", lambda: (aten.hardswish.default, [r(50) * 4])),
     Case("softplus", "elementwise_unary", lambda: (aten.softplus.default, [r(50) * 12])),
+    Case("relu6_with_nan", "elementwise_unary",
+         lambda: (aten.relu6.default, [torch.tensor([float("nan"), -1.0, 0.0, 3.5, 6.0, 9.0] * 4)])),
     Case("log_sigmoid", "elementwise_unary", lambda: (aten.log_sigmoid.default, [r(64) * 40])),
     Case("log_sigmoid_bf16", "elementwise_unary", lambda: (aten.log_sigmoid.default, [r(8, 33, dtype=bf16) * 12])),
     Case("mish_bf16", "elementwise_unary", lambda: (aten.mish.default, [r(4, 50, dtype=bf16) * 8])),

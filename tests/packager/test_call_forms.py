@@ -297,6 +297,8 @@ UNARY_SPECS = [
            "F.leaky_relu(x)", "F.leaky_relu(x, 2)", "nn.LeakyReLU(0.2)(x)"),
     _unary("hardtanh", aten.hardtanh.default, "F.hardtanh(x, -0.5, 0.5)", "F.hardtanh(x, min_val=-0.5, max_val=0.5)",
            "F.hardtanh(x)", "F.hardtanh(x, -1, 1)", "F.relu6(x)", "F.hardtanh(x, 0.5, -0.5)"),
+    _unary("relu6", aten.relu6.default, "F.relu6(x)", "torch._C._nn.relu6(x)", "F.hardtanh(x, 0.0, 6.0)",
+           "nn.ReLU6()(x)", "F.relu6(x, inplace=True)"),
     _unary("clamp", aten.clamp.default, "torch.clamp(x, -0.5, 0.7)", "torch.clamp(x, min=-0.5, max=0.7)",
            "x.clamp(-0.5)", "x.clamp(max=0.7)", "torch.clamp(x, -1, 1)", "x.clamp(0.7, -0.5)", "torch.clamp(x)",
            "torch.clamp(x, torch.tensor(-0.5), torch.tensor(0.7))", "torch.clamp(x, -0.5, 0.7, out=out)"),
