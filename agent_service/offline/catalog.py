@@ -50,7 +50,7 @@ def _integers_first(otherwise: PlanBuilder) -> PlanBuilder:
 #: named here.
 ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(ops_elementwise.UNARY, ops_elementwise.unary_plan),
-    **dict.fromkeys(ops_integer.CLAMPS, _integers_first(ops_elementwise.unary_plan)),
+    **dict.fromkeys((*ops_integer.CLAMPS, "neg", "abs"), _integers_first(ops_elementwise.unary_plan)),
     **dict.fromkeys(ops_elementwise.BINARY, _integers_first(ops_elementwise.binary_plan)),
     "glu": ops_elementwise.glu_plan,
     "prelu": ops_elementwise.prelu_plan,

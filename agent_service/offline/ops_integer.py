@@ -1,6 +1,6 @@
 """Integer arithmetic the gather engine covers: add, sub, rsub, mul, floor division, remainder,
 division with a rounding mode, the bitwise ops, maximum and minimum, of integer tensors and Python ints,
-and clamp by Python ints, exact as eager's.
+neg and abs, and clamp by Python ints, exact as eager's.
 
 Eager computes in the operands' common dtype (``torch.result_type``) and wraps on overflow. The
 kernel computes in 64 bits, sums and products in ``uint64_t`` (C wraps only unsigned arithmetic),
@@ -37,9 +37,13 @@ DIVISIONS = {
 BITWISE = {"bitwise_and": "r = a & b;", "__and__": "r = a & b;", "bitwise_or": "r = a | b;", "__or__": "r = a | b;",
            "bitwise_xor": "r = a ^ b;", "__xor__": "r = a ^ b;", "bitwise_not": "r = ~a;"}
 EXTREMA = {"maximum": "r = a > b ? a : b;", "minimum": "r = a < b ? a : b;"}
-INTEGER_OPS = (*SUMS, "floor_divide", "remainder", "div", *BITWISE, *EXTREMA)
+#: ops of one operand: negation wraps as eager's (the minimum stays itself; -1 of uint8 is 255)
+UNARY = {"neg": "r = (int64_t)(0 - (uint64_t)a);", "abs": "r = a < 0 ? (int64_t)(0 - (uint64_t)a) : a;",
+         "bitwise_not": BITWISE["bitwise_not"]}
+INTEGER_OPS = (*SUMS, "floor_divide", "remainder", "div", *BITWISE, *EXTREMA, *UNARY)
 #: every op's statement but div's, which its rounding mode picks
-FORMULAS = {**SUMS, **BITWISE, **EXTREMA, "remainder": DIVISIONS["remainder"], "floor_divide": DIVISIONS["floor"]}
+FORMULAS = {**SUMS, **BITWISE, **EXTREMA, **UNARY, "remainder": DIVISIONS["remainder"],
+            "floor_divide": DIVISIONS["floor"]}
 
 
 def integer_result(card: OperatorCard) -> bool:
@@ -91,7 +95,7 @@ def integer_plan(card: OperatorCard, base: str, call: dict[str, Any], *, in_plac
         raise UnsupportedCard(f"{card.op} writes {[o.dtype for o in card.outputs]}; integer arithmetic "
                               f"writes one output of {', '.join(INTEGER_DTYPES)}")
     a = operand(call, "self")
-    b = a if base == "bitwise_not" else operand(call, "other")  # ``~a`` reads its one operand
+    b = a if base in UNARY else operand(call, "other")  # ``~a``, ``-a``, ``|a|`` read their one operand
     dtype = common_dtype(a, b)
     out = card.outputs[0]
     if dtype != out.dtype:
