@@ -107,6 +107,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     "flip": ops_gather.flip_plan,
     **dict.fromkeys(("pixel_shuffle", "pixel_unshuffle"), ops_gather.pixel_shuffle_plan),
     "im2col": ops_gather.im2col_plan,
+    "bucketize": ops_compare.bucketize_plan,
     "roll": ops_gather.roll_plan,
     # reshape, flatten and unflatten decompose (CompositeImplicitAutograd) to a view where the strides
     # allow one and to a contiguous copy where not: only the copies are captured as searchable cards

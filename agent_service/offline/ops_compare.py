@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agent_service.offline.call import TensorArg, UnsupportedCard
+from agent_service.offline.call import TensorArg, UnsupportedCard, tensor_argument
 from agent_service.offline.cxx import cfloat
 from agent_service.offline.gather import Branch, GatherPlan, offset
 from agent_service.offline.layout import broadcast_strides
@@ -182,3 +182,27 @@ def logical_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherP
     if unary:
         return _plan(card, "logical", f"!{truths[0]}")
     return _plan(card, "logical", f"{truths[0]} {LOGICAL.get(base) or BOOL_BITWISE[base]} {truths[1]}")
+
+
+def bucketize_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """bucketize of a tensor by a 1-d boundaries tensor of its dtype, into int64 (int32 with
+    ``out_int32``): each output the index eager's binary search gives, the first boundary not below
+    the element (``right``: above it), compared as eager compares (``!(boundary >= value)`` moves
+    right), so a NaN element lands past every boundary as in eager."""
+    x, bounds = tensor_argument(call, "self"), tensor_argument(call, "boundaries")
+    out = card.outputs[0]
+    want = "int32" if call.get("out_int32") else "int64"
+    if len(bounds.spec.shape) != 1 or bounds.spec.dtype != x.spec.dtype or x.spec.dtype not in _COMPUTE \
+            or x.spec.dtype == "bool" or len(card.outputs) != 1 or out.dtype != want or out.shape != x.spec.shape:
+        raise UnsupportedCard(f"bucketize of {x.spec.dtype} {x.spec.shape} by {bounds.spec.dtype} {bounds.spec.shape} "
+                              f"into {out.dtype} {out.shape} is not templated")
+    kind = _COMPUTE[x.spec.dtype]
+    raw = f"in{bounds.index}[mid * {bounds.spec.stride[0]}LL]"
+    boundary = f"{_VALUE[x.spec.dtype]}({raw})" if x.spec.dtype in _VALUE else raw
+    test = ">" if call.get("right") else ">="
+    search = (f"([&]() -> int64_t {{ const {kind} v = {element_value(card, x)}; int64_t lo = 0, hi = "
+              f"{bounds.spec.shape[0]}LL; while (lo < hi) {{ const int64_t mid = lo + ((hi - lo) >> 1); "
+              f"if (!(({kind})({boundary}) {test} v)) lo = mid + 1; else hi = mid; }} return lo; }}())")
+    return GatherPlan(family="bucketize", summary=f"{card.op} to {out.shape} {out.dtype} stride {out.stride}",
+                      inputs=tuple(card.inputs), outputs=tuple(card.outputs), branches=(Branch("", f"(T)({search})"),),
+                      helpers=helpers_for(search))

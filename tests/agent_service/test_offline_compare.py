@@ -112,3 +112,29 @@ def test_what_is_not_a_bool_result_of_abi_dtypes_is_refused() -> None:
     integers = aten_card(aten.__and__.Tensor, [bools(4), torch.tensor([1, 2, 3, 4], dtype=torch.uint8)])[0]
     assert plan_for_card(integers, "cpu").family == "integer_arithmetic"
     assert "complex" in _refusal(aten.eq.Tensor, [torch.randn(4, dtype=torch.complex64), torch.randn(4)])
+
+
+BOUNDS = [-2.5, -0.0, 0.1, 0.1, 1.0, 300.0, float("inf")]
+BUCKETIZE: dict[str, Callable[[], tuple[list[Any], dict[str, Any]]]] = {
+    "f32": lambda: ([floats(f32, 20), torch.tensor(BOUNDS)], {}),
+    "f32_right_int32_transposed": lambda: ([floats(f32, 2).view(4, 7).t(), torch.tensor(BOUNDS)],
+                                           {"right": True, "out_int32": True}),
+    "bf16_strided_bounds": lambda: ([floats(bf16), torch.tensor(BOUNDS * 2, dtype=bf16)[::2]], {}),
+    "int64": lambda: ([ints(torch.int64), torch.tensor([-300, 0, 1, 255, 2**40], dtype=torch.int64)], {"right": True}),
+    "f64_one_bound": lambda: ([floats(f64), torch.tensor([0.1], dtype=f64)], {}),
+}
+
+
+@pytest.mark.parametrize("name", list(BUCKETIZE))
+def test_bucketize_finds_eagers_bucket(name: str, build_dir: Path) -> None:
+    """Ties, signed zeros, infinities and NaN among the values and the boundaries: eager's index for each."""
+    args, kwargs = BUCKETIZE[name]()
+    card, _ = aten_card(aten.bucketize.Tensor, args, kwargs)
+    plan = plan_for_card(card, "cpu")
+    assert plan.family == "bucketize"
+    lib = compile_cpu(plan.render("cpu", {}, CPU), build_dir)
+    expected = torch.bucketize(*args, **kwargs)
+    got = torch.zeros_like(expected)
+    assert run_kernel(lib, args, [got]) == 0
+    wrong = (got != expected).nonzero().flatten().tolist()
+    assert not wrong, f"elements {wrong[:8]} differ from eager"

@@ -187,6 +187,8 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
           {"mode": "resident", "resident_blocks_per_sm": 1, "vector": 1, "reduce": "smem_tree"}]),
         ("prelu_per_channel_bf16", aten.prelu.default, [r(4, 32, 8, 8, dtype=bf16), r(32, dtype=bf16)], {}, [{}]),
         ("pixel_shuffle_bf16", aten.pixel_shuffle.default, [r(2, 64, 16, 16, dtype=bf16), 2], {}, [{}]),
+        ("bucketize_bf16_right", aten.bucketize.Tensor, [r(64, 1000, dtype=bf16), r(33, dtype=bf16).sort().values],
+         {"right": True}, [{}]),
         ("im2col_3x3_bf16", aten.im2col.default, [r(2, 64, 32, 32, dtype=bf16), [3, 3], [1, 1], [1, 1], [1, 1]], {},
          [{}]),
         ("instance_norm_bf16", aten.instance_norm.default,

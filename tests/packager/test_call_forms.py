@@ -659,6 +659,12 @@ GATHER_SPECS = [
               "torch.max(x, -1, out=(torch.empty(0, dtype=x.dtype), torch.empty(0, dtype=torch.long)))",
               "x.max(-1)[1]", "x.max(0)", "x.max()", "torch.max(x.double(), -1)"),
              (((4, 33), (4, 0), (2, 4, 33), (33,), (), (1, 1)),)),
+    _rowwise("bucketize", "bucketize", aten.bucketize.Tensor, ("x", "b"),
+             (replace(X, special=True), TensorRecipe((6,))),
+             ("torch.bucketize(x, b)", "torch.bucketize(x, b, right=True)", "torch.bucketize(x, b, out_int32=True)",
+              "torch.bucketize(x, b.sort().values)", "torch.bucketize(x.double(), b.double())",
+              "torch.bucketize(x, b, out=out)", "torch.searchsorted(b.sort().values, x)"),
+             (ELEMENTWISE_SHAPES, ((6,), (1,), (0,), (2, 3)))),
     _rowwise("gather_rows", "gather_index", aten.gather.default, ("x", "i"),
              (X, TensorRecipe((4, 5), torch.int64, seed=1, positive=True)),
              ("torch.gather(x, 1, i)", "x.gather(1, i)", "torch.gather(x, -1, i)", "torch.gather(x, 0, i)",
@@ -1265,6 +1271,7 @@ def test_every_family_and_op_the_offline_proposer_covers_has_a_card_here() -> No
         "gather_upsample_nearest", "gather_cat", "gather_index", "gather_embedding", "gather_pad", "gather_select",
         "gather_repeat", "gather_reshape", "gather_shift",
         "compare", "logical", "integer_arithmetic", "gather_convert", "arg_extreme", "scan", "histc", "sort",
+        "bucketize",
     }
     assert {s.op._schema.name.removeprefix("aten::") for s in UNARY_SPECS if s.op} == set(ops_elementwise.UNARY)
     assert {s.op._schema.name.removeprefix("aten::") for s in BINARY_SPECS if s.op} == set(ops_elementwise.BINARY)
