@@ -10,8 +10,9 @@ must broadcast to the output. Each call's result is rounded to its own dtype as 
 eager no more than one op's rounding. The plan is the elementwise engine's, specialised to the
 card's exact shapes, strides and dtypes, and its knobs are the search's to refine.
 
-A chain may also reduce over the last dim (sum, mean, amax, var, std with ``keepdim=True``): a
-hand-written RMS norm, a softmax written out, a residual add then a norm. Those become one row
+A chain may also reduce over one dim, every reduction the same (sum, mean, amax, var, std with
+``keepdim=True``): a hand-written RMS norm, a softmax written out, a residual add then a norm, a
+channels-first layer norm of NCHW maps (over dim 1). Those become one row
 kernel (:mod:`agent_service.offline.fused_rows`): the calls feeding each reduction computed per
 element as it sweeps the row, those on reduced values once per row, the rest per element as the
 output is written. Reductions accumulate in fp32 and round to their call's dtype, as eager does.
@@ -86,7 +87,7 @@ class FusedPlan:
 
 
 def fused_plan(card: OperatorCard) -> FusedPlan | FusedRowPlan:
-    """The fused kernel of ``card``'s program (a row kernel where it reduces over the last dim), or
+    """The fused kernel of ``card``'s program (a row kernel where it reduces over one dim), or
     :class:`UnsupportedCard` saying which call or layout stands in the way."""
     graph = card.module_graph
     if not graph or not graph.get("nodes"):
@@ -120,6 +121,7 @@ class _Chain:
         self.steps: list[RowStep] = []
         self.row_locals: set[str] = set()
         self.reading: set[str] = set()  # the C names (locals, operands x<i>) the current call reads
+        self.row_dim: int | None = None  # the output dim every reduction runs along
 
     def add(self, node: dict[str, Any]) -> None:
         op = str(node["op"])
@@ -161,12 +163,14 @@ class _Chain:
         """The chain as a row kernel over the output's last dim (it reduces over that dim)."""
         self.reading = set()
         result = self._operand(self._result(output))
-        summary = (f"{self.card.op}: {' -> '.join(self.ops)} fused over rows of {self.out.shape[-1]}, "
-                   f"to {self.out.shape} {self.out.dtype}")
+        dim = len(self.out.shape) - 1 if self.row_dim is None else self.row_dim
+        summary = (f"{self.card.op}: {' -> '.join(self.ops)} fused over rows of {self.out.shape[dim]} along dim "
+                   f"{dim}, to {self.out.shape} {self.out.dtype}")
         return FusedRowPlan(
             summary=summary, inputs=tuple(self.card.inputs), outputs=tuple(self.card.outputs),
             operands=tuple(RowOperand(o.tensor, o.dtype) for o in self.operands), elements=tuple(self.elements),
             steps=tuple(self.steps), result=result, result_needs=frozenset(self.reading), uses_math=self.uses_math,
+            dim=dim,
         )
 
     def plan(self, output: Any) -> ElementwisePlan:
@@ -238,16 +242,21 @@ class _Chain:
         raise UnsupportedCard(f"{op} is not an elementwise op the fuser knows")
 
     def _reduction(self, op: str, base: str, call: dict[str, Any], local: str) -> str:
-        """Appends the sweeps of a reduction over the output's last dim; returns its per-row result."""
-        source, dims, length = call.get("self"), call.get("dim"), self.out.shape[-1] if self.out.shape else 0
+        """Appends the sweeps of a reduction over one dim of the output (every reduction of the chain
+        the same); returns its per-row result."""
+        source, dims = call.get("self"), call.get("dim")
         dims = [dims] if isinstance(dims, int) else dims
         shape = _shape_of(source, self.shapes)
         if call.get("keepdim") is not True:
             raise UnsupportedCard(f"{op} without keepdim=True: the fuser keeps each reduced value on its row")
-        if shape is None or not dims or len(dims) != 1 or dims[0] not in (-1, len(shape) - 1):
-            raise UnsupportedCard(f"{op} over dims {dims}: the fuser reduces over the last dim alone")
-        if shape[-1] != length:
-            raise UnsupportedCard(f"{op} reduces {shape}, whose last dim is not the output's rows of {length}")
+        if shape is None or not dims or len(dims) != 1 or not -len(shape) <= dims[0] < len(shape):
+            raise UnsupportedCard(f"{op} over dims {dims}: the fuser reduces over one dim")
+        dim = dims[0] % len(shape) + len(self.out.shape) - len(shape)  # the output's dim (shapes align right)
+        if dim < 0 or shape[dims[0]] != self.out.shape[dim]:
+            raise UnsupportedCard(f"{op} reduces dim {dims[0]} of {shape}, which is not the output's {self.out.shape}")
+        if self.row_dim not in (None, dim):
+            raise UnsupportedCard(f"{op} reduces over dim {dim}, another reduction over dim {self.row_dim}")
+        self.row_dim, length = dim, self.out.shape[dim]
         value = self._operand(source)
         given = (1 if call["unbiased"] else 0) if "unbiased" in call else call.get("correction")
         order = call.get("ord", 2)

@@ -1,4 +1,5 @@
-"""Fused row kernels: a chain of elementwise calls around reductions over the last dim.
+"""Fused row kernels: a chain of elementwise calls around reductions over one dim (the last, or
+another: a channels-first norm reduces over dim 1).
 
 Normalisations written by hand (``x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w``, a
 softmax as ``exp(x - amax)`` over its sum, a residual add then a norm) run in eager as one pass
@@ -126,7 +127,8 @@ def reduction_steps(base: str, value: str, needs: frozenset[str], acc: str, leng
 
 @dataclass(frozen=True)
 class FusedRowPlan:
-    """Rows of the output's last dim: ``steps`` per row, then ``result`` written at each element."""
+    """Rows along one dim of the output (``dim``, the last by default; a channels-first norm reduces
+    over dim 1): ``steps`` per row, then ``result`` written at each element."""
 
     summary: str
     inputs: tuple[TensorSpec, ...]
@@ -137,6 +139,7 @@ class FusedRowPlan:
     result: str
     result_needs: frozenset[str]
     uses_math: bool = False
+    dim: int = -1
 
     def __post_init__(self) -> None:
         out = self.outputs[0]
@@ -150,8 +153,13 @@ class FusedRowPlan:
         return FAMILY
 
     @property
+    def row_dim(self) -> int:
+        """The output dim the rows run along, counted from the front."""
+        return self.dim % len(self.outputs[0].shape)
+
+    @property
     def length(self) -> int:
-        return int(self.outputs[0].shape[-1])
+        return int(self.outputs[0].shape[self.row_dim])
 
     @property
     def rows(self) -> int:
@@ -159,15 +167,20 @@ class FusedRowPlan:
 
     def last_strides(self) -> tuple[int, list[int]]:
         """The output's and each operand's stride along the row (0: constant along it)."""
-        out = self.outputs[0]
-        strides = [broadcast_strides(self.inputs[o.tensor], out.shape)[-1] for o in self.operands]
-        return (out.stride[-1] if self.length != 1 else 1), strides
+        out, d = self.outputs[0], self.row_dim
+        strides = [broadcast_strides(self.inputs[o.tensor], out.shape)[d] for o in self.operands]
+        return (out.stride[d] if self.length != 1 else 1), strides
 
     def outer(self) -> tuple[list[int], list[int], list[list[int]]]:
-        """The dims that number the rows, coalesced: (shape, output strides, operand strides)."""
-        out = self.outputs[0]
-        strides = [broadcast_strides(self.inputs[o.tensor], out.shape)[:-1] for o in self.operands]
-        return coalesce(out.shape[:-1], out.stride[:-1], strides)
+        """The dims that number the rows (every dim but the row's), coalesced: (shape, output strides,
+        operand strides)."""
+        out, d = self.outputs[0], self.row_dim
+
+        def without_row(values: list[int]) -> list[int]:
+            return [v for i, v in enumerate(values) if i != d]
+
+        strides = [without_row(broadcast_strides(self.inputs[o.tensor], out.shape)) for o in self.operands]
+        return coalesce(without_row(list(out.shape)), without_row(list(out.stride)), strides)
 
     def needed(self, needs: Iterable[str]) -> tuple[list[ElementValue], list[int]]:
         """The element values (program order) and operands that computing ``needs`` takes."""

@@ -1,4 +1,4 @@
-"""The fuser's row kernels: chains around reductions over the last dim, written out as users write them.
+"""The fuser's row kernels: chains around reductions over one dim, written out as users write them.
 
 Each module is captured as capture captures it (a real exported program), its cpu kernel compiled
 with g++ and run against eager at the root knobs and two revisions, and its cuda source compiled
@@ -124,6 +124,42 @@ class SumOverFirstDim(nn.Module):
         return x.sum(0, keepdim=True) * x
 
 
+class ChannelsFirstLayerNorm(nn.Module):
+    """A layer norm of NCHW inputs as ConvNeXt writes it: mean and variance over dim 1, the affine
+    by channel (held here as [C, 1, 1] parameters)."""
+
+    def __init__(self, channels: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(channels, 1, 1))
+        self.bias = nn.Parameter(torch.randn(channels, 1, 1))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        u = x.mean(1, keepdim=True)
+        s = (x - u).pow(2).mean(1, keepdim=True)
+        x = (x - u) / torch.sqrt(s + self.eps)
+        return self.weight * x + self.bias
+
+
+class IndexedAffineNorm(ChannelsFirstLayerNorm):
+    """ConvNeXt's own form, the affine by ``weight[:, None, None]``: a view the fuser does not follow."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__(channels)
+        self.weight = nn.Parameter(torch.randn(channels))
+        self.bias = nn.Parameter(torch.randn(channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        u = x.mean(1, keepdim=True)
+        x = (x - u) / torch.sqrt((x - u).pow(2).mean(1, keepdim=True) + self.eps)
+        return self.weight[:, None, None] * x + self.bias[:, None, None]
+
+
+class SumsOverTwoDims(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.sum(0, keepdim=True) * x.sum(-1, keepdim=True)
+
+
 class SumWithoutKeepdim(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x * x.sum(-1).unsqueeze(-1)
@@ -152,6 +188,10 @@ CASES: list[tuple[str, Any, list[torch.Tensor]]] = [
     ("normalise_bf16", NormaliseRows, [r(6, 80, dtype=bf16)]),
     ("log_softmax_written_out_f32", LogSoftmaxWrittenOut, [r(5, 100)]),
     ("max_abs_scale_f16", MaxAbsScale, [r(4, 64, dtype=f16)]),
+    # Rows along another dim than the last
+    ("sum_over_first_dim", SumOverFirstDim, [r(4, 16)]),
+    ("channels_first_layer_norm_f32", lambda: ChannelsFirstLayerNorm(24), [r(2, 24, 5, 7)]),
+    ("channels_first_layer_norm_bf16", lambda: ChannelsFirstLayerNorm(32).to(bf16), [r(3, 32, 4, 4, dtype=bf16)]),
 ]
 
 
@@ -176,7 +216,7 @@ def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c[0])
-def test_a_chain_around_last_dim_reductions_runs_as_one_row_kernel_matching_eager(
+def test_a_chain_around_reductions_runs_as_one_row_kernel_matching_eager(
         case: tuple[str, Any, list[torch.Tensor]], build_dir: Path) -> None:
     _, factory, args = case
     card, module = _card(factory, args)
@@ -270,11 +310,12 @@ def test_every_cuda_row_kernel_compiles_with_nvcc(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("module", "args", "reason"), [
-    (SumOverFirstDim(), [r(4, 16)], "over dims [0]: the fuser reduces over the last dim alone"),
+    (SumsOverTwoDims(), [r(4, 16)], "reduces over dim 1, another reduction over dim 0"),
+    (IndexedAffineNorm(8), [r(2, 8, 3, 3)], "aten::unsqueeze returns shape [8, 1], not broadcast to the output"),
     (SumWithoutKeepdim(), [r(4, 16)], "without keepdim=True"),
     (FiveSweeps(), [r(4, 16)], "sweeps each row more than 4 times"),
     (HandRMSNorm(16).double(), [r(4, 16).double()], "returns float64; the fuser computes float dtypes"),
-], ids=["other_dim", "no_keepdim", "five_sweeps", "float64"])
+], ids=["two_dims", "indexed_affine", "no_keepdim", "five_sweeps", "float64"])
 def test_a_chain_the_row_kernel_does_not_cover_is_refused_with_its_reason(
         module: nn.Module, args: list[torch.Tensor], reason: str) -> None:
     card, _ = module_card(module, args)
