@@ -62,6 +62,18 @@ class NodeRef:
 
 
 @dataclass(frozen=True)
+class InputView:
+    """A view of a card input that the program takes before using it (``weight[:, None, None]``):
+    where its elements sit in the input's memory, in elements."""
+
+    tensor: int
+    dtype: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int = 0
+
+
+@dataclass(frozen=True)
 class FusedPlan:
     """The elementwise plan of a fused chain, its element types named once the backend is known."""
 
@@ -109,7 +121,8 @@ class _Chain:
         self.card = card
         self.out = card.outputs[0]
         self.operands: list[Operand] = []
-        self.operand_of: dict[int, int] = {}  # card input -> operand position
+        self.operand_of: dict[tuple[int, tuple[int, ...] | None, int], int] = {}  # (input, strides, offset) -> position
+        self.views: dict[str, InputView] = {}  # view nodes of card inputs: read through, never computed
         self.locals: dict[str, str] = {}  # node name -> its C local
         self.shapes: dict[str, list[int]] = {}
         self.dtypes: dict[str, str] = {}
@@ -127,6 +140,11 @@ class _Chain:
         op = str(node["op"])
         base = split_op_name(op)[0]
         shape, dtype = [int(d) for d in node["shape"]], str(node["dtype"])
+        view = self._input_view(node, op)
+        if view is not None:
+            self.views[str(node["name"])], self.shapes[str(node["name"])] = view, shape
+            self.dtypes[str(node["name"])] = dtype
+            return
         if dtype not in cxx.FLOAT_DTYPES:
             raise UnsupportedCard(f"{op} returns {dtype}; the fuser computes float dtypes")
         if base not in REDUCTIONS and not _broadcasts(shape, self.out.shape):  # a reduction: see _reduction
@@ -163,12 +181,16 @@ class _Chain:
         """The chain as a row kernel over the output's last dim (it reduces over that dim)."""
         self.reading = set()
         result = self._operand(self._result(output))
+        if any(o.offset for o in self.operands):
+            raise UnsupportedCard(f"{self.card.op}: a row kernel reads no view of an input that starts past its first "
+                                  "element")
         dim = len(self.out.shape) - 1 if self.row_dim is None else self.row_dim
         summary = (f"{self.card.op}: {' -> '.join(self.ops)} fused over rows of {self.out.shape[dim]} along dim "
                    f"{dim}, to {self.out.shape} {self.out.dtype}")
         return FusedRowPlan(
             summary=summary, inputs=tuple(self.card.inputs), outputs=tuple(self.card.outputs),
-            operands=tuple(RowOperand(o.tensor, o.dtype) for o in self.operands), elements=tuple(self.elements),
+            operands=tuple(RowOperand(o.tensor, o.dtype, o.strides) for o in self.operands),
+            elements=tuple(self.elements),
             steps=tuple(self.steps), result=result, result_needs=frozenset(self.reading), uses_math=self.uses_math,
             dim=dim,
         )
@@ -187,28 +209,70 @@ class _Chain:
     def _value(self, encoded: Any) -> Any:
         if isinstance(encoded, dict) and set(encoded) == {"node"}:
             name = str(encoded["node"])
-            if name not in self.locals:
+            if name not in self.locals and name not in self.views:
                 raise UnsupportedCard(f"{self.card.op}: a call reads {name}, which no earlier call made")
             return NodeRef(name)
         return decode_argument(encoded, self.card)
 
+    def _input_view(self, node: dict[str, Any], op: str) -> InputView | None:
+        """The view a view op (``unsqueeze``, ``view``, ``expand``, ``permute``, ...) takes of a card input
+        or of such a view, worked out on a meta tensor; None for any other call."""
+        args = [self._value(a) for a in node.get("args", [])]
+        source = args[0] if args else None
+        if isinstance(source, NodeRef) and source.name in self.views:
+            of = self.views[source.name]
+        elif isinstance(source, TensorArg):
+            of = InputView(source.index, source.spec.dtype, tuple(source.spec.shape), tuple(source.spec.stride))
+        else:
+            return None
+        import torch
+
+        base, overload_name = split_op_name(op)
+        overload = getattr(getattr(torch.ops.aten, base, None), overload_name, None)
+        if overload is None:
+            return None
+        returns = overload._schema.returns
+        if len(returns) != 1 or returns[0].alias_info is None or returns[0].alias_info.is_write:
+            return None
+        kwargs = {k: self._value(v) for k, v in node.get("kwargs", {}).items()}
+        if any(isinstance(a, (NodeRef, TensorArg, str)) for a in [*args[1:], *kwargs.values()]):
+            return None
+        span = of.offset + sum((n - 1) * st for n, st in zip(of.shape, of.stride, strict=True)) + 1
+        with torch.inference_mode(False):  # views are tracked outside inference mode
+            storage = torch.empty(span, device="meta")
+            meta = storage.as_strided(of.shape, of.stride, of.offset)
+            result = overload(meta, *args[1:], **kwargs)
+        # An op annotated as aliasing may still copy (reshape of a transposed input, contiguous):
+        # only a result that is a view of the same storage is read through.
+        if not isinstance(result, torch.Tensor) or result.dtype != meta.dtype or result._base is not storage:
+            return None
+        return InputView(of.tensor, of.dtype, tuple(result.shape), tuple(result.stride()), int(result.storage_offset()))
+
     def _operand(self, value: Any) -> str:
-        """The C expression of a tensor argument: an operand load or an earlier call's local."""
-        if isinstance(value, NodeRef):
+        """The C expression of a tensor argument: an operand load (of an input or a view of one) or an
+        earlier call's local."""
+        if isinstance(value, NodeRef) and value.name in self.views:
+            view = self.views[value.name]
+            strides: tuple[int, ...] | None = _view_strides(view, self.out.shape)
+            index, dtype, offset = view.tensor, view.dtype, view.offset
+        elif isinstance(value, NodeRef):
             self.reading.add(self.locals[value.name])
             return self.locals[value.name]
-        if not isinstance(value, TensorArg):
+        elif isinstance(value, TensorArg):
+            if not _broadcasts(value.spec.shape, self.out.shape):
+                raise UnsupportedCard(f"{self.card.op}: input {value.index} {value.spec.shape} does not broadcast "
+                                      f"to the output {self.out.shape}")
+            index, dtype, strides, offset = value.index, value.spec.dtype, None, 0
+        else:
             raise UnsupportedCard(f"{self.card.op}: expected a tensor, got {value!r}")
-        if value.spec.dtype not in cxx.FLOAT_DTYPES:
-            raise UnsupportedCard(f"{self.card.op}: an input of dtype {value.spec.dtype}")
-        if not _broadcasts(value.spec.shape, self.out.shape):
-            raise UnsupportedCard(f"{self.card.op}: input {value.index} {value.spec.shape} does not broadcast "
-                                  f"to the output {self.out.shape}")
-        if value.index not in self.operand_of:
-            self.operand_of[value.index] = len(self.operands)
-            self.operands.append(Operand(value.index, value.spec.dtype))
-        self.reading.add(f"x{self.operand_of[value.index]}")
-        return f"x{self.operand_of[value.index]}"
+        if dtype not in cxx.FLOAT_DTYPES:
+            raise UnsupportedCard(f"{self.card.op}: an input of dtype {dtype}")
+        key = (index, strides, offset)
+        if key not in self.operand_of:
+            self.operand_of[key] = len(self.operands)
+            self.operands.append(Operand(index, dtype, offset, strides))
+        self.reading.add(f"x{self.operand_of[key]}")
+        return f"x{self.operand_of[key]}"
 
     def _scalar_or_operand(self, value: Any) -> str:
         if isinstance(value, (NodeRef, TensorArg)):
@@ -273,6 +337,15 @@ class _Chain:
                 step = RowValue(step.acc, made[(step.op, step.value, step.term)])
             self.steps.append(step)
         return result
+
+
+def _view_strides(view: InputView, out: list[int] | tuple[int, ...]) -> tuple[int, ...]:
+    """The view's strides per output dim, broadcast (0) where the view is 1 or has no dim."""
+    if not _broadcasts(view.shape, out):
+        raise UnsupportedCard(f"a view {list(view.shape)} of input {view.tensor} does not broadcast to the output "
+                              f"{list(out)}")
+    lead = len(out) - len(view.shape)
+    return tuple(0 if d < lead or view.shape[d - lead] == 1 else view.stride[d - lead] for d in range(len(out)))
 
 
 def _shape_of(value: Any, shapes: dict[str, list[int]]) -> list[int] | None:

@@ -53,10 +53,16 @@ def operand_indices(needs: Iterable[str]) -> list[int]:
 
 @dataclass(frozen=True)
 class RowOperand:
-    """An input read at every element of the output, broadcast (stride 0) where it is smaller."""
+    """An input read at every element of the output, broadcast (stride 0) where it is smaller, or at
+    ``strides`` per output dim (a view of the input the program takes)."""
 
     tensor: int
     dtype: str
+    strides: tuple[int, ...] | None = None
+
+    def output_strides(self, inputs: tuple[TensorSpec, ...], shape: list[int] | tuple[int, ...]) -> list[int]:
+        """Its stride along each output dim."""
+        return list(self.strides) if self.strides is not None else broadcast_strides(inputs[self.tensor], shape)
 
 
 @dataclass(frozen=True)
@@ -168,7 +174,7 @@ class FusedRowPlan:
     def last_strides(self) -> tuple[int, list[int]]:
         """The output's and each operand's stride along the row (0: constant along it)."""
         out, d = self.outputs[0], self.row_dim
-        strides = [broadcast_strides(self.inputs[o.tensor], out.shape)[d] for o in self.operands]
+        strides = [o.output_strides(self.inputs, out.shape)[d] for o in self.operands]
         return (out.stride[d] if self.length != 1 else 1), strides
 
     def outer(self) -> tuple[list[int], list[int], list[list[int]]]:
@@ -179,7 +185,7 @@ class FusedRowPlan:
         def without_row(values: list[int]) -> list[int]:
             return [v for i, v in enumerate(values) if i != d]
 
-        strides = [without_row(broadcast_strides(self.inputs[o.tensor], out.shape)) for o in self.operands]
+        strides = [without_row(o.output_strides(self.inputs, out.shape)) for o in self.operands]
         return coalesce(without_row(list(out.shape)), without_row(list(out.stride)), strides)
 
     def needed(self, needs: Iterable[str]) -> tuple[list[ElementValue], list[int]]:

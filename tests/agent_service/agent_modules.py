@@ -84,6 +84,17 @@ class GeluTanhWrittenOut(nn.Module):
         return 0.5 * x * (1.0 + torch.tanh(0.7978845608028654 * (x + 0.044715 * torch.pow(x, 3.0))))
 
 
+class SlicedBiasSiLU(nn.Module):
+    """A bias taken as a view of a longer parameter (a slice, then a view to [1, C, 1, 1]), then SiLU."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(channels + 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.silu(x + self.bias[3:].view(1, -1, 1, 1))
+
+
 class BiasReLU(nn.Module):
     """A per-channel bias (a parameter, broadcast) then an activation."""
 
@@ -103,7 +114,7 @@ class UpcastResidual(nn.Module):
 
 
 class SumThenScale(nn.Module):
-    """A reduction over the first dim in the chain: neither elementwise nor a row the fuser sweeps."""
+    """Reductions over two dims in one chain: neither elementwise nor rows along one dim, which the fuser sweeps."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.sum(dim=0, keepdim=True) * x
+        return x.sum(dim=0, keepdim=True) * x.sum(dim=1, keepdim=True)

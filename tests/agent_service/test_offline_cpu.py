@@ -36,6 +36,7 @@ from tests.agent_service.agent_modules import (
     LlamaRMSNorm,
     Qwen3_5MoeRMSNormGated,
     SiluAndMul,
+    SlicedBiasSiLU,
     SumThenScale,
     Swish,
     UpcastResidual,
@@ -524,6 +525,7 @@ MODULE_CASES = [
     ("fused_swish", Swish, [r(6, 70)], None, "fused_elementwise"),
     ("fused_gelu_tanh_written_out_bf16", GeluTanhWrittenOut, [r(4, 96, dtype=bf16)], None, "fused_elementwise"),
     ("fused_bias_relu_channels_last", lambda: BiasReLU(8), [_cl(r(2, 8, 5, 5))], None, "fused_elementwise"),
+    ("fused_sliced_bias_silu", lambda: SlicedBiasSiLU(6), [r(2, 6, 4, 3)], None, "fused_elementwise"),
     ("fused_upcast_residual_f16", UpcastResidual, [r(3, 40, dtype=f16), r(3, 40, dtype=f16)], None,
      "fused_elementwise"),
 ]
@@ -553,7 +555,7 @@ def test_the_fuser_names_the_call_it_cannot_fuse() -> None:
     card, _ = module_card(SumThenScale(), [r(4, 16)])
     proposal = propose_offline(ProposeRequest(card=card, device=CPU))
     assert not proposal.has_proposal
-    assert ("the fuser: aten::sum.dim_IntList over dims [0]: the fuser reduces over the last dim alone"
+    assert ("the fuser: aten::sum.dim_IntList reduces over dim 1, another reduction over dim 0"
             in proposal.no_proposal_reason)
 
 
