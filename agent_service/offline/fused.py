@@ -178,7 +178,7 @@ class _Chain:
         return result
 
     def row_plan(self, output: Any) -> FusedRowPlan:
-        """The chain as a row kernel over the output's last dim (it reduces over that dim)."""
+        """The chain as a row kernel along the dim its reductions run over (the last where it has none)."""
         self.reading = set()
         result = self._operand(self._result(output))
         if any(o.offset for o in self.operands):
