@@ -127,7 +127,8 @@ BUCKETIZE: dict[str, Callable[[], tuple[list[Any], dict[str, Any]]]] = {
 
 @pytest.mark.parametrize("name", list(BUCKETIZE))
 def test_bucketize_finds_eagers_bucket(name: str, build_dir: Path) -> None:
-    """Ties, signed zeros, infinities and NaN among the values and the boundaries: eager's index for each."""
+    """Ties, a signed zero and an infinity among the boundaries, NaN and infinities among the values: eager's index
+    for each."""
     args, kwargs = BUCKETIZE[name]()
     card, _ = aten_card(aten.bucketize.Tensor, args, kwargs)
     plan = plan_for_card(card, "cpu")
