@@ -79,7 +79,12 @@ def element_value(card: OperatorCard, t: TensorArg) -> str:
     """The element of ``t`` (broadcast to the output) at the output coordinates, as its value."""
     out = card.outputs[0]
     raw = f"in{t.index}[{offset([f'o{d}' for d in range(len(out.shape))], broadcast_strides(t.spec, out.shape))}]"
-    return f"{_VALUE[t.spec.dtype]}({raw})" if t.spec.dtype in _VALUE else raw
+    return _value_of(raw, t.spec.dtype)
+
+
+def _value_of(raw: str, dtype: str) -> str:
+    """A C expression of the element whose raw bits ``raw`` reads, as a value of ``dtype``."""
+    return f"{_VALUE[dtype]}({raw})" if dtype in _VALUE else raw
 
 
 def common_dtype(a: TensorArg | bool | int | float, b: TensorArg | bool | int | float) -> str:
@@ -197,8 +202,7 @@ def bucketize_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Gathe
         raise UnsupportedCard(f"bucketize of {x.spec.dtype} {x.spec.shape} by {bounds.spec.dtype} {bounds.spec.shape} "
                               f"into {out.dtype} {out.shape} is not templated")
     kind = _COMPUTE[x.spec.dtype]
-    raw = f"in{bounds.index}[mid * {bounds.spec.stride[0]}LL]"
-    boundary = f"{_VALUE[x.spec.dtype]}({raw})" if x.spec.dtype in _VALUE else raw
+    boundary = _value_of(f"in{bounds.index}[mid * {bounds.spec.stride[0]}LL]", x.spec.dtype)
     test = ">" if call.get("right") else ">="
     search = (f"([&]() -> int64_t {{ const {kind} v = {element_value(card, x)}; int64_t lo = 0, hi = "
               f"{bounds.spec.shape[0]}LL; while (lo < hi) {{ const int64_t mid = lo + ((hi - lo) >> 1); "
