@@ -50,7 +50,7 @@ def _integers_first(otherwise: PlanBuilder) -> PlanBuilder:
 #: named here.
 ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(ops_elementwise.UNARY, ops_elementwise.unary_plan),
-    **dict.fromkeys((*ops_integer.CLAMPS, "neg", "abs"), _integers_first(ops_elementwise.unary_plan)),
+    **dict.fromkeys((*ops_integer.CLAMPS, "neg", "abs", "pow"), _integers_first(ops_elementwise.unary_plan)),
     **dict.fromkeys(ops_elementwise.BINARY, _integers_first(ops_elementwise.binary_plan)),
     "glu": ops_elementwise.glu_plan,
     "prelu": ops_elementwise.prelu_plan,
@@ -96,6 +96,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     "stack": ops_gather.stack_plan,
     "index": ops_gather.index_plan,
     "embedding": ops_gather.embedding_plan,
+    "one_hot": ops_gather.one_hot_plan,
     # pad decomposes (CompositeImplicitAutograd) to constant_pad_nd: overridden at that key, as type_as is
     **dict.fromkeys(("pad", "constant_pad_nd"), ops_gather.pad_plan),
     "masked_fill": ops_gather.masked_fill_plan,

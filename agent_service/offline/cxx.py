@@ -163,6 +163,28 @@ static inline float kf_erff(float x) {
   y = x < 0.0f ? -y : y;
   return x != x ? x : y;
 }
+/* erfinv, which libm lacks: Giles' single-precision approximation (a polynomial in w = -log(1 - x^2),
+   two branches), then one Newton step on erf in double, which takes it to float's last bit. +-1 give
+   +-inf, beyond them NaN, as eager. */
+static inline float kf_erfinvf(float x) {
+  if (x != x || x < -1.0f || x > 1.0f) return NAN;
+  if (x == 1.0f || x == -1.0f) return x * INFINITY;
+  float w = -logf((1.0f - x) * (1.0f + x)), p;
+  if (w < 5.0f) {
+    w -= 2.5f;
+    p = 2.81022636e-08f; p = 3.43273939e-07f + p * w; p = -3.5233877e-06f + p * w;
+    p = -4.39150654e-06f + p * w; p = 0.00021858087f + p * w; p = -0.00125372503f + p * w;
+    p = -0.00417768164f + p * w; p = 0.246640727f + p * w; p = 1.50140941f + p * w;
+  } else {
+    w = sqrtf(w) - 3.0f;
+    p = -0.000200214257f; p = 0.000100950558f + p * w; p = 0.00134934322f + p * w;
+    p = -0.00367342844f + p * w; p = 0.00573950773f + p * w; p = -0.0076224613f + p * w;
+    p = 0.00943887047f + p * w; p = 1.00167406f + p * w; p = 2.83297682f + p * w;
+  }
+  double y = (double)(p * x);
+  y -= (erf(y) - (double)x) / (1.1283791670955126 * exp(-y * y));
+  return (float)y;
+}
 /* fmaxf and fminf as selects, which vectorise where g++ keeps the library calls: a NaN operand
    gives the other one, as fmaxf and fminf do. */
 static inline float kf_fmaxf(float a, float b) { return ((a > b) | (b != b)) ? a : b; }

@@ -196,13 +196,15 @@ def _math_macros(backend: str, fast: bool) -> str:
     if backend == "cuda":
         exp = "__expf(v)" if fast else "expf(v)"
         return (f"#define KF_EXP(v) {exp}\n#define KF_TANH(v) tanhf(v)\n#define KF_ERF(v) erff(v)\n"
-                "#define KF_LOG(v) logf(v)\n#define KF_LOG1P(v) log1pf(v)\n")
+                "#define KF_LOG(v) logf(v)\n#define KF_LOG1P(v) log1pf(v)\n#define KF_ERFINV(v) erfinvf(v)\n")
     if fast:
         return ("#define KF_EXP(v) kf_expf(v)\n"
                 "#define KF_TANH(v) (1.0f - 2.0f / (kf_expf(2.0f * (v)) + 1.0f))\n"
-                "#define KF_ERF(v) kf_erff(v)\n#define KF_LOG(v) kf_logf(v)\n#define KF_LOG1P(v) kf_log1pf(v)\n")
+                "#define KF_ERF(v) kf_erff(v)\n#define KF_LOG(v) kf_logf(v)\n#define KF_LOG1P(v) kf_log1pf(v)\n"
+                "#define KF_ERFINV(v) kf_erfinvf(v)\n")
     return ("#define KF_EXP(v) expf(v)\n#define KF_TANH(v) tanhf(v)\n"
-            "#define KF_ERF(v) erff(v)\n#define KF_LOG(v) logf(v)\n#define KF_LOG1P(v) log1pf(v)\n")
+            "#define KF_ERF(v) erff(v)\n#define KF_LOG(v) logf(v)\n#define KF_LOG1P(v) log1pf(v)\n"
+            "#define KF_ERFINV(v) kf_erfinvf(v)\n")
 
 
 def _signature(plan: ElementwisePlan, backend: str) -> tuple[str, str]:

@@ -122,6 +122,7 @@ UNARY: dict[str, tuple[Callable[[dict[str, Any]], str], bool]] = {
     "clamp_max": (_clamp, False),
     "threshold": (_threshold, False),
     "erf": (lambda c: "KF_ERF(x0)", True),
+    "erfinv": (lambda c: "KF_ERFINV(x0)", False),
     "expm1": (lambda c: "expm1f(x0)", False),
     "log1p": (lambda c: "KF_LOG1P(x0)", True),
     "log2": (lambda c: "log2f(x0)", False),

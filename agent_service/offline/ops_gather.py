@@ -1,5 +1,5 @@
 """Aten cards the gather engine covers: nearest upsampling, cat, index by one tensor, gather along a
-dim, embedding, constant pad, masked_fill, where, argmax and argmin, repeat_interleave by an int,
+dim, embedding, one_hot, constant pad, masked_fill, where, argmax and argmin, repeat_interleave by an int,
 flip and roll, and reshapes that copy.
 
 Each builder turns the bound call into a :class:`GatherPlan`, whose branches name where each
@@ -323,12 +323,34 @@ def _where_operand(card: OperatorCard, value: object, name: str) -> str:
 def where_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
     """where (``.self``, and ``.ScalarSelf``, ``.ScalarOther``, ``.Scalar`` with Python numbers): ``self``
     where the condition holds, ``other`` elsewhere, all broadcast, each in the result dtype."""
+    if "self" not in call and "other" not in call:
+        raise UnsupportedCard("where(condition) lists the indices of the true elements: the output's shape "
+                              "depends on the values, so no kernel of fixed shape computes it")
     if "complex" in card.outputs[0].dtype:
         raise UnsupportedCard(f"{card.op} into {card.outputs[0].dtype}: complex dtypes are not templated")
     chosen = _where_operand(card, call.get("self"), "self")
     other = _where_operand(card, call.get("other"), "other")
     plan = _plan(card, "gather_select", [Branch(_condition(card, "condition", call), chosen), Branch("", other)])
     return replace(plan, helpers=conversion_helpers(chosen + other))
+
+
+def one_hot_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """one_hot with a given class count: 1 where the last coordinate is the element's class, else 0. A
+    class out of range makes eager raise; the kernel reports it (``KF_BAD``). ``num_classes=-1`` counts
+    the classes from the values, so the output's shape depends on them: refused."""
+    x = tensor_argument(call, "self")
+    classes = call.get("num_classes", -1)
+    if isinstance(classes, bool) or not isinstance(classes, int) or classes < 1:
+        raise UnsupportedCard(f"one_hot with num_classes={classes!r} takes its class count from the values: "
+                              "the output's shape depends on them")
+    out, m = card.outputs[0], len(x.spec.shape)
+    if x.spec.dtype != "int64" or out.dtype != "int64" or out.shape != [*x.spec.shape, classes]:
+        raise UnsupportedCard(f"one_hot of {x.spec.dtype} {x.spec.shape} into {out.dtype} {out.shape}: eager "
+                              "takes int64 classes and adds a last dim of num_classes")
+    preamble = (f"int64_t j = (int64_t)in{x.index}[{offset(_coords(m), x.spec.stride)}];\n"
+                f"if (j < 0 || j >= {classes}LL) {{ KF_BAD(); j = -1; }}")
+    return _plan(card, "gather_select", [Branch(f"o{m} == j", fill_bits(1, "int64")),
+                                         Branch("", fill_bits(0, "int64"))], preamble)
 
 
 # ---- gather along a dim ------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Integer arithmetic the gather engine covers: add, sub, rsub, mul, floor division, remainder,
-division with a rounding mode, the bitwise ops, maximum and minimum, of integer tensors and Python ints,
-neg and abs, and clamp by Python ints, exact as eager's.
+division with a rounding mode, pow, the bitwise ops, maximum and minimum, of integer tensors and Python
+ints, neg and abs, and clamp by Python ints, exact as eager's.
 
 Eager computes in the operands' common dtype (``torch.result_type``) and wraps on overflow. The
 kernel computes in 64 bits, sums and products in ``uint64_t`` (C wraps only unsigned arithmetic),
@@ -40,10 +40,14 @@ EXTREMA = {"maximum": "r = a > b ? a : b;", "minimum": "r = a < b ? a : b;"}
 #: ops of one operand: negation wraps as eager's (the minimum stays itself; -1 of uint8 is 255)
 UNARY = {"neg": "r = (int64_t)(0 - (uint64_t)a);", "abs": "r = a < 0 ? (int64_t)(0 - (uint64_t)a) : a;",
          "bitwise_not": BITWISE["bitwise_not"]}
-INTEGER_OPS = (*SUMS, "floor_divide", "remainder", "div", *BITWISE, *EXTREMA, *UNARY)
+#: c10's powi: squaring in the dtype (wrapping), and a negative exponent gives 0 but for bases 1 and -1
+POWER = ("if (b < 0) r = a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0); "
+         "else { uint64_t base = (uint64_t)a, acc = 1; for (int64_t e = b; e; e /= 2) { "
+         "if (e & 1) acc *= base; base *= base; } r = (int64_t)acc; }")
+INTEGER_OPS = (*SUMS, "floor_divide", "remainder", "div", "pow", *BITWISE, *EXTREMA, *UNARY)
 #: every op's statement but div's, which its rounding mode picks
 FORMULAS = {**SUMS, **BITWISE, **EXTREMA, **UNARY, "remainder": DIVISIONS["remainder"],
-            "floor_divide": DIVISIONS["floor"]}
+            "floor_divide": DIVISIONS["floor"], "pow": POWER}
 
 
 def integer_result(card: OperatorCard) -> bool:
@@ -95,8 +99,10 @@ def integer_plan(card: OperatorCard, base: str, call: dict[str, Any], *, in_plac
         raise UnsupportedCard(f"{card.op} writes {[o.dtype for o in card.outputs]}; integer arithmetic "
                               f"writes one output of {', '.join(INTEGER_DTYPES)}")
     a = operand(call, "self")
-    b = a if base in UNARY else operand(call, "other")  # ``~a``, ``-a``, ``|a|`` read their one operand
+    b = a if base in UNARY else operand(call, "exponent" if base == "pow" else "other")  # ``-a`` reads one
     dtype = common_dtype(a, b)
+    if base == "pow" and not isinstance(b, TensorArg) and b < 0:
+        raise UnsupportedCard(f"integer pow by {b!r}: eager raises on a negative integer power of integers")
     out = card.outputs[0]
     if dtype != out.dtype:
         raise UnsupportedCard(f"{card.op} computes in {dtype} but writes {out.dtype}; not templated")

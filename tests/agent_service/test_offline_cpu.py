@@ -613,6 +613,25 @@ def test_rounding_signs_and_nan_bounds_are_eagers_exactly(build_dir: Path) -> No
         assert torch.equal(got.isnan(), expected.isnan()), (op, got, expected)
 
 
+def test_erfinv_matches_eager_across_its_domain_and_beyond(build_dir: Path) -> None:
+    """erfinv, which libm lacks: within a few float ulps of eager's on (-1, 1), close to the ends too,
+    +-inf at +-1, NaN beyond them and for NaN; a bf16 input rounds as eager rounds it."""
+    edges = [1.0, -1.0, 1.5, -3.0, float("nan"), 0.0, -0.0, 1 - 2**-24, -(1 - 2**-24), 1e-30, 0.5]
+    x = torch.cat([torch.tensor(edges), torch.rand(2000, generator=torch.Generator().manual_seed(0)) * 2 - 1])
+    for dtype, rtol in ((torch.float32, 3e-6), (bf16, 8e-3)):
+        data = x.to(dtype)
+        card, (expected,) = aten_card(aten.erfinv.default, [data])
+        source = propose_offline(ProposeRequest(card=card, device=CPU, backend="cpu")).source
+        got = torch.full_like(expected, 7.0)
+        assert run_kernel(compile_cpu(source, build_dir), [data], [got]) == 0
+        assert torch.equal(got.isnan(), expected.isnan()), (dtype, got[:11], expected[:11])
+        numbers = ~expected.isnan()
+        assert torch.equal(got.isinf(), expected.isinf()) and torch.equal(got[numbers].signbit(),
+                                                                          expected[numbers].signbit())
+        finite = expected.isfinite()
+        torch.testing.assert_close(got[finite].float(), expected[finite].float(), rtol=rtol, atol=0)
+
+
 def _logsumexp_rows() -> torch.Tensor:
     inf, nan = float("inf"), float("nan")
     return torch.tensor([[-inf] * 6, [1.0, inf, 2.0, inf, 0.0, 1.0], [nan, 1.0, 2.0, 3.0, 4.0, 5.0],

@@ -71,6 +71,24 @@ def test_an_embedding_index_out_of_range_is_reported_and_never_read(tmp_path: Pa
     assert torch.equal(out, weight[[9, 0, 3]])
 
 
+def test_one_hot_is_eagers_and_a_class_out_of_range_is_reported(tmp_path: Path) -> None:
+    """one_hot of a transposed index tensor is eager's exactly; a class past the count or negative makes
+    eager raise, and the cpu kernel returns an error; a class count taken from the values, and
+    where(condition), whose output shape depends on the values, are refused."""
+    classes = torch.tensor([[0, 4, 2], [3, 3, 1]]).t()
+    card, _ = aten_card(aten.one_hot.default, [classes, 5])
+    library = compile_cpu(plan_for_card(card, "cpu").render("cpu", {}, CPU), tmp_path)
+    out = torch.full((3, 2, 5), 7)
+    assert run_kernel(library, [classes], [out]) == 0
+    assert torch.equal(out, torch.nn.functional.one_hot(classes, 5))
+    for bad in (5, -1, 2**40):
+        assert run_kernel(library, [torch.tensor([[0, bad, 2], [3, 3, 1]]).t()], [out]) != 0
+        with pytest.raises(RuntimeError, match="Class values"):
+            torch.nn.functional.one_hot(torch.tensor([[0, bad, 2], [3, 3, 1]]).t(), 5)
+    assert "depends on them" in _refusal(aten.one_hot.default, [classes])
+    assert "depends on the values" in _refusal(aten.where.default, [torch.tensor([True, False, True])])
+
+
 def test_fill_constants_are_the_bits_eager_stores() -> None:
     assert fill_bits(float("-inf"), "bfloat16") == "(uint16_t)0xff80ULL"
     assert fill_bits(0.5, "float32") == "(uint32_t)0x3f000000ULL"

@@ -61,6 +61,14 @@ CASES: dict[str, Callable[[], tuple[Any, list[Any], dict[str, Any]]]] = {
     "clamp_int32_max_only_transposed": lambda: (aten.clamp.default, [ints(i32, 2).view(4, 5).t(), None, 8], {}),
     "clamp_min_int8": lambda: (aten.clamp_min.default, [ints(i8), -100], {}),
     "clamp_max_uint8": lambda: (aten.clamp_max.default, [ints(u8), 100], {}),
+    "pow_int64_by_3_wraps": lambda: (aten.pow.Tensor_Scalar, [ints(i64, 40), 3], {}),
+    "pow_int8_by_7_wraps": lambda: (aten.pow.Tensor_Scalar, [ints(i8), 7], {}),
+    "pow_uint8_by_0": lambda: (aten.pow.Tensor_Scalar, [ints(u8), 0], {}),
+    "pow_int64_by_exponents_negative_and_huge": lambda: (
+        aten.pow.Tensor_Tensor, [torch.tensor([1, -1, -1, 2, 0, 3, -3, 5] * 3),
+                                 torch.tensor([-5, -5, -4, -1, 0, 2**63 - 1, 41, 27] * 3)], {}),
+    "pow_int32_by_int8_exponents_transposed": lambda: (
+        aten.pow.Tensor_Tensor, [ints(i32, 2).view(4, 5).t(), torch.arange(-2, 3, dtype=i8).view(5, 1)], {}),
 }
 
 
@@ -107,6 +115,16 @@ def test_divisors_that_raise_overflow_or_vary_are_refused() -> None:
     assert "by 0" in _divided_by(0, i64)
     assert "by 256" in _divided_by(256, u8)  # 256 wraps to 0 in uint8
     assert "by -1" in _refusal(aten.remainder.Scalar, [ints(i64), -1])
+
+
+def test_a_negative_integer_power_of_integers_is_refused_as_eager_raises() -> None:
+    card, _ = aten_card(aten.pow.Tensor_Scalar, [ints(i64), 2])
+    template = {**card.template, "args": [card.template["args"][0], -2]}
+    card = card.model_copy(update={"key": {**card.key, "template": template}})
+    with pytest.raises(UnsupportedCard, match="negative integer power"):
+        plan_for_card(card, "cpu")
+    with pytest.raises(RuntimeError, match="negative integer powers"):
+        torch.pow(ints(i64), -2)
 
 
 def test_floats_stay_with_the_float_engine_or_are_refused() -> None:
