@@ -25,6 +25,7 @@ STATUS_WRONG_COUNT = 1
 STATUS_WRONG_LAYOUT = 2
 STATUS_MISALIGNED = 3
 STATUS_LAUNCH_FAILED = 4
+STATUS_BAD_INPUT = 5  # an input value eager raises on (an index out of range); nothing was written
 
 
 _STORAGE_TYPES = {"float32": "float", "float64": "double", "int64": "int64_t", "int32": "int32_t", "int8": "int8_t",

@@ -90,6 +90,12 @@ SPECS = {spec.name: spec for spec in [
     _inplace("fill_tensor", aten.fill_.Tensor, ("x", "v"), (replace(X, dtype=torch.float16), TensorRecipe(())),
              FILL_SPELLINGS),
     _inplace("zero_", aten.zero_.default, ("x",), (replace(X, dtype=torch.bfloat16),), ZERO_SPELLINGS),
+    OpSpec("index_add_", "index_add", aten.index_add_.default, ("x", "i", "s"),
+           (TensorRecipe((6, 33)), TensorRecipe((9,), torch.int64, seed=1), TensorRecipe((9, 33), seed=2)),
+           ("x.index_add_(0, i % 6, s)", "torch.Tensor.index_add_(x, 0, i % 6, s)",
+            "x.index_add_(0, i % 6, s, alpha=2)", "x.index_add_(0, i, s)",
+            "x.index_add_(0, i % 6, x[:1].expand(9, 33))", "x.index_add(0, i % 6, s)"),
+           (Slot(SHAPES), Slot(((9,), (0,))), Slot(((9, 33), (9, 1))))),
 ]}
 HITS = [("relu_", "x.relu_()"), ("relu_", "torch.relu_(x)"), ("relu_", "F.relu(x, inplace=True)"),
         ("relu_", "nn.ReLU(inplace=True)(x)"), ("add_", "a.add_(b)"), ("add_", "a.__iadd__(b)"),
@@ -100,7 +106,8 @@ HITS = [("relu_", "x.relu_()"), ("relu_", "torch.relu_(x)"), ("relu_", "F.relu(x
         ("copy_into_sliced", "x.copy_(y)"),
         ("copy_row_to_int", "x.copy_(y)"),
         ("fill_", "x.fill_(v)"), ("fill_", "nn.init.constant_(x, v)"), ("fill_tensor", "x.fill_(v)"),
-        ("zero_", "x.zero_()"), ("zero_", "nn.init.zeros_(x)")]
+        ("zero_", "x.zero_()"), ("zero_", "nn.init.zeros_(x)"), ("index_add_", "x.index_add_(0, i % 6, s)"),
+        ("index_add_", "torch.Tensor.index_add_(x, 0, i % 6, s)")]
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,118 @@
+"""index_add and index_add_: each case compiled with g++ and run against eager on indices that repeat,
+along inner and outer dims of strided tensors, in float, half and integer dtypes; an index out of range
+leaves the output untouched and reports an error, as eager raises."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from agent_service.offline.call import UnsupportedCard
+from agent_service.offline.catalog import plan_for_card
+from kforge_domain.device import DeviceInfo
+from tests.agent_service.agent_cards import aten_card, compile_cpu, nvcc_object, on_cuda, root_and_revisions, run_kernel
+
+aten = torch.ops.aten
+bf16 = torch.bfloat16
+CPU = DeviceInfo(backend="cpu", name="test cpu", sm_count=2)
+H200 = DeviceInfo(backend="cuda", name="NVIDIA H200", arch="sm_90", sm_count=132, l2_bytes=60 << 20)
+REPEATS = torch.tensor([0, 2, 2, 5, 0, 1, 2, 5, 5])  # rows 0, 2 and 5 take several sources, 3 and 4 none
+
+
+def r(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(sum(shape))).to(dtype)
+
+
+CASES: dict[str, Callable[[], tuple[list[Any], dict[str, Any]]]] = {
+    "rows_f32": lambda: ([r(6, 33), 0, REPEATS, r(9, 33)], {}),
+    "rows_f32_alpha": lambda: ([r(6, 33), 0, REPEATS, r(9, 33)], {"alpha": -0.75}),
+    "columns_of_a_transposed_bf16": lambda: ([r(33, 6, dtype=bf16).t(), 1, REPEATS.flip(0)[:4], r(6, 4, dtype=bf16)],
+                                             {}),
+    "middle_dim_of_a_slice_int32_index": lambda: ([r(2, 7, 40)[:, :6, ::2], 1, REPEATS.int(), r(2, 9, 20)], {}),
+    "vector_f64": lambda: ([r(6, dtype=torch.float64), 0, REPEATS, r(9, dtype=torch.float64)], {"alpha": 3.0}),
+    "rows_int64_wrap": lambda: ([torch.full((6, 3), 2**62), 0, REPEATS, torch.full((9, 3), 2**62)], {"alpha": 3}),
+    "rows_int8_wrap": lambda: ([torch.full((6, 3), 100, dtype=torch.int8), 0, REPEATS,
+                                torch.full((9, 3), 90, dtype=torch.int8)], {}),
+    "rows_f16_last_index": lambda: ([r(6, 8, dtype=torch.float16), -2, REPEATS[:3], r(3, 8, dtype=torch.float16)],
+                                    {}),
+}
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("scatter_kernels")
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_index_add_is_eagers_bit_for_bit(name: str, build_dir: Path) -> None:
+    """Sources are added in index order and rounded after each add, as eager's cpu kernel adds them."""
+    args, kwargs = CASES[name]()
+    card, (expected,) = aten_card(aten.index_add.default, args, kwargs)
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    for source, knobs in root_and_revisions(card, CPU):
+        assert knobs["family"] == "index_add"
+        got = torch.empty_strided(expected.shape, expected.stride(), dtype=expected.dtype).fill_(7)
+        assert run_kernel(compile_cpu(source, build_dir), tensors, [got]) == 0
+        assert torch.equal(got, expected), (name, knobs, (got.double() - expected.double()).abs().max())
+
+
+def test_in_place_index_add_adds_into_the_output_it_is_given(build_dir: Path) -> None:
+    x, source = r(4, 6, 5)[:, 1:], r(4, 9, 5)
+    card, _ = aten_card(aten.index_add_.default, [x.clone(), 1, REPEATS % 5, source])
+    plan = plan_for_card(card, "cpu")
+    assert plan.family == "index_add" and card.mutated_inputs == [0]
+    target = x.clone()
+    library = compile_cpu(plan.render("cpu", {}, CPU), build_dir)
+    assert run_kernel(library, [torch.full_like(x, 77.0), REPEATS % 5, source], [target]) == 0  # self is read in place
+    assert torch.equal(target, x.clone().index_add_(1, REPEATS % 5, source))
+
+
+def test_an_index_out_of_range_writes_nothing_and_is_reported(build_dir: Path) -> None:
+    """Eager raises on an index past the dim or below zero; the kernel checks every index before it
+    writes, so an in-place call is never half applied when its caller then runs eager."""
+    x, source = r(6, 4), r(9, 4)
+    card, _ = aten_card(aten.index_add_.default, [x.clone(), 0, REPEATS, source])
+    library = compile_cpu(plan_for_card(card, "cpu").render("cpu", {}, CPU), build_dir)
+    for bad in (6, -1, 2**40):
+        index = REPEATS.clone()
+        index[5] = bad
+        target = x.clone()
+        assert run_kernel(library, [x, index, source], [target]) != 0
+        assert torch.equal(target, x)
+        with pytest.raises((IndexError, RuntimeError), match="out of"):
+            x.clone().index_add_(0, index, source)
+
+
+def _refusal(args: list[Any], kwargs: dict[str, Any] | None = None, backend: str = "cpu") -> str:
+    card, _ = aten_card(aten.index_add.default, args, kwargs)
+    if backend == "cuda":
+        card = on_cuda(card)
+    with pytest.raises(UnsupportedCard) as refused:
+        plan_for_card(card, backend).knob_space(backend, H200 if backend == "cuda" else CPU)
+    return str(refused.value)
+
+
+def test_calls_the_template_does_not_cover_are_refused_with_a_reason() -> None:
+    assert "no atomic add" in _refusal([torch.zeros(6, 3, dtype=torch.int8), 0, REPEATS,
+                                        torch.ones(9, 3, dtype=torch.int8)], backend="cuda")
+    assert "nothing to add" in _refusal([r(6, 3), 0, REPEATS[:0], r(0, 3)])
+    assert "not templated" in _refusal([torch.zeros(6, 3, dtype=torch.complex64), 0, REPEATS,
+                                        torch.ones(9, 3, dtype=torch.complex64)])
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_the_cuda_kernels_build_for_sm_90(in_place: bool, tmp_path: Path) -> None:
+    op = aten.index_add_.default if in_place else aten.index_add.default
+    for args, kwargs in ([r(64, 512, dtype=bf16), 0, REPEATS.repeat(20), r(180, 512, dtype=bf16)], {}), \
+            ([r(8, 64, 33)[:, :, :32], 2, REPEATS.int(), r(8, 64, 9)], {"alpha": 2.0}), \
+            ([torch.zeros(6, 3, dtype=torch.int64), 0, REPEATS, torch.ones(9, 3, dtype=torch.int64)], {"alpha": 5}):
+        card, _ = aten_card(op, [a.clone() if isinstance(a, torch.Tensor) else a for a in args], kwargs)
+        card = on_cuda(card)
+        for source, knobs in root_and_revisions(card, H200):
+            unit = tmp_path / f"k{len(list(tmp_path.iterdir()))}.cu"
+            rc, log = nvcc_object(source, unit)
+            assert rc == 0 and unit.with_suffix(".o").stat().st_size > 0, (knobs, log)
