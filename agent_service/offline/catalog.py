@@ -20,6 +20,7 @@ from agent_service.offline import (
     ops_rowwise,
     ops_scan,
     ops_scatter,
+    ops_scatter_reduce,
     ops_sort,
     ops_ternary,
 )
@@ -99,6 +100,8 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     "embedding": ops_gather.embedding_plan,
     "one_hot": ops_gather.one_hot_plan,
     **dict.fromkeys(("index_add", *ops_scatter.IN_PLACE), ops_scatter.index_add_plan),
+    **dict.fromkeys(("scatter_add", "scatter_reduce", *ops_scatter_reduce.IN_PLACE),
+                    ops_scatter_reduce.scatter_reduce_plan),
     # pad decomposes (CompositeImplicitAutograd) to constant_pad_nd: overridden at that key, as type_as is
     **dict.fromkeys(("pad", "constant_pad_nd"), ops_gather.pad_plan),
     "masked_fill": ops_gather.masked_fill_plan,
@@ -146,7 +149,8 @@ def _in_place_op(card: OperatorCard) -> bool:
     """An aten op whose template writes the input it mutates (:mod:`agent_service.offline.ops_inplace`)."""
     base = split_op_name(card.op)[0]
     return card.kind == "aten" and base in (*ops_inplace.INPLACE_UNARY, *ops_inplace.INPLACE_BINARY,
-                                            *ops_inplace.INPLACE_GATHER, *ops_scatter.IN_PLACE)
+                                            *ops_inplace.INPLACE_GATHER, *ops_scatter.IN_PLACE,
+                                            *ops_scatter_reduce.IN_PLACE)
 
 
 def _module_or_fused_plan(card: OperatorCard) -> KernelPlan:

@@ -31,17 +31,18 @@ from packager.inplace import overlaps_itself
 
 #: The in-place op the family writes over ``self``; catalog lets its mutation through.
 IN_PLACE = ("index_add_",)
-_INTEGERS = ("int64", "int32", "int8", "uint8")
-_FLOATS = ("float32", "float64", "float16", "bfloat16")
+INTEGERS = ("int64", "int32", "int8", "uint8")
+FLOATS = ("float32", "float64", "float16", "bfloat16")
 #: How cuda adds ``v`` (already the dtype's value times alpha) at ``p``, by dtype.
-_CUDA_ATOMIC = {"float32": "atomicAdd(p, v)", "float64": "atomicAdd(p, v)", "float16": "atomicAdd(p, v)",
+CUDA_ATOMIC = {"float32": "atomicAdd(p, v)", "float64": "atomicAdd(p, v)", "float16": "atomicAdd(p, v)",
                 "bfloat16": "atomicAdd(p, v)", "int32": "atomicAdd(p, v)",
                 "int64": "atomicAdd((unsigned long long *)p, (unsigned long long)v)"}
 
 
 @dataclass(frozen=True)
-class IndexAddPlan:
-    """``out = self`` (unless in place), then ``out[.., index[j], ..] += alpha * source[.., j, ..]`` along ``dim``."""
+class ScatterCall:
+    """What every scatter-like plan knows: its tensors (``self``, the index and the source, by input
+    position), the one output and the dim the index runs along."""
 
     summary: str
     inputs: tuple[TensorSpec, ...]
@@ -50,16 +51,22 @@ class IndexAddPlan:
     index: int
     source: int
     dim: int
-    alpha: int | float
     in_place: bool
-
-    @property
-    def family(self) -> str:
-        return "index_add"
 
     @property
     def out(self) -> TensorSpec:
         return self.outputs[0]
+
+
+@dataclass(frozen=True)
+class IndexAddPlan(ScatterCall):
+    """``out = self`` (unless in place), then ``out[.., index[j], ..] += alpha * source[.., j, ..]`` along ``dim``."""
+
+    alpha: int | float
+
+    @property
+    def family(self) -> str:
+        return "index_add"
 
     @property
     def count(self) -> int:
@@ -90,7 +97,7 @@ class IndexAddPlan:
     def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
         if backend == "cpu":
             return KnobSpace({"threads": cpu_thread_choices(device, self.outputs), "chunk": (1024, 256, 4096)})
-        if self.out.dtype not in _CUDA_ATOMIC:
+        if self.out.dtype not in CUDA_ATOMIC:
             raise UnsupportedCard(f"index_add of {self.out.dtype}: cuda has no atomic add of that width")
         return KnobSpace({"threads_per_block": (256, 512, 128), "waves": (4, 0, 1)})
 
@@ -128,7 +135,7 @@ def index_add_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Index
 
 def _check_layouts(card: OperatorCard, x: TensorArg, index: TensorArg, source: TensorArg, in_place: bool) -> None:
     out = card.outputs[0]
-    if len(card.outputs) != 1 or out.dtype not in (*_FLOATS, *_INTEGERS):
+    if len(card.outputs) != 1 or out.dtype not in (*FLOATS, *INTEGERS):
         raise UnsupportedCard(f"index_add into {[o.dtype for o in card.outputs]} is not templated")
     if x.spec.dtype != out.dtype or source.spec.dtype != out.dtype:
         raise UnsupportedCard(f"index_add of {source.spec.dtype} into {x.spec.dtype}: eager takes one dtype")
@@ -146,22 +153,23 @@ def _check_layouts(card: OperatorCard, x: TensorArg, index: TensorArg, source: T
 def _alpha(alpha: Any, dtype: str) -> int | float:
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
         raise UnsupportedCard(f"index_add with alpha {alpha!r}: a number is templated")
-    if dtype in _INTEGERS:
+    if dtype in INTEGERS:
         if not isinstance(alpha, int):
             raise UnsupportedCard(f"index_add of {dtype} with alpha {alpha!r}: eager takes an int alpha")
         return alpha
     return float(alpha)
 
 
-def _element_types(plan: IndexAddPlan, backend: str) -> str:
-    return (f"typedef {cxx.storage_type(plan.out.dtype, backend)} T;\n"
-            f"typedef {cxx.storage_type(plan.inputs[plan.index].dtype, backend)} I;\n")
+def element_types(dtype: str, index_dtype: str, backend: str) -> str:
+    """Typedefs T (the elements) and I (the index) of a scatter kernel."""
+    return (f"typedef {cxx.storage_type(dtype, backend)} T;\n"
+            f"typedef {cxx.storage_type(index_dtype, backend)} I;\n")
 
 
 def _add_expression(plan: IndexAddPlan) -> str:
     """C expression of ``a + alpha * b`` in the dtype the cpu accumulates in (``a``: that type, ``b``: a T)."""
     dtype, alpha = plan.out.dtype, plan.alpha
-    if dtype in _INTEGERS:
+    if dtype in INTEGERS:
         scaled = "(uint64_t)(int64_t)b" if alpha == 1 else f"(uint64_t)(int64_t)b * (uint64_t)({int(alpha)}LL)"
         return f"(T)((uint64_t)(int64_t)a + {scaled})"
     if dtype in ("float32", "float64"):
@@ -197,7 +205,7 @@ def _render_cpu(plan: IndexAddPlan, knobs: Knobs) -> str:
     accumulator = "float" if half else "T"
     return f"""{cxx.CPU_PRELUDE}
 /* {plan.summary}; {knobs} */
-{_element_types(plan, "cpu")}typedef {accumulator} A;
+{element_types(plan.out.dtype, plan.inputs[plan.index].dtype, "cpu")}typedef {accumulator} A;
 static inline A kf_add(A a, T b) {{ return {_add_expression(plan)}; }}
 static void kf_index_add(const I *__restrict index, const T *__restrict src, A *__restrict out) {{
 {pragma}  for (int64_t a = 0; a < {plan.outer}LL; ++a)
@@ -252,29 +260,23 @@ def _render_cuda(plan: IndexAddPlan, knobs: Knobs, device: DeviceInfo) -> str:
     total, inner, count = source.numel, plan.inner, plan.count
     add_grid = cuda_grid(device, block, waves, cxx.ceil_div(total, block))
     copy_grid = cuda_grid(device, block, waves, cxx.ceil_div(plan.out.numel, block))
-    stride_loop = f"(int64_t)blockIdx.x * {block} + threadIdx.x; e < {{n}}LL; e += (int64_t)gridDim.x * {block}"
-    copy_kernel = "" if plan.in_place else f"""__global__ void __launch_bounds__({block})
-kf_copy(const T *__restrict__ x, T *__restrict__ y) {{
-  for (int64_t e = {stride_loop.format(n=plan.out.numel)})
-    y[{cxx.linear_offset('e', plan.out.shape, plan.out.stride)}] = x[{cxx.linear_offset('e', x.shape, x.stride)}];
-}}
-"""
+    copy_kernel = "" if plan.in_place else cuda_copy_kernel(plan.out, x, block)
     copy_launch = "" if plan.in_place else (
         f"  kf_copy<<<{copy_grid}, {block}, 0, (cudaStream_t)stream>>>((const T *)inputs[{plan.self_index}].data, "
         "(T *)outputs[0].data);\n")
     return f"""{cxx.CUDA_PRELUDE}
 /* {plan.summary}; {knobs} */
-{_element_types(plan, "cuda")}
+{element_types(plan.out.dtype, plan.inputs[plan.index].dtype, "cuda")}
 {copy_kernel}__global__ void __launch_bounds__({block})
 kf_index_add(const I *__restrict__ index, const T *__restrict__ src, T *__restrict__ out) {{
-  for (int64_t e = {stride_loop.format(n=total)}) {{
+  {cuda_grid_loop(block, "e", total)} {{
     const int64_t b = e % {inner}LL, j = (e / {inner}LL) % {count}LL, a = e / ({inner}LL * {count}LL);
     const int64_t n = (int64_t)index[j * {index_stride}LL];
     if (n < 0 || n >= {size}LL) __trap();  /* eager's device assertion */
     const T *s = src + ({src_outer}) + j * {src_step}LL + ({src_inner});
     T *p = out + ({out_outer}) + n * {out_step}LL + ({out_inner});
     const T v = {scaled};
-    {_CUDA_ATOMIC[plan.out.dtype]};
+    {CUDA_ATOMIC[plan.out.dtype]};
   }}
 }}
 extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
@@ -287,10 +289,25 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
 """
 
 
+def cuda_grid_loop(block: int, variable: str, count: int) -> str:
+    """The head of a grid-stride loop of ``variable`` over ``count`` elements (``for (...)``)."""
+    return (f"for (int64_t {variable} = (int64_t)blockIdx.x * {block} + threadIdx.x; {variable} < {count}LL; "
+            f"{variable} += (int64_t)gridDim.x * {block})")
+
+
+def cuda_copy_kernel(out: TensorSpec, x: TensorSpec, block: int) -> str:
+    """``kf_copy(x, y)``: ``x`` copied into the output ``y`` of the same shape, element by element."""
+    return f"""__global__ void __launch_bounds__({block}) kf_copy(const T *__restrict__ x, T *__restrict__ y) {{
+  {cuda_grid_loop(block, "e", out.numel)}
+    y[{cxx.linear_offset('e', out.shape, out.stride)}] = x[{cxx.linear_offset('e', x.shape, x.stride)}];
+}}
+"""
+
+
 def _cuda_scaled(plan: IndexAddPlan) -> str:
     """``alpha * s[0]`` in T, rounded as eager's ``val * alpha`` in the dtype rounds it."""
     dtype, alpha = plan.out.dtype, plan.alpha
-    if dtype in _INTEGERS:
+    if dtype in INTEGERS:
         return f"(T)((uint64_t)(int64_t)s[0] * (uint64_t)({int(alpha)}LL))"
     if dtype in ("float32", "float64"):
         return f"(T)(s[0] * {cxx.cfloat(alpha)})"

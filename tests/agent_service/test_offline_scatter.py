@@ -116,3 +116,77 @@ def test_the_cuda_kernels_build_for_sm_90(in_place: bool, tmp_path: Path) -> Non
             unit = tmp_path / f"k{len(list(tmp_path.iterdir()))}.cu"
             rc, log = nvcc_object(source, unit)
             assert rc == 0 and unit.with_suffix(".o").stat().st_size > 0, (knobs, log)
+
+
+def _scatter_case(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """self (5, 7), an index (6, 4) whose columns repeat targets and leave some out, a source (8, 6)."""
+    x = (r(5, 7) * 4).to(dtype)
+    index = torch.randint(0, 5, (6, 4), generator=torch.Generator().manual_seed(3))
+    source = (r(8, 6) * 4).to(dtype)
+    return x, index, source
+
+
+SCATTER_CASES: dict[str, Callable[[], tuple[Any, list[Any], dict[str, Any]]]] = {
+    **{f"scatter_reduce_{reduce}_{str(dtype).removeprefix('torch.')}_{'self' if include else 'no_self'}": (
+        lambda reduce=reduce, dtype=dtype, include=include: (
+            aten.scatter_reduce.two, [_scatter_case(dtype)[0], 0, _scatter_case(dtype)[1], _scatter_case(dtype)[2],
+                                      reduce], {"include_self": include}))
+       for reduce in ("sum", "mean", "amax", "amin") for dtype in (torch.float32, bf16, torch.int64)
+       for include in (True, False)},
+    "scatter_add_f32_of_transposed_along_1": lambda: (
+        aten.scatter_add.default, [r(7, 5).t(), 1, torch.randint(0, 7, (5, 9), generator=torch.Generator()),
+                                   r(6, 9)], {}),
+    "scatter_add_f16_expanded_index": lambda: (
+        aten.scatter_add.default, [r(5, 8, dtype=torch.float16), 0, REPEATS.remainder(5).view(-1, 1).expand(9, 8),
+                                   r(9, 8, dtype=torch.float16)], {}),
+    "scatter_reduce_amax_with_nans": lambda: (
+        aten.scatter_reduce.two, [torch.tensor([[float("nan"), 1.0], [2.0, 3.0]]), 0, torch.tensor([[0, 1], [0, 1]]),
+                                  torch.tensor([[5.0, float("nan")], [-1.0, 0.5]]), "amax"], {}),
+}
+
+
+@pytest.mark.parametrize("name", list(SCATTER_CASES))
+def test_scatter_reductions_are_eagers_bit_for_bit(name: str, build_dir: Path) -> None:
+    """Each column in order, half sums in float rounded once, a mean dividing the rounded sum, a NaN
+    kept by max and min, include_self=False starting from the first source: eager's cpu results."""
+    op, args, kwargs = SCATTER_CASES[name]()
+    card, (expected,) = aten_card(op, args, kwargs)
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    for source, knobs in root_and_revisions(card, CPU):
+        assert knobs["family"] == "scatter_reduce"
+        got = torch.empty_strided(expected.shape, expected.stride(), dtype=expected.dtype).fill_(7)
+        assert run_kernel(compile_cpu(source, build_dir), tensors, [got]) == 0
+        assert torch.equal(got.nan_to_num(9.5), expected.nan_to_num(9.5)), (name, knobs, got, expected)
+        assert torch.equal(got.isnan(), expected.isnan())
+
+
+def test_in_place_scatter_add_writes_self_and_an_index_out_of_range_writes_nothing(build_dir: Path) -> None:
+    x, index, source = _scatter_case(torch.float32)
+    card, _ = aten_card(aten.scatter_reduce_.two, [x.clone(), 0, index, source, "mean"], {"include_self": False})
+    plan = plan_for_card(card, "cpu")
+    assert plan.family == "scatter_reduce" and card.mutated_inputs == [0]
+    library = compile_cpu(plan.render("cpu", {}, CPU), build_dir)
+    target = x.clone()
+    assert run_kernel(library, [torch.full_like(x, 77.0), index, source], [target]) == 0
+    assert torch.equal(target, x.clone().scatter_reduce_(0, index, source, "mean", include_self=False))
+    for bad in (5, -1):
+        wrong, target = index.clone(), x.clone()
+        wrong[4, 2] = bad
+        assert run_kernel(library, [x, wrong, source], [target]) != 0
+        assert torch.equal(target, x)
+        with pytest.raises(RuntimeError, match="out of bounds"):
+            x.clone().scatter_reduce_(0, wrong, source, "mean", include_self=False)
+
+
+def test_cuda_scatter_sums_build_and_the_other_reductions_are_refused_there(tmp_path: Path) -> None:
+    x, index, source = _scatter_case(bf16)
+    for op, args, kwargs in ((aten.scatter_add.default, [x, 0, index, source], {}),
+                             (aten.scatter_reduce.two, [x, 0, index, source, "sum"], {"include_self": False})):
+        card = on_cuda(aten_card(op, args, kwargs)[0])
+        for source_code, knobs in root_and_revisions(card, H200, revisions=1):
+            unit = tmp_path / f"s{len(list(tmp_path.iterdir()))}.cu"
+            rc, log = nvcc_object(source_code, unit)
+            assert rc == 0 and unit.with_suffix(".o").stat().st_size > 0, (knobs, log)
+    amax = on_cuda(aten_card(aten.scatter_reduce.two, [x, 0, index, source, "amax"])[0])
+    with pytest.raises(UnsupportedCard, match="only sums"):
+        plan_for_card(amax, "cuda").knob_space("cuda", H200)

@@ -1,0 +1,294 @@
+"""scatter_add and scatter_reduce (sum, mean, amax, amin), out of place and in place.
+
+Graph networks pool messages into nodes with them (``torch_geometric``'s ``scatter``): each source
+element goes to the output element at its own coordinates with ``dim``'s replaced by the index
+element there. Sources at different coordinates outside ``dim`` never meet, so the cpu kernel gives
+each thread whole columns along ``dim`` and walks each column in order, eager's own order. It
+follows eager's cpu arithmetic: sums of half dtypes accumulate in float and round once (their mean
+divides the rounded sum), a max or min propagates a NaN source and keeps a NaN already there, an
+integer mean divides by flooring, and ``include_self=False`` starts each reached element from its
+first source; an element no source reaches keeps ``self``. Every index is checked before anything
+is written (an index out of range makes eager raise; the kernel returns an error and writes
+nothing). On cuda only sums are templated: each source element is one atomic add, as in eager
+(the rounding of a float sum then depends on the order the adds land in, as eager's does), after
+a pass that zeroes the reached elements where ``include_self=False``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from agent_service.offline import cxx
+from agent_service.offline.call import UnsupportedCard, split_op_name, tensor_argument
+from agent_service.offline.knobs import Knobs, KnobSpace
+from agent_service.offline.ops_scatter import (
+    CUDA_ATOMIC,
+    FLOATS,
+    INTEGERS,
+    ScatterCall,
+    cuda_copy_kernel,
+    cuda_grid_loop,
+    element_types,
+)
+from agent_service.offline.plan import cpu_thread_choices, cuda_grid
+from kforge_domain.card import OperatorCard, TensorSpec
+from kforge_domain.device import DeviceInfo
+from packager.inplace import overlaps_itself
+
+#: The in-place ops the family writes over ``self``; catalog lets their mutation through.
+IN_PLACE = ("scatter_add_", "scatter_reduce_")
+REDUCTIONS = ("sum", "mean", "amax", "amin")
+_HALF = ("float16", "bfloat16")
+#: C statement combining source value ``v`` into accumulator ``*p`` (both the accumulator type A).
+_COMBINE = {"sum": "*p = (A)(*p + v);", "mean": "*p = (A)(*p + v);",
+            "amax": "*p = v != v ? v : (*p < v ? v : *p);", "amin": "*p = v != v ? v : (v < *p ? v : *p);"}
+_INTEGER_SUM = "*p = (A)((uint64_t)(int64_t)*p + (uint64_t)(int64_t)v);"  # wraps as eager's
+
+
+@dataclass(frozen=True)
+class ScatterReducePlan(ScatterCall):
+    """``out = self`` (unless in place), then each source element reduced into ``out`` at its
+    coordinates with ``dim``'s replaced by ``index`` there."""
+
+    reduce: str
+    include_self: bool
+
+    @property
+    def family(self) -> str:
+        return "scatter_reduce"
+
+    @property
+    def walk(self) -> TensorSpec:
+        """The index tensor, whose coordinates every source element and its target are found at."""
+        return self.inputs[self.index]
+
+    @property
+    def half(self) -> bool:
+        return self.out.dtype in _HALF
+
+    @property
+    def counted(self) -> bool:
+        """Whether the kernel counts the sources reaching each element (a mean, or include_self=False)."""
+        return self.reduce == "mean" or not self.include_self
+
+    def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
+        if backend == "cpu":
+            return KnobSpace({"threads": cpu_thread_choices(device, self.outputs)})
+        if self.reduce != "sum" or self.out.dtype not in CUDA_ATOMIC:
+            raise UnsupportedCard(f"scatter {self.reduce} of {self.out.dtype} on cuda: only sums by atomic add are "
+                                  "templated")
+        return KnobSpace({"threads_per_block": (256, 512, 128), "waves": (4, 0, 1)})
+
+    def render(self, backend: str, knobs: Knobs, device: DeviceInfo) -> str:
+        knobs = self.knob_space(backend, device).normalise(knobs)
+        return _render_cuda(self, knobs, device) if backend == "cuda" else _render_cpu(self, knobs)
+
+
+def scatter_reduce_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ScatterReducePlan:
+    """scatter_add(.default) and scatter_reduce(.two), and their in-place forms."""
+    overload = split_op_name(card.op)[1]
+    if overload != ("default" if base.startswith("scatter_add") else "two"):
+        raise UnsupportedCard(f"{card.op}: only scatter_add.default and scatter_reduce.two are templated")
+    x, index, source = (tensor_argument(call, n) for n in ("self", "index", "src"))
+    in_place = base in IN_PLACE
+    if card.mutated_inputs != ([x.index] if in_place else []):
+        raise UnsupportedCard(f"{card.op} mutates inputs {card.mutated_inputs}; the template writes self alone")
+    reduce = "sum" if base.startswith("scatter_add") else call.get("reduce")
+    if reduce not in REDUCTIONS:
+        raise UnsupportedCard(f"scatter_reduce {reduce!r}: {', '.join(REDUCTIONS)} are templated")
+    include_self = call.get("include_self", True)
+    out = card.outputs[0]
+    if len(card.outputs) != 1 or out.dtype not in (*FLOATS, *INTEGERS) or {x.spec.dtype, source.spec.dtype} != {
+            out.dtype}:
+        raise UnsupportedCard(f"scatter of {source.spec.dtype} into {x.spec.dtype}: one float or integer dtype "
+                              "is templated")
+    if x.spec.shape != out.shape or (in_place and x.spec.stride != out.stride) or overlaps_itself(out.shape,
+                                                                                                  out.stride):
+        raise UnsupportedCard(f"scatter into {out.shape} stride {out.stride}: self is laid out unlike its output, "
+                              "or elements share an address")
+    ndim, walk = len(out.shape), index.spec
+    dim = call.get("dim")
+    if index.spec.dtype != "int64" or len(walk.shape) != ndim or ndim == 0 or isinstance(dim, bool) or \
+            not isinstance(dim, int) or not -ndim <= dim < ndim:
+        raise UnsupportedCard(f"scatter by a {walk.dtype} index of {walk.shape} along dim {dim!r} of {out.shape}")
+    if not walk.numel:
+        raise UnsupportedCard("scatter with nothing to reduce")
+    summary = (f"{card.op} ({reduce}{'' if include_self else ', include_self=False'}) of {walk.shape} sources into "
+               f"{out.shape} {out.dtype} along dim {dim % ndim}{' in place' if in_place else ''}")
+    return ScatterReducePlan(summary=summary, inputs=tuple(card.inputs), outputs=tuple(card.outputs),
+                             self_index=x.index, index=index.index, source=source.index, dim=dim % ndim,
+                             reduce=str(reduce), include_self=bool(include_self), in_place=in_place)
+
+
+def _row_major(shape: list[int]) -> list[int]:
+    return [math.prod(shape[d + 1:]) for d in range(len(shape))]
+
+
+def _columns(plan: ScatterReducePlan) -> tuple[list[int], list[int]]:
+    """The index's shape without ``dim`` (the columns), and its row-major strides."""
+    shape = [n for d, n in enumerate(plan.walk.shape) if d != plan.dim]
+    return shape, _row_major(shape)
+
+
+def _offset_at(spec: TensorSpec, plan: ScatterReducePlan, along: str) -> str:
+    """C offset in ``spec`` of column ``c``'s element with ``dim``'s coordinate ``along``."""
+    coords = _column_coords(plan)
+    terms = [f"({along}) * {spec.stride[plan.dim]}LL"]
+    terms += [f"({coord}) * {stride}LL" for coord, stride in
+              zip(coords, [s for d, s in enumerate(spec.stride) if d != plan.dim], strict=True) if stride]
+    return " + ".join(terms)
+
+
+def _column_coords(plan: ScatterReducePlan) -> list[str]:
+    """C expressions of column ``c``'s coordinates (every dim but ``dim``), from ``c``."""
+    shape, strides = _columns(plan)
+    return [f"((c / {stride}LL) % {size}LL)" for size, stride in zip(shape, strides, strict=True)]
+
+
+def _identity(plan: ScatterReducePlan) -> str:
+    """The value a reached element starts from where ``include_self=False``, in the accumulator type."""
+    if plan.reduce in ("sum", "mean"):
+        return "(A)0"
+    if plan.out.dtype in _HALF or plan.out.dtype in ("float32", "float64"):
+        return "(A)(-INFINITY)" if plan.reduce == "amax" else "(A)INFINITY"
+    bound = {"int64": ("INT64_MIN", "INT64_MAX"), "int32": ("INT32_MIN", "INT32_MAX"), "int8": ("-128", "127"),
+             "uint8": ("0", "255")}[plan.out.dtype]
+    return f"(A)({bound[0] if plan.reduce == 'amax' else bound[1]})"
+
+
+def _finish(plan: ScatterReducePlan) -> str:
+    """C statement writing output element ``e`` (at offset ``at``) from its accumulator: the float sum
+    (half dtypes) or the output itself, divided by its count for a mean."""
+    value = "acc[e]" if plan.half else "y[at]"
+    if plan.reduce == "mean":
+        count = "(cnt[e] > 0 ? cnt[e] : 1)"  # reached by no source (include_self=False): self, divided by 1
+        if plan.half:
+            value = f"kf_to_f32(kf_from_f32<T>(acc[e])) / (float){count}"  # eager divides the rounded sum
+        elif plan.out.dtype in INTEGERS:
+            value = f"kf_floor_div((int64_t)y[at], (int64_t){count})"
+        else:
+            value = f"y[at] / (T){count}"
+    return f"y[at] = {'kf_from_f32<T>(' + value + ')' if plan.half else '(T)(' + value + ')'};"
+
+
+def _render_cpu(plan: ScatterReducePlan, knobs: Knobs) -> str:
+    threads = int(knobs["threads"])
+    width = f" num_threads({threads})" if threads else ""
+    pragma = f"#pragma omp parallel for schedule(static){width}\n" if threads != 1 else ""
+    size, numel = plan.out.shape[plan.dim], plan.out.numel
+    columns = math.prod(_columns(plan)[0])
+    rows = _row_major(plan.out.shape)
+    sums = TensorSpec(shape=plan.out.shape, stride=rows, dtype="float32")
+    accumulate_in_sums = plan.half
+    acc_spec = sums if accumulate_in_sums else plan.out
+    slots = numel * (int(accumulate_in_sums) + int(plan.counted))
+    workspace = cxx.Workspace("kf_scratch", "float", slots) if slots else None
+    x = plan.out if plan.in_place else plan.inputs[plan.self_index]
+    at_out = cxx.linear_offset("e", plan.out.shape, plan.out.stride)
+    accumulator = "float" if plan.half else "T"
+    combine = _INTEGER_SUM if plan.out.dtype in INTEGERS and plan.reduce in ("sum", "mean") else _COMBINE[plan.reduce]
+    to_acc = "kf_to_f32" if plan.half else "(A)"
+    first = f"if (cnt[t] == 0) *p = {_identity(plan)}; " if not plan.include_self else ""
+    count = "++cnt[t]; " if plan.counted else ""
+    scratch = workspace.take(len(plan.outputs)) if workspace else ""
+    acc_pointer = "(A *)kf_scratch" if accumulate_in_sums else "(A *)outputs[0].data"
+    cnt_pointer = f"(int32_t *)(kf_scratch + {numel * int(accumulate_in_sums)}LL)" if plan.counted else "0"
+    body = f"""  const int64_t *index = (const int64_t *)inputs[{plan.index}].data;
+  for (int64_t c = 0; c < {columns}LL; ++c)  /* every index checked before anything is written */
+    for (int64_t i = 0; i < {plan.walk.shape[plan.dim]}LL; ++i) {{
+      const int64_t n = index[{_offset_at(plan.walk, plan, 'i')}];
+      if (n < 0 || n >= {size}LL) return {cxx.STATUS_BAD_INPUT};
+    }}
+{scratch}  const T *x = (const T *)inputs[{plan.self_index}].data; T *y = (T *)outputs[0].data; (void)x;
+  A *acc = {acc_pointer}; int32_t *cnt = {cnt_pointer}; (void)cnt;
+{pragma}  for (int64_t e = 0; e < {numel}LL; ++e) {{  /* start from self */
+    const int64_t at = {at_out}; (void)at;
+    {_start(plan, accumulate_in_sums, x)}
+  }}
+{pragma}  for (int64_t c = 0; c < {columns}LL; ++c)  /* each column in order: eager's order */
+    for (int64_t i = 0; i < {plan.walk.shape[plan.dim]}LL; ++i) {{
+      const int64_t n = index[{_offset_at(plan.walk, plan, 'i')}];
+      const int64_t t = {_offset_at(sums, plan, 'n')};  /* the target's row-major number */
+      A *p = acc + ({_offset_at(acc_spec, plan, 'n')}); (void)t;
+      const A v = {to_acc}(((const T *)inputs[{plan.source}].data)[{_offset_at(plan.inputs[plan.source], plan, 'i')}]);
+      {first}{count}{combine}
+    }}
+{_finish_loop(plan, pragma)}"""
+    launch = cxx.cpu_kf_launch(plan.inputs, plan.outputs, body)
+    if workspace:
+        launch = workspace.export() + launch.replace(cxx.guard(plan.inputs, plan.outputs),
+                                                     cxx.guard(plan.inputs, plan.outputs, workspace=workspace))
+    return f"""{cxx.CPU_PRELUDE}
+/* {plan.summary}; {knobs} */
+{element_types(plan.out.dtype, "int64", "cpu")}typedef {accumulator} A;
+static inline int64_t kf_floor_div(int64_t a, int64_t b) {{
+  int64_t q = a / b; if ((a % b != 0) && ((a % b < 0) != (b < 0))) --q; return q;
+}}
+{launch}"""
+
+
+def _start(plan: ScatterReducePlan, in_sums: bool, x: TensorSpec) -> str:
+    """Statements setting element ``e``'s accumulator (and count) from self before any source."""
+    read = f"x[{cxx.linear_offset('e', x.shape, x.stride)}]" if not plan.in_place else "y[at]"
+    count = f"cnt[e] = {1 if plan.include_self else 0};" if plan.counted else ""
+    if in_sums:
+        value = f"kf_to_f32({read})" if plan.half else f"(A){read}"
+        return f"acc[e] = {value}; {count}"
+    return f"{'' if plan.in_place else f'y[at] = {read};'} {count}"
+
+
+def _finish_loop(plan: ScatterReducePlan, pragma: str) -> str:
+    """The pass writing the output from the float sums, or dividing it into means (none for the rest)."""
+    if not plan.half and plan.reduce != "mean":
+        return ""
+    return (f"{pragma}  for (int64_t e = 0; e < {plan.out.numel}LL; ++e) {{\n"
+            f"    const int64_t at = {cxx.linear_offset('e', plan.out.shape, plan.out.stride)};\n"
+            f"    {_finish(plan)}\n  }}\n")
+
+
+def _render_cuda(plan: ScatterReducePlan, knobs: Knobs, device: DeviceInfo) -> str:
+    block, waves = int(knobs["threads_per_block"]), int(knobs["waves"])
+    x, source = plan.inputs[plan.self_index], plan.inputs[plan.source]
+    size, total = plan.out.shape[plan.dim], plan.walk.numel
+    walk_loop = cuda_grid_loop(block, "w", total)
+    length = plan.walk.shape[plan.dim]
+    locate = (f"const int64_t i = w % {length}LL, c = w / {length}LL;\n"
+              f"    const int64_t n = index[{_offset_at(plan.walk, plan, 'i')}];\n"
+              f"    if (n < 0 || n >= {size}LL) __trap();  /* eager's device assertion */\n"
+              f"    T *p = out + ({_offset_at(plan.out, plan, 'n')});\n")
+    grid = cuda_grid(device, block, waves, cxx.ceil_div(total, block))
+    copy_grid = cuda_grid(device, block, waves, cxx.ceil_div(plan.out.numel, block))
+    copy = "" if plan.in_place else cuda_copy_kernel(plan.out, x, block)
+    zero = "" if plan.include_self else f"""__global__ void __launch_bounds__({block})
+kf_zero(const int64_t *__restrict__ index, T *__restrict__ out) {{
+  {walk_loop} {{
+    {locate}    *p = (T)0;  /* every write to one element is the same zero */
+  }}
+}}
+"""
+    launches = "" if plan.in_place else (
+        f"  kf_copy<<<{copy_grid}, {block}, 0, s>>>((const T *)inputs[{plan.self_index}].data, out);\n")
+    if not plan.include_self:
+        launches += f"  kf_zero<<<{grid}, {block}, 0, s>>>(index, out);\n"
+    launches += f"  kf_scatter_add<<<{grid}, {block}, 0, s>>>(index, (const T *)inputs[{plan.source}].data, out);\n"
+    return f"""{cxx.CUDA_PRELUDE}
+/* {plan.summary}; {knobs} */
+{element_types(plan.out.dtype, "int64", "cuda")}
+{copy}{zero}__global__ void __launch_bounds__({block})
+kf_scatter_add(const int64_t *__restrict__ index, const T *__restrict__ src, T *__restrict__ out) {{
+  {walk_loop} {{
+    {locate}    const T v = src[{_offset_at(source, plan, 'i')}];
+    {CUDA_ATOMIC[plan.out.dtype]};
+  }}
+}}
+extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
+                         void *stream) {{
+{cxx.guard(plan.inputs, plan.outputs)}
+  cudaStream_t s = (cudaStream_t)stream;
+  const int64_t *index = (const int64_t *)inputs[{plan.index}].data;
+  T *out = (T *)outputs[0].data;
+{launches}{cxx.cuda_launch_epilogue()}
+}}
+"""
