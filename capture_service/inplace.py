@@ -1,10 +1,13 @@
-"""In-place elementwise calls (``relu_``, ``add_``, ``masked_fill_``, ``copy_``, ``fill_``) that a kernel may serve.
+"""In-place calls that a kernel may serve: elementwise ones (``relu_``, ``add_``, ``masked_fill_``,
+``copy_``, ``fill_``) and the scatters that add into ``self`` (``index_add_``, ``scatter_add_``,
+``scatter_reduce_``).
 
 The kernel contract passes the mutated argument as an output, pre-filled: the kernel reads and
 writes that one buffer, and the runtime hands it the live tensor and returns it. That holds for
 an elementwise op that writes only ``self`` and returns it, where ``self`` shares memory with no
 other argument and none of its elements with each other; it may be a strided view into a larger
-buffer (a KV cache's ``cache[:, :, pos].copy_(k)``). Every other mutation (a batch norm's running
+buffer (a KV cache's ``cache[:, :, pos].copy_(k)``). A scatter's sources and index are read, never
+written, and may not share ``self``'s memory either. Every other mutation (a batch norm's running
 statistics, ``copy_`` from a view of the same buffer, ``out=``) stays unoptimisable.
 """
 
@@ -17,14 +20,15 @@ import torch
 from capture_service.ops import OpTraits
 from packager.inplace import overlaps_itself
 
-#: In-place elementwise ops that torch does not tag pointwise.
-ELEMENTWISE_WITHOUT_TAG = frozenset({"masked_fill_", "copy_", "fill_", "zero_"})
+#: In-place ops, elementwise or scatters, that torch does not tag pointwise.
+SERVED_WITHOUT_TAG = frozenset({"masked_fill_", "copy_", "fill_", "zero_", "index_add_", "scatter_add_",
+                                "scatter_reduce_"})
 
 
 def served_in_place(func: torch._ops.OpOverload, traits: OpTraits, written: Sequence[torch.Tensor],
                     tensors: Sequence[torch.Tensor]) -> bool:
     """Whether this call, which writes ``written`` among its ``tensors``, may become a card."""
-    if not (traits.pointwise or traits.packet in ELEMENTWISE_WITHOUT_TAG):
+    if not (traits.pointwise or traits.packet in SERVED_WITHOUT_TAG):
         return False
     if traits.written_arguments != ("self",) or len(written) != 1 or not _returns_self(func):
         return False

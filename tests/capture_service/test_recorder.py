@@ -218,6 +218,28 @@ def test_mutations_a_kernel_could_not_serve_stay_unoptimisable() -> None:
     assert exp_.optimisable
 
 
+def test_scatters_into_self_are_optimisable_cards_unless_a_source_shares_its_memory() -> None:
+    """A mixture-of-experts layer adds each expert's rows back with ``index_add_``, a graph network
+    pools messages with ``scatter_add_`` / ``scatter_reduce_``; a source that is a view of ``self`` is refused."""
+    rows, index = torch.randn(3, 8), torch.tensor([4, 0, 4])
+
+    def run() -> None:
+        buffer = torch.zeros(8, 8)
+        out = buffer[:5]
+        out.index_add_(0, index, rows)
+        out.scatter_add_(0, index.view(-1, 1).expand(3, 8), rows)
+        out.scatter_reduce_(0, index.view(-1, 1).expand(3, 8), rows, "amax", include_self=False)
+        out.index_add_(0, index, buffer[5:])  # the source lies in the buffer it writes: refused
+
+    records = _record(run)
+    served, refused = ([r for r in records["aten::index_add_.default"] if r.optimisable is ok] for ok in (True, False))
+    assert len(served) == 1 and served[0].mutated_inputs == [0]
+    assert [r.reason for r in refused] == [MUTATES]
+    for op in ("aten::scatter_add_.default", "aten::scatter_reduce_.two"):
+        (record,) = records[op]
+        assert record.optimisable and record.mutated_inputs == [0], (op, record.reason)
+
+
 def test_copies_and_fills_into_a_view_with_gaps_are_optimisable_cards() -> None:
     """A KV cache's slot (``cache[:, :, pos] = k``) is written in place through a strided view: no two
     of its elements share an address, though torch's own overlap check gives up on its gaps."""
