@@ -1,5 +1,5 @@
 """In-place calls that a kernel may serve: elementwise ones (``relu_``, ``add_``, ``masked_fill_``,
-``copy_``, ``fill_``) and the scatters that add into ``self`` (``index_add_``, ``scatter_add_``,
+``copy_``, ``fill_``) and the scatters into ``self`` (``index_add_``, ``scatter_``, ``scatter_add_``,
 ``scatter_reduce_``).
 
 The kernel contract passes the mutated argument as an output, pre-filled: the kernel reads and
@@ -21,7 +21,7 @@ from capture_service.ops import OpTraits
 from packager.inplace import overlaps_itself
 
 #: In-place ops, elementwise or scatters, that torch does not tag pointwise.
-SERVED_WITHOUT_TAG = frozenset({"masked_fill_", "copy_", "fill_", "zero_", "index_add_", "scatter_add_",
+SERVED_WITHOUT_TAG = frozenset({"masked_fill_", "copy_", "fill_", "zero_", "index_add_", "scatter_", "scatter_add_",
                                 "scatter_reduce_"})
 
 

@@ -100,7 +100,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     "embedding": ops_gather.embedding_plan,
     "one_hot": ops_gather.one_hot_plan,
     **dict.fromkeys(("index_add", *ops_scatter.IN_PLACE), ops_scatter.index_add_plan),
-    **dict.fromkeys(("scatter_add", "scatter_reduce", *ops_scatter_reduce.IN_PLACE),
+    **dict.fromkeys(("scatter", "scatter_add", "scatter_reduce", *ops_scatter_reduce.IN_PLACE),
                     ops_scatter_reduce.scatter_reduce_plan),
     # pad decomposes (CompositeImplicitAutograd) to constant_pad_nd: overridden at that key, as type_as is
     **dict.fromkeys(("pad", "constant_pad_nd"), ops_gather.pad_plan),

@@ -1,4 +1,5 @@
-"""scatter_add and scatter_reduce (sum, mean, amax, amin), out of place and in place.
+"""scatter (by sources or one value), scatter_add and scatter_reduce (sum, mean, amax, amin), out
+of place and in place.
 
 Graph networks pool messages into nodes with them (``torch_geometric``'s ``scatter``): each source
 element goes to the output element at its own coordinates with ``dim``'s replaced by the index
@@ -23,6 +24,7 @@ from typing import Any
 from agent_service.offline import cxx
 from agent_service.offline.call import UnsupportedCard, split_op_name, tensor_argument
 from agent_service.offline.knobs import Knobs, KnobSpace
+from agent_service.offline.ops_compare import wrap_int
 from agent_service.offline.ops_scatter import (
     CUDA_ATOMIC,
     FLOATS,
@@ -38,12 +40,13 @@ from kforge_domain.device import DeviceInfo
 from packager.inplace import overlaps_itself
 
 #: The in-place ops the family writes over ``self``; catalog lets their mutation through.
-IN_PLACE = ("scatter_add_", "scatter_reduce_")
-REDUCTIONS = ("sum", "mean", "amax", "amin")
+IN_PLACE = ("scatter_add_", "scatter_reduce_", "scatter_")
+REDUCTIONS = ("sum", "mean", "amax", "amin", "assign")
 _HALF = ("float16", "bfloat16")
 #: C statement combining source value ``v`` into accumulator ``*p`` (both the accumulator type A).
 _COMBINE = {"sum": "*p = (A)(*p + v);", "mean": "*p = (A)(*p + v);",
-            "amax": "*p = v != v ? v : (*p < v ? v : *p);", "amin": "*p = v != v ? v : (v < *p ? v : *p);"}
+            "amax": "*p = v != v ? v : (*p < v ? v : *p);", "amin": "*p = v != v ? v : (v < *p ? v : *p);",
+            "assign": "*p = v;"}  # in order: the last source wins, as in eager's cpu loop
 _INTEGER_SUM = "*p = (A)((uint64_t)(int64_t)*p + (uint64_t)(int64_t)v);"  # wraps as eager's
 
 
@@ -54,6 +57,7 @@ class ScatterReducePlan(ScatterCall):
 
     reduce: str
     include_self: bool
+    value: str  # scatter by one value: its C literal (the source is then -1); "" otherwise
 
     @property
     def family(self) -> str:
@@ -86,24 +90,29 @@ class ScatterReducePlan(ScatterCall):
         return _render_cuda(self, knobs, device) if backend == "cuda" else _render_cpu(self, knobs)
 
 
+#: op base name -> its one templated overload (``scatter``: by a tensor of sources, or by one value)
+_OVERLOADS = {"scatter_add": ("default",), "scatter_add_": ("default",), "scatter_reduce": ("two",),
+              "scatter_reduce_": ("two",), "scatter": ("src", "value"), "scatter_": ("src", "value")}
+
+
 def scatter_reduce_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> ScatterReducePlan:
-    """scatter_add(.default) and scatter_reduce(.two), and their in-place forms."""
+    """scatter (by sources or a value), scatter_add and scatter_reduce, and their in-place forms."""
     overload = split_op_name(card.op)[1]
-    if overload != ("default" if base.startswith("scatter_add") else "two"):
-        raise UnsupportedCard(f"{card.op}: only scatter_add.default and scatter_reduce.two are templated")
-    x, index, source = (tensor_argument(call, n) for n in ("self", "index", "src"))
+    if overload not in _OVERLOADS.get(base, ()):
+        raise UnsupportedCard(f"{card.op}: the templated overloads are {_OVERLOADS}")
+    x, index = tensor_argument(call, "self"), tensor_argument(call, "index")
+    source = None if overload == "value" else tensor_argument(call, "src")
     in_place = base in IN_PLACE
     if card.mutated_inputs != ([x.index] if in_place else []):
         raise UnsupportedCard(f"{card.op} mutates inputs {card.mutated_inputs}; the template writes self alone")
-    reduce = "sum" if base.startswith("scatter_add") else call.get("reduce")
+    reduce = {"scatter_add": "sum", "scatter": "assign"}.get(base.rstrip("_"), call.get("reduce"))
     if reduce not in REDUCTIONS:
         raise UnsupportedCard(f"scatter_reduce {reduce!r}: {', '.join(REDUCTIONS)} are templated")
     include_self = call.get("include_self", True)
     out = card.outputs[0]
-    if len(card.outputs) != 1 or out.dtype not in (*FLOATS, *INTEGERS) or {x.spec.dtype, source.spec.dtype} != {
-            out.dtype}:
-        raise UnsupportedCard(f"scatter of {source.spec.dtype} into {x.spec.dtype}: one float or integer dtype "
-                              "is templated")
+    dtypes = {x.spec.dtype, source.spec.dtype if source else out.dtype}
+    if len(card.outputs) != 1 or out.dtype not in (*FLOATS, *INTEGERS) or dtypes != {out.dtype}:
+        raise UnsupportedCard(f"scatter of {sorted(dtypes)} into {out.dtype}: one float or integer dtype is templated")
     if x.spec.shape != out.shape or (in_place and x.spec.stride != out.stride) or overlaps_itself(out.shape,
                                                                                                   out.stride):
         raise UnsupportedCard(f"scatter into {out.shape} stride {out.stride}: self is laid out unlike its output, "
@@ -118,8 +127,20 @@ def scatter_reduce_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> 
     summary = (f"{card.op} ({reduce}{'' if include_self else ', include_self=False'}) of {walk.shape} sources into "
                f"{out.shape} {out.dtype} along dim {dim % ndim}{' in place' if in_place else ''}")
     return ScatterReducePlan(summary=summary, inputs=tuple(card.inputs), outputs=tuple(card.outputs),
-                             self_index=x.index, index=index.index, source=source.index, dim=dim % ndim,
-                             reduce=str(reduce), include_self=bool(include_self), in_place=in_place)
+                             self_index=x.index, index=index.index, source=source.index if source else -1,
+                             dim=dim % ndim, in_place=in_place, reduce=str(reduce), include_self=bool(include_self),
+                             value=_value(call.get("value"), out.dtype) if source is None else "")
+
+
+def _value(value: Any, dtype: str) -> str:
+    """The C literal of scatter's one value as a ``dtype`` element holds it (eager converts it so)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UnsupportedCard(f"scatter by the value {value!r}: a real number is templated")
+    if dtype in INTEGERS:
+        if not isinstance(value, int):
+            raise UnsupportedCard(f"scatter of {dtype} by the float {value!r}: eager truncates it; not templated")
+        return f"(T)(int64_t)({wrap_int(value, dtype)}LL)"
+    return repr(float(value)) if dtype == "float64" else cxx.cfloat(float(value))
 
 
 def _row_major(shape: list[int]) -> list[int]:
@@ -195,6 +216,9 @@ def _render_cpu(plan: ScatterReducePlan, knobs: Knobs) -> str:
     scratch = workspace.take(len(plan.outputs)) if workspace else ""
     acc_pointer = "(A *)kf_scratch" if accumulate_in_sums else "(A *)outputs[0].data"
     cnt_pointer = f"(int32_t *)(kf_scratch + {numel * int(accumulate_in_sums)}LL)" if plan.counted else "0"
+    constant = f"kf_from_f32<T>({plan.value})" if plan.half else f"(T)({plan.value})"
+    read = (f"{to_acc}({constant})" if plan.value else
+            f"{to_acc}(((const T *)inputs[{plan.source}].data)[{_offset_at(plan.inputs[plan.source], plan, 'i')}])")
     body = f"""  const int64_t *index = (const int64_t *)inputs[{plan.index}].data;
   for (int64_t c = 0; c < {columns}LL; ++c)  /* every index checked before anything is written */
     for (int64_t i = 0; i < {plan.walk.shape[plan.dim]}LL; ++i) {{
@@ -212,7 +236,7 @@ def _render_cpu(plan: ScatterReducePlan, knobs: Knobs) -> str:
       const int64_t n = index[{_offset_at(plan.walk, plan, 'i')}];
       const int64_t t = {_offset_at(sums, plan, 'n')};  /* the target's row-major number */
       A *p = acc + ({_offset_at(acc_spec, plan, 'n')}); (void)t;
-      const A v = {to_acc}(((const T *)inputs[{plan.source}].data)[{_offset_at(plan.inputs[plan.source], plan, 'i')}]);
+      const A v = {read};
       {first}{count}{combine}
     }}
 {_finish_loop(plan, pragma)}"""

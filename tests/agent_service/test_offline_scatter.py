@@ -139,6 +139,13 @@ SCATTER_CASES: dict[str, Callable[[], tuple[Any, list[Any], dict[str, Any]]]] = 
     "scatter_add_f16_expanded_index": lambda: (
         aten.scatter_add.default, [r(5, 8, dtype=torch.float16), 0, REPEATS.remainder(5).view(-1, 1).expand(9, 8),
                                    r(9, 8, dtype=torch.float16)], {}),
+    "scatter_src_last_source_wins_bf16": lambda: (
+        aten.scatter.src, [r(5, 7, dtype=bf16), 0, _scatter_case(bf16)[1], r(8, 6, dtype=bf16)], {}),
+    "scatter_value_int64_along_1": lambda: (
+        aten.scatter.value, [torch.arange(35).view(5, 7), 1, torch.randint(0, 7, (5, 3), generator=torch.Generator()),
+                             -(2**40)], {}),
+    "scatter_value_f16": lambda: (aten.scatter.value, [r(5, 7, dtype=torch.float16), 0, _scatter_case(bf16)[1], 0.1],
+                                  {}),
     "scatter_reduce_amax_with_nans": lambda: (
         aten.scatter_reduce.two, [torch.tensor([[float("nan"), 1.0], [2.0, 3.0]]), 0, torch.tensor([[0, 1], [0, 1]]),
                                   torch.tensor([[5.0, float("nan")], [-1.0, 0.5]]), "amax"], {}),
@@ -163,6 +170,8 @@ def test_scatter_reductions_are_eagers_bit_for_bit(name: str, build_dir: Path) -
 def test_in_place_scatter_add_writes_self_and_an_index_out_of_range_writes_nothing(build_dir: Path) -> None:
     x, index, source = _scatter_case(torch.float32)
     card, _ = aten_card(aten.scatter_reduce_.two, [x.clone(), 0, index, source, "mean"], {"include_self": False})
+    one_hot, _ = aten_card(aten.scatter_.value, [torch.zeros(6, 5), 1, index[:, :1], 1.0])
+    assert plan_for_card(one_hot, "cpu").family == "scatter_reduce" and one_hot.mutated_inputs == [0]
     plan = plan_for_card(card, "cpu")
     assert plan.family == "scatter_reduce" and card.mutated_inputs == [0]
     library = compile_cpu(plan.render("cpu", {}, CPU), build_dir)

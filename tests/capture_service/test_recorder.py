@@ -229,13 +229,14 @@ def test_scatters_into_self_are_optimisable_cards_unless_a_source_shares_its_mem
         out.index_add_(0, index, rows)
         out.scatter_add_(0, index.view(-1, 1).expand(3, 8), rows)
         out.scatter_reduce_(0, index.view(-1, 1).expand(3, 8), rows, "amax", include_self=False)
+        out.scatter_(1, index.view(-1, 1), 1.0)
         out.index_add_(0, index, buffer[5:])  # the source lies in the buffer it writes: refused
 
     records = _record(run)
     served, refused = ([r for r in records["aten::index_add_.default"] if r.optimisable is ok] for ok in (True, False))
     assert len(served) == 1 and served[0].mutated_inputs == [0]
     assert [r.reason for r in refused] == [MUTATES]
-    for op in ("aten::scatter_add_.default", "aten::scatter_reduce_.two"):
+    for op in ("aten::scatter_add_.default", "aten::scatter_reduce_.two", "aten::scatter_.value"):
         (record,) = records[op]
         assert record.optimisable and record.mutated_inputs == [0], (op, record.reason)
 
