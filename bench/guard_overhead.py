@@ -10,7 +10,8 @@ the match; for an op with several kernels, a call none of them takes, turned awa
 first-argument shape lookup or by every matcher.
 A hit is also taken apart (output allocation, descriptor packing, counting); hits and misses are
 timed with the guard's native front and with the Python override alone, and the call a compiled
-graph makes is timed for both ops (``kforge_cast::native`` and ``kforge_cast::kernel``).
+graph makes is timed for both ops (``kforge_cast::native`` and ``kforge_cast::kernel``). An in-place
+``relu_`` hit is timed with the native front and with the Python override alone.
 
     .venv/bin/python bench/guard_overhead.py [--out bench/results/guard_overhead.json]
 """
@@ -68,6 +69,13 @@ SOFTMAX = _HEAD + _SIGNATURE + """ {
     for (int64_t c = 0; c < cols; ++c) { yr[c] = expf(xr[c] - m); s += yr[c]; }
     for (int64_t c = 0; c < cols; ++c) yr[c] /= s;
   }
+  return 0;
+}
+"""
+RELU_IN_PLACE = _HEAD + _SIGNATURE + """ {
+  int64_t n = out[0].shape[0] * out[0].shape[1];
+  float *y = (float *)out[0].data;  /* the tensor relu_ writes, passed as the output, pre-filled */
+  for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.f ? y[i] : 0.f;
   return 0;
 }
 """
@@ -166,7 +174,32 @@ def measure() -> dict[str, object]:
     return {"machine": platform.machine(), "torch": torch.__version__, "threads": torch.get_num_threads(),
             "shape": list(SHAPE), "dispatch_entry_us": round(dispatch_entry_us(), 3), "ops": rows,
             "misses_among_kernels": measure_misses_among_kernels(), "module": measure_module(),
-            "module_card": measure_module_card()}
+            "module_card": measure_module_card(), "in_place": measure_in_place()}
+
+
+def measure_in_place() -> dict[str, float]:
+    """``x.relu_()`` served in place: a hit with the guard's native front and with the Python override
+    alone (the kernel writes the live tensor and the call returns it)."""
+    x = torch.randn(*SHAPE)
+    card = {**cpu_card(variant_key("aten::relu_.default", [x], {}), [x], {}, x), "mutated_inputs": [0]}
+    row: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp, torch.inference_mode():
+        work = Path(tmp)
+        build_cast(work / "in_place.cast", ModelIdentity("bench", "bench", "bench"),
+                   [cpu_entry(card, RELU_IN_PLACE, work)], [])
+        cast = load_cast(work / "in_place.cast")
+        kernel = cast.kernels[str(card["id"])]
+        row["eager_us"] = median_us(lambda: x.relu_())
+        row["kernel_direct_us"] = median_us(lambda: kernel.try_launch([x]))
+        for path, enabled in (("python", "0"), ("native", "1")):
+            os.environ[ENABLE_ENV] = enabled
+            cast.apply()
+            hits = int(cast.stats()[kernel.card_id]["hits"])  # type: ignore[call-overload]
+            row[f"cast_hit_{path}_us"] = median_us(lambda: x.relu_())
+            row[f"served_{path}"] = float(int(cast.stats()[kernel.card_id]["hits"]) > hits)  # type: ignore[call-overload]
+            cast.remove()
+            row[f"hit_overhead_{path}_us"] = row[f"cast_hit_{path}_us"] - row["kernel_direct_us"]
+    return {k: round(v, 3) for k, v in row.items()}
 
 
 def measure_misses_among_kernels(n_kernels: int = 4) -> dict[str, float]:
@@ -254,6 +287,7 @@ def main() -> None:
         print(f"{name:<9}" + "".join(f"{row[c]:>25.2f}" for c in columns))
     print(f"dispatcher -> Python kernel entry: {result['dispatch_entry_us']} us")
     print("GroupNorm module card: " + ", ".join(f"{k} {v:.2f}" for k, v in result["module"].items()))  # type: ignore[union-attr]
+    print("relu_ in place: " + ", ".join(f"{k} {v:.2f}" for k, v in result["in_place"].items()))  # type: ignore[attr-defined]
     print("module card: " + ", ".join(f"{k} {v:.2f}" for k, v in result["module_card"].items()))  # type: ignore[attr-defined]
     print("miss among an op's kernels: " + ", ".join(
         f"{k} {v:.2f}" for k, v in result["misses_among_kernels"].items()))  # type: ignore[union-attr]

@@ -76,13 +76,12 @@ def _wants_grad(args: Sequence[object], kwargs: dict[str, object]) -> bool:
     return False
 
 
-def python_only(mutates: bool, template: Mapping[str, object]) -> bool:
+def python_only(template: Mapping[str, object]) -> bool:
     """Whether a kernel's call is one the native front never serves, so its op keeps the Python
-    override alone: an in-place call (the front allocates every output itself and returns new
-    tensors, where an in-place op must return the tensor it was given, and must not run where that
-    tensor shares memory with another input), or one naming a device (the front does not compare a
-    device argument's index)."""
-    return mutates or names_a_device(template)
+    override alone: one naming a device (the front does not compare a device argument's index). An
+    in-place call is the front's too: it writes the live tensor and returns it, and leaves a call
+    whose written tensor shares memory with another to the Python override."""
+    return names_a_device(template)
 
 
 class AtenOverride:
@@ -129,7 +128,7 @@ class AtenOverride:
             front.release()
 
     def _native_front(self) -> EagerFront | None:
-        if any(python_only(bool(k.mutated_inputs), k.template) for k in self._kernels.kernels):
+        if any(python_only(k.template) for k in self._kernels.kernels):
             return None
         guard = native_eager_guard() if self._kernels.kernels else None
         front = guard.front(self.overload, self.backend_key, self.dispatch_key, self._result) if guard else None

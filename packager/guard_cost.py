@@ -24,6 +24,7 @@ import torch
 
 from packager.aten_dispatch import UnsupportedOp, python_only, resolve_overload, result_shape
 from packager.guard import CallMatcher
+from packager.inplace import aliased_outputs
 from packager.launcher import CallDescriptors, spec_layout
 from packager.module_state import ModuleKeyReader
 from packager.native.eager import native_eager_guard
@@ -76,11 +77,11 @@ def native_guard_cost_us(card: Mapping[str, Any], workspace_bytes: int = 0, *, c
     """Per-call cost of an aten card's hit through the eager guard's native front, kernel excluded:
     the call decided on a copy of its own dispatcher stack, outputs (and workspace) allocated,
     descriptors filled and a kf_launch that does nothing called, timed in C++ (median of 7 runs of
-    ``calls``). None for a module card, a call the front never serves (in place, or naming a
-    device), or where the front cannot be built here or cannot learn the card's call: the
-    runtime's Python override then serves it, and :func:`guard_cost_us` charges that path."""
-    if card.get("kind") == "module" or python_only(bool(card.get("mutated_inputs")),
-                                                   json.loads(VariantKey.from_json(card["key"]).template)):
+    ``calls``). An in-place card's output is its input, as in the runtime. None for a module card, a
+    call the front never serves (one naming a device), or where the front cannot be built here or
+    cannot learn the card's call: the runtime's Python override then serves it, and
+    :func:`guard_cost_us` charges that path."""
+    if card.get("kind") == "module" or python_only(json.loads(VariantKey.from_json(card["key"]).template)):
         return None
     guard = native_eager_guard()
     if guard is None:
@@ -88,7 +89,8 @@ def native_guard_cost_us(card: Mapping[str, Any], workspace_bytes: int = 0, *, c
     try:
         overload = resolve_overload(str(card["op"]))
         result = result_shape(overload)
-    except UnsupportedOp:
+        aliased = aliased_outputs(card, overload)
+    except (UnsupportedOp, ValueError):
         return None
     front = guard.front(overload, "CPU", "CPU", result)
     if front is None:
@@ -96,7 +98,8 @@ def native_guard_cost_us(card: Mapping[str, Any], workspace_bytes: int = 0, *, c
     key, tensors = synthetic_call(VariantKey.from_json(card["key"]))
     try:  # the front only measures: it is never installed, and freed afterwards
         index = front.add_call(key, json.loads(key.template), [spec_layout(o) for o in allocated_outputs(card)],
-                               "cpu", guard.noop_launch_address, allocated_workspace_bytes(card, workspace_bytes))
+                               "cpu", guard.noop_launch_address, allocated_workspace_bytes(card, workspace_bytes),
+                               aliased)
         if index is None:
             return None
         with torch.inference_mode():

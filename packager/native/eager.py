@@ -31,7 +31,7 @@ from packager.variant import VariantKey, decode_call
 if TYPE_CHECKING:
     from packager.kernel import LoadedKernel
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 RESULT_KINDS = {"single": 0, "tuple": 1, "list": 2}
 # eager_guard.cpp's counters after the hits, in kf::Miss order, then kernel errors.
 _COUNTED = ("shape", "dtype", "stride", "device", "storage_offset", "alignment", "args", KERNEL_ERROR)
@@ -63,7 +63,7 @@ class NativeEagerGuard:
         lib.kfe_add_kernel.restype = ctypes.c_int32
         words = ctypes.POINTER(ctypes.c_int64)
         lib.kfe_add_kernel.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32, words,
-                                       ctypes.c_int32, words, ctypes.c_int64, words]
+                                       ctypes.c_int32, words, ctypes.c_int64, words, ctypes.POINTER(ctypes.c_int32)]
         lib.kfe_install.restype = ctypes.c_int32
         lib.kfe_install.argtypes = [ctypes.c_int64]
         lib.kfe_uninstall.argtypes = [ctypes.c_int64]
@@ -141,17 +141,20 @@ class EagerFront:
 
     def add(self, kernel: LoadedKernel) -> bool:
         """Teach the front ``kernel``'s call; False when it cannot be learned (the front is then off)."""
+        descriptors = kernel.launcher.descriptors
         index = self.add_call(kernel.key, kernel.template, kernel.output_layouts, kernel.output_device_type,
-                              kernel.launcher.library.launch_address, kernel.launcher.descriptors.workspace_bytes)
+                              kernel.launcher.library.launch_address, descriptors.workspace_bytes, descriptors.aliased)
         if index is None:
             return False
         self.kernels.append((kernel, index))
         return True
 
     def add_call(self, key: VariantKey, template: Mapping[str, Any], output_layouts: Sequence[Layout],
-                 device_type: str, launch_address: int, workspace_bytes: int) -> int | None:
+                 device_type: str, launch_address: int, workspace_bytes: int,
+                 aliased: Mapping[int, int] | None = None) -> int | None:
         """Learn the call of ``key`` (its ``template`` decoded) served by the kf_launch at ``launch_address``;
-        the kernel's index in the front, or None when the call cannot be learned (the front is then off)."""
+        the kernel's index in the front, or None when the call cannot be learned (the front is then off).
+        ``aliased`` maps an output to the input an in-place op writes and returns as it."""
         if not self.learned or (device_type == "cuda" and not self._guard.has_cuda):
             self.learned = False
             return None
@@ -176,8 +179,11 @@ class EagerFront:
             self.learned = False
             return None
         ids = (ctypes.c_int64 * max(len(tensors), 1))(*(t._cdata for t in tensors))
+        same = (ctypes.c_int32 * max(len(output_layouts), 1))(
+            *((aliased or {}).get(j, -1) for j in range(len(output_layouts))))
         index = int(self._lib.kfe_add_kernel(self._front, launch_address, int(device_type == "cuda"), len(tensors),
-                                             input_words, len(output_layouts), output_words, workspace_bytes, ids))
+                                             input_words, len(output_layouts), output_words, workspace_bytes, ids,
+                                             same))
         if index < 0:
             self.learned = False
             return None

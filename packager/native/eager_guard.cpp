@@ -283,6 +283,9 @@ class FrontKernel final : public c10::OperatorKernel {
       EagerKernel& k = *front.kernels[i];
       misses[i] = match(k, args, &tensors);
       if (misses[i] != kf::kMatch) continue;
+      // an in-place call whose written tensor shares memory with another: the Python override
+      // runs it on eager and counts why
+      if (k.kernel.aliased_input_shares_memory(tensors)) return front.python->callBoxed(op, keys, stack);
       std::vector<at::Tensor> outputs;
       if (k.kernel.run(tensors, &outputs)) {
         k.counters[0].fetch_add(1, std::memory_order_relaxed);
@@ -321,7 +324,7 @@ std::vector<std::unique_ptr<torch::Library>> g_learners;
 
 extern "C" {
 
-KF_EXPORT int32_t kfe_abi_version() { return 1; }
+KF_EXPORT int32_t kfe_abi_version() { return 2; }
 
 KF_EXPORT int32_t kfe_has_cuda() { return KF_HAS_CUDA; }
 
@@ -375,19 +378,21 @@ KF_EXPORT int64_t kfe_front_new(const char* name, const char* overload, const ch
 }
 
 // Adds a kernel from the stack the last learner call on this thread recorded, whose tensors are
-// `tensor_ids` (TensorImpl addresses in the card's order). Returns its index, -1 for a layout
+// `tensor_ids` (TensorImpl addresses in the card's order); `output_aliases` gives, per output, the
+// input an in-place op writes and returns (-1 for a fresh output). Returns its index, -1 for a layout
 // outside the contract, -2 when the stack holds what the front cannot compare (the whole front
 // then stays off and the Python override serves the op).
 KF_EXPORT int32_t kfe_add_kernel(int64_t front_id, void* launch, int32_t is_cuda, int32_t n_inputs,
                                  const int64_t* input_layouts, int32_t n_outputs, const int64_t* output_layouts,
-                                 int64_t workspace_bytes, const int64_t* tensor_ids) {
+                                 int64_t workspace_bytes, const int64_t* tensor_ids, const int32_t* output_aliases) {
   Front* front = find_front(front_id);
   if (front == nullptr) return -1;
   auto k = std::make_unique<EagerKernel>();
   std::vector<c10::IValue> learned;
   learned.swap(t_learned);
   t_numbers.clear();
-  if (!k->kernel.init(launch, is_cuda, n_inputs, input_layouts, n_outputs, output_layouts, workspace_bytes)) {
+  if (!k->kernel.init(launch, is_cuda, n_inputs, input_layouts, n_outputs, output_layouts, workspace_bytes,
+                      output_aliases)) {
     front->learned_all = false;
     return -1;
   }

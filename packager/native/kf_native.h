@@ -111,17 +111,43 @@ struct Kernel {
   std::vector<Layout> inputs;
   std::vector<Layout> outputs;
   int64_t workspace_bytes = 0;
+  // For each output, the input an in-place op writes and returns as it (-1: a fresh output); empty
+  // where no output is an input.
+  std::vector<int32_t> aliases;
 
   bool init(void* launch_fn, int32_t is_cuda, int32_t n_inputs, const int64_t* input_layouts,
-            int32_t n_outputs, const int64_t* output_layouts, int64_t workspace) {
+            int32_t n_outputs, const int64_t* output_layouts, int64_t workspace,
+            const int32_t* output_aliases = nullptr) {
     if (launch_fn == nullptr || workspace < 0) return false;
     launch = reinterpret_cast<LaunchFn>(launch_fn);
     device_type = is_cuda ? c10::DeviceType::CUDA : c10::DeviceType::CPU;
     workspace_bytes = workspace;
-    return read_layouts(n_inputs, input_layouts, &inputs) && read_layouts(n_outputs, output_layouts, &outputs);
+    if (!read_layouts(n_inputs, input_layouts, &inputs) || !read_layouts(n_outputs, output_layouts, &outputs)) {
+      return false;
+    }
+    for (int32_t i = 0; output_aliases != nullptr && i < n_outputs; ++i) {
+      if (output_aliases[i] < -1 || output_aliases[i] >= n_inputs) return false;
+      if (output_aliases[i] >= 0) aliases.assign(output_aliases, output_aliases + n_outputs);
+    }
+    return true;
   }
 
-  // kf_launch on inputs that match the card, into fresh outputs; false (nothing kept) on a non-zero status.
+  // Whether an input this kernel writes in place shares a storage with another of the call's
+  // tensors (conservative: any two views of one storage count, as packager.inplace.shares_memory).
+  template <class Inputs>
+  bool aliased_input_shares_memory(const Inputs& tensors) const {
+    for (int32_t same : aliases) {
+      if (same < 0) continue;
+      const void* storage = tensors[same].storage().data();
+      for (size_t j = 0; j < tensors.size(); ++j) {
+        if (static_cast<int32_t>(j) != same && tensors[j].storage().data() == storage) return true;
+      }
+    }
+    return false;
+  }
+
+  // kf_launch on inputs that match the card, into fresh outputs (an in-place op's into the input it
+  // writes); false (nothing kept) on a non-zero status.
   template <class Inputs>
   bool run(const Inputs& tensors, std::vector<at::Tensor>* results) const {
     c10::Device device = tensors.empty() ? c10::Device(device_type) : tensors[0].device();
@@ -135,8 +161,10 @@ struct Kernel {
     results->reserve(outputs.size());
     for (size_t i = 0; i < outputs.size(); ++i) {
       const Layout& layout = outputs[i];
-      results->push_back(at::empty_strided(layout.sizes, layout.strides,
-                                           at::TensorOptions().dtype(layout.dtype).device(device)));
+      const int32_t same = aliases.empty() ? -1 : aliases[i];
+      results->push_back(same >= 0 ? tensors[same]  // the live tensor an in-place op writes and returns
+                                   : at::empty_strided(layout.sizes, layout.strides,
+                                                       at::TensorOptions().dtype(layout.dtype).device(device)));
       out[i] = layout.descriptor;
       out[i].data = results->back().data_ptr();
     }

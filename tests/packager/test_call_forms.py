@@ -1294,7 +1294,7 @@ def test_every_family_and_op_the_offline_proposer_covers_has_a_card_here() -> No
         "gather_upsample_nearest", "gather_cat", "gather_index", "gather_embedding", "gather_pad", "gather_select",
         "gather_repeat", "gather_reshape", "gather_shift",
         "compare", "logical", "integer_arithmetic", "gather_convert", "arg_extreme", "scan", "histc", "sort",
-        "bucketize",
+        "bucketize", "index_add", "scatter_reduce",
     }
     assert {s.op._schema.name.removeprefix("aten::") for s in UNARY_SPECS if s.op} == set(ops_elementwise.UNARY)
     assert {s.op._schema.name.removeprefix("aten::") for s in BINARY_SPECS if s.op} == set(ops_elementwise.BINARY)

@@ -135,11 +135,22 @@ def test_an_in_place_call_runs_its_kernel_and_returns_the_tensor_it_was_given(
         assert want.result is want.inputs[0] and got.result is got.inputs[0]
 
 
-def test_the_native_front_leaves_in_place_ops_to_the_python_override(packaged: dict[str, PackagedCard]) -> None:
-    """The front returns new tensors; an in-place op returns its own (see AtenOverride._native_front)."""
+def test_the_native_front_serves_in_place_ops(packaged: dict[str, PackagedCard]) -> None:
+    """The front writes the live tensor and returns it; a call whose written tensor shares memory with
+    another (``a.add_(a)``) it leaves to the Python override, which counts why."""
     for item in packaged.values():
         with item.cast.applied_to():
-            assert all(o.front is None for o in item.cast._aten)
+            assert all(o.front is not None for o in item.cast._aten), item.card.op
+    item = packaged["add_"]
+    a = torch.randn(4, 33)
+    with item.cast.applied_to():
+        before = dict(item.cast.stats()[item.card.id])
+        got = a.clone().add_(a.clone())
+        same = a.clone()
+        same.add_(same)
+        stats = item.cast.stats()[item.card.id]
+    assert torch.equal(got, a + a) and torch.equal(same, a + a)
+    assert stats["hits"] == before["hits"] + 1 and stats["fallbacks"].get("shared_memory") == 1
 
 
 def _miss(packaged: dict[str, PackagedCard], name: str, spelling: str, args: tuple[object, ...],
