@@ -162,6 +162,10 @@ def end_to_end_line(e: EndToEnd, width: int = COLUMNS) -> str:
                      f"parity {with_cast[3]}")
         if within := graph_noise_words(e, mode):
             lines.append(f"    within noise: {within}")
+    if e.graph_figures_carried:
+        lines.append(f"  torch.compile's figures ({', '.join(e.graph_figures_carried)}) are from the first "
+                     "measurement, each speedup against the eager timed beside it: no kernel served those graphs "
+                     "afterwards")
     return "\n".join(textwrap.fill(line, width, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 4),
                                     break_on_hyphens=False) for line in lines)
 

@@ -109,6 +109,10 @@ def test_a_compiled_mode_no_kernel_serves_keeps_the_earlier_torch_compile_figure
     assert not graph_mode_fails(carried, "compiled")
     assert ("cast.compile", 4.3, 4.28, "no kernel: as torch.compile") in mode_rows(carried)
     assert carry_graph_figures(later, first, []) == later
+    line = end_to_end_line(carried, width=400)
+    assert "torch.compile 4.300 ms (x4.28)" in line
+    assert "torch.compile's figures (compiled) are from the first measurement" in line
+    assert "first measurement" not in end_to_end_line(later, width=400)
     failed = EndToEnd(measured=False, error="child crashed")
     assert carry_graph_figures(failed, first, ["compiled"]) == failed
 
