@@ -11,6 +11,7 @@ from functools import partial
 from typing import Any
 
 from agent_service.offline import (
+    fold,
     ops_compare,
     ops_elementwise,
     ops_gather,
@@ -113,6 +114,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     "flip": ops_gather.flip_plan,
     **dict.fromkeys(("pixel_shuffle", "pixel_unshuffle"), ops_gather.pixel_shuffle_plan),
     "im2col": ops_gather.im2col_plan,
+    "col2im": fold.col2im_plan,
     "bucketize": ops_compare.bucketize_plan,
     "roll": ops_gather.roll_plan,
     # reshape, flatten and unflatten decompose (CompositeImplicitAutograd) to a view where the strides

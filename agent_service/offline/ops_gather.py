@@ -503,7 +503,8 @@ def pixel_shuffle_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> G
     return _plan(card, "gather_reshape", [Branch.reading("", x.index, coords, x.spec.stride)])
 
 
-def _int_pair(value: Any) -> TypeGuard[list[int]]:
+def int_pair(value: Any) -> TypeGuard[list[int]]:
+    """A pair of Python ints, as a card encodes ``int[2]`` arguments (kernel sizes, strides, paddings)."""
     return isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value)
 
 
@@ -515,7 +516,7 @@ def im2col_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPl
     _same_dtype(card, [x], base)
     shape, n = x.spec.shape, len(x.spec.shape)
     params = [call.get(name) for name in ("kernel_size", "dilation", "padding", "stride")]
-    pairs: list[list[int]] = [p for p in params if _int_pair(p)]
+    pairs: list[list[int]] = [p for p in params if int_pair(p)]
     if n not in (3, 4) or len(pairs) != len(params):
         raise UnsupportedCard(f"im2col of {shape} with {params} is not templated")
     (kh, kw), (dh, dw), (ph, pw), (sh, sw) = pairs

@@ -671,6 +671,12 @@ GATHER_SPECS = [
               "torch.bucketize(x, b.sort().values)", "torch.bucketize(x.double(), b.double())",
               "torch.bucketize(x, b, out=out)", "torch.searchsorted(b.sort().values, x)"),
              (ELEMENTWISE_SHAPES, ((6,), (1,), (0,), (2, 3)))),
+    _rowwise("fold", "col2im", aten.col2im.default, ("x",), (TensorRecipe((2, 12, 9)),),
+             ("F.fold(x, (4, 4), (2, 2))", "F.fold(x, output_size=4, kernel_size=2)", "nn.Fold((4, 4), 2)(x)",
+              "F.fold(x, (4, 4), (2, 2), dilation=1, padding=0, stride=1)", "F.fold(x, (5, 3), (2, 2))",
+              "F.fold(x[0], (4, 4), (2, 2))", "F.fold(x.double(), (4, 4), (2, 2))",
+              "F.fold(x, (6, 6), (2, 2), stride=2)"),
+             (((2, 12, 9), (12, 9), (2, 12, 1), (0, 12, 9)),)),
     _rowwise("index_add_rows", "index_add", aten.index_add.default, ("x", "i", "s"),
              (TensorRecipe((6, 33)), TensorRecipe((9,), torch.int64, seed=1), TensorRecipe((9, 33), seed=2)),
              ("torch.index_add(x, 0, i % 6, s)", "x.index_add(0, i % 6, s)", "x.index_add(0, i % 6, s, alpha=2)",
@@ -1294,7 +1300,7 @@ def test_every_family_and_op_the_offline_proposer_covers_has_a_card_here() -> No
         "gather_upsample_nearest", "gather_cat", "gather_index", "gather_embedding", "gather_pad", "gather_select",
         "gather_repeat", "gather_reshape", "gather_shift",
         "compare", "logical", "integer_arithmetic", "gather_convert", "arg_extreme", "scan", "histc", "sort",
-        "bucketize", "index_add", "scatter_reduce",
+        "bucketize", "index_add", "scatter_reduce", "col2im",
     }
     assert {s.op._schema.name.removeprefix("aten::") for s in UNARY_SPECS if s.op} == set(ops_elementwise.UNARY)
     assert {s.op._schema.name.removeprefix("aten::") for s in BINARY_SPECS if s.op} == set(ops_elementwise.BINARY)
