@@ -2,10 +2,11 @@
 
 Message passing in graph networks and the expert loop of mixture-of-experts layers add with it.
 Each output element is ``self`` plus ``alpha`` times every source element whose index names its
-row, added one at a time and rounded to the dtype after each add, as eager's kernels add.
+row.
 
-On the cpu the sources are added in index order, eager's own order, so a float result is eager's
-bit for bit; the threads split the elements of a row, never the index. Every index is checked
+On the cpu the sources are added in index order, eager's own order, float32 and float64 in their
+own dtype and half dtypes in float, rounded once at the end, as eager's cpu kernel does, so the
+result is eager's bit for bit; the threads split the elements of a row, never the index. Every index is checked
 before anything is written: one out of range makes the kernel return an error and leaves the
 output as it was (its caller then runs eager, which raises), so an in-place call is never half
 applied. On cuda each source element is added with one atomic add, as eager's kernel adds: where
