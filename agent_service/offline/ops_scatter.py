@@ -9,11 +9,11 @@ own dtype and half dtypes in float, rounded once at the end, as eager's cpu kern
 result is eager's bit for bit; the threads split the elements of a row, never the index. Every index is checked
 before anything is written: one out of range makes the kernel return an error and leaves the
 output as it was (its caller then runs eager, which raises), so an in-place call is never half
-applied. On cuda each source element is added with one atomic add, as eager's kernel adds: where
-two indices name the same row, a float sum's rounding depends on the order the adds land in, as
-eager's does (the sandbox's determinism check then decides); an index out of range traps, as
-eager's device assertion does. Integer sums wrap as eager's do; int8 and uint8 have no atomics
-on cuda and are refused there.
+applied. On cuda one thread per element of a row walks the index in order too, so the result is
+the same on every call (eager's atomic adds of floats land in an order that changes between calls,
+which the sandbox's determinism check would reject); each add rounds to the dtype, as eager's
+atomics do. An index out of range traps, as eager's device assertion does. Integer sums wrap as
+eager's do.
 """
 
 from __future__ import annotations
@@ -34,10 +34,6 @@ from packager.inplace import overlaps_itself
 IN_PLACE = ("index_add_",)
 INTEGERS = ("int64", "int32", "int8", "uint8")
 FLOATS = ("float32", "float64", "float16", "bfloat16")
-#: How cuda adds ``v`` (already the dtype's value times alpha) at ``p``, by dtype.
-CUDA_ATOMIC = {"float32": "atomicAdd(p, v)", "float64": "atomicAdd(p, v)", "float16": "atomicAdd(p, v)",
-                "bfloat16": "atomicAdd(p, v)", "int32": "atomicAdd(p, v)",
-                "int64": "atomicAdd((unsigned long long *)p, (unsigned long long)v)"}
 
 
 @dataclass(frozen=True)
@@ -98,8 +94,6 @@ class IndexAddPlan(ScatterCall):
     def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
         if backend == "cpu":
             return KnobSpace({"threads": cpu_thread_choices(device, self.outputs), "chunk": (1024, 256, 4096)})
-        if self.out.dtype not in CUDA_ATOMIC:
-            raise UnsupportedCard(f"index_add of {self.out.dtype}: cuda has no atomic add of that width")
         return KnobSpace({"threads_per_block": (256, 512, 128), "waves": (4, 0, 1)})
 
     def render(self, backend: str, knobs: Knobs, device: DeviceInfo) -> str:
@@ -250,6 +244,8 @@ def _cpu_copy(plan: IndexAddPlan, threads: int, step: str) -> str:
 
 
 def _render_cuda(plan: IndexAddPlan, knobs: Knobs, device: DeviceInfo) -> str:
+    """One thread per element of a row walks the index in order: deterministic, where atomic adds of
+    floats land in an order that changes from call to call."""
     block, waves = int(knobs["threads_per_block"]), int(knobs["waves"])
     source = plan.inputs[plan.source]
     x = plan.inputs[plan.self_index]
@@ -257,9 +253,8 @@ def _render_cuda(plan: IndexAddPlan, knobs: Knobs, device: DeviceInfo) -> str:
     src_outer, src_inner, src_step = plan.offsets(source, "a", "b")
     index_stride = plan.inputs[plan.index].stride[0] if plan.inputs[plan.index].shape else 0
     size = plan.out.shape[plan.dim] if plan.out.shape else 1
-    scaled = "s[0]" if plan.alpha == 1 else _cuda_scaled(plan)
-    total, inner, count = source.numel, plan.inner, plan.count
-    add_grid = cuda_grid(device, block, waves, cxx.ceil_div(total, block))
+    columns, inner = plan.outer * plan.inner, plan.inner
+    add_grid = cuda_grid(device, block, waves, cxx.ceil_div(columns, block))
     copy_grid = cuda_grid(device, block, waves, cxx.ceil_div(plan.out.numel, block))
     copy_kernel = "" if plan.in_place else cuda_copy_kernel(plan.out, x, block)
     copy_launch = "" if plan.in_place else (
@@ -270,14 +265,15 @@ def _render_cuda(plan: IndexAddPlan, knobs: Knobs, device: DeviceInfo) -> str:
 {element_types(plan.out.dtype, plan.inputs[plan.index].dtype, "cuda")}
 {copy_kernel}__global__ void __launch_bounds__({block})
 kf_index_add(const I *__restrict__ index, const T *__restrict__ src, T *__restrict__ out) {{
-  {cuda_grid_loop(block, "e", total)} {{
-    const int64_t b = e % {inner}LL, j = (e / {inner}LL) % {count}LL, a = e / ({inner}LL * {count}LL);
-    const int64_t n = (int64_t)index[j * {index_stride}LL];
-    if (n < 0 || n >= {size}LL) __trap();  /* eager's device assertion */
-    const T *s = src + ({src_outer}) + j * {src_step}LL + ({src_inner});
-    T *p = out + ({out_outer}) + n * {out_step}LL + ({out_inner});
-    const T v = {scaled};
-    {CUDA_ATOMIC[plan.out.dtype]};
+  {cuda_grid_loop(block, "e", columns)} {{
+    const int64_t b = e % {inner}LL, a = e / {inner}LL;
+    T *o = out + ({out_outer}) + ({out_inner});
+    const T *s = src + ({src_outer}) + ({src_inner});
+    for (int64_t j = 0; j < {plan.count}LL; ++j) {{  /* in index order, as eager's cpu loop */
+      const int64_t n = (int64_t)index[j * {index_stride}LL];
+      if (n < 0 || n >= {size}LL) __trap();  /* eager's device assertion */
+      o[n * {out_step}LL] = {cuda_add(plan.out.dtype, f"o[n * {out_step}LL]", f"s[j * {src_step}LL]", plan.alpha)};
+    }}
   }}
 }}
 extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
@@ -288,6 +284,18 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
 {cxx.cuda_launch_epilogue()}
 }}
 """
+
+
+def cuda_add(dtype: str, a: str, b: str, alpha: int | float = 1) -> str:
+    """C expression (cuda) of ``a + alpha * b`` for T values, ``alpha * b`` rounded to T first, as
+    eager's cuda kernels add ``val * alpha``; integers wrap."""
+    if dtype in INTEGERS:
+        scaled = f"(uint64_t)(int64_t){b}" if alpha == 1 else f"(uint64_t)(int64_t){b} * (uint64_t)({int(alpha)}LL)"
+        return f"(T)((uint64_t)(int64_t){a} + {scaled})"
+    if dtype in ("float32", "float64"):
+        return f"{a} + {b}" if alpha == 1 else f"{a} + (T)({b} * {cxx.cfloat(alpha)})"
+    scaled = f"kf_to_f32({b})" if alpha == 1 else f"kf_to_f32(kf_from_f32<T>(kf_to_f32({b}) * {cxx.cfloat(alpha)}))"
+    return f"kf_from_f32<T>(kf_to_f32({a}) + {scaled})"
 
 
 def cuda_grid_loop(block: int, variable: str, count: int) -> str:
@@ -303,13 +311,3 @@ def cuda_copy_kernel(out: TensorSpec, x: TensorSpec, block: int) -> str:
     y[{cxx.linear_offset('e', out.shape, out.stride)}] = x[{cxx.linear_offset('e', x.shape, x.stride)}];
 }}
 """
-
-
-def _cuda_scaled(plan: IndexAddPlan) -> str:
-    """``alpha * s[0]`` in T, rounded as eager's ``val * alpha`` in the dtype rounds it."""
-    dtype, alpha = plan.out.dtype, plan.alpha
-    if dtype in INTEGERS:
-        return f"(T)((uint64_t)(int64_t)s[0] * (uint64_t)({int(alpha)}LL))"
-    if dtype in ("float32", "float64"):
-        return f"(T)(s[0] * {cxx.cfloat(alpha)})"
-    return f"kf_from_f32<T>(kf_to_f32(s[0]) * {cxx.cfloat(alpha)})"

@@ -10,9 +10,10 @@ divides the rounded sum), a max or min propagates a NaN source and keeps a NaN a
 integer mean divides by flooring, and ``include_self=False`` starts each reached element from its
 first source; an element no source reaches keeps ``self``. Every index is checked before anything
 is written (an index out of range makes eager raise; the kernel returns an error and writes
-nothing). On cuda only sums are templated: each source element is one atomic add, as in eager
-(the rounding of a float sum then depends on the order the adds land in, as eager's does), after
-a pass that zeroes the reached elements where ``include_self=False``.
+nothing). On cuda only sums are templated: one thread per column walks it in order, so the result
+is the same on every call (eager's atomic adds of floats land in an order that changes between
+calls), each add rounded to the dtype as eager's atomics round it, after a pass that zeroes the
+reached elements where ``include_self=False``.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from agent_service.offline.call import UnsupportedCard, split_op_name, tensor_ar
 from agent_service.offline.knobs import Knobs, KnobSpace
 from agent_service.offline.ops_compare import wrap_int
 from agent_service.offline.ops_scatter import (
-    CUDA_ATOMIC,
     FLOATS,
     INTEGERS,
     ScatterCall,
+    cuda_add,
     cuda_copy_kernel,
     cuda_grid_loop,
     element_types,
@@ -80,9 +81,8 @@ class ScatterReducePlan(ScatterCall):
     def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
         if backend == "cpu":
             return KnobSpace({"threads": cpu_thread_choices(device, self.outputs)})
-        if self.reduce != "sum" or self.out.dtype not in CUDA_ATOMIC:
-            raise UnsupportedCard(f"scatter {self.reduce} of {self.out.dtype} on cuda: only sums by atomic add are "
-                                  "templated")
+        if self.reduce != "sum":
+            raise UnsupportedCard(f"scatter {self.reduce} of {self.out.dtype} on cuda: only sums are templated")
         return KnobSpace({"threads_per_block": (256, 512, 128), "waves": (4, 0, 1)})
 
     def render(self, backend: str, knobs: Knobs, device: DeviceInfo) -> str:
@@ -296,15 +296,21 @@ kf_zero(const int64_t *__restrict__ index, T *__restrict__ out) {{
         f"  kf_copy<<<{copy_grid}, {block}, 0, s>>>((const T *)inputs[{plan.self_index}].data, out);\n")
     if not plan.include_self:
         launches += f"  kf_zero<<<{grid}, {block}, 0, s>>>(index, out);\n"
-    launches += f"  kf_scatter_add<<<{grid}, {block}, 0, s>>>(index, (const T *)inputs[{plan.source}].data, out);\n"
+    columns = total // length
+    add_grid = cuda_grid(device, block, waves, cxx.ceil_div(columns, block))
+    launches += f"  kf_scatter_add<<<{add_grid}, {block}, 0, s>>>(index, (const T *)inputs[{plan.source}].data, out);\n"
     return f"""{cxx.CUDA_PRELUDE}
 /* {plan.summary}; {knobs} */
 {element_types(plan.out.dtype, "int64", "cuda")}
 {copy}{zero}__global__ void __launch_bounds__({block})
 kf_scatter_add(const int64_t *__restrict__ index, const T *__restrict__ src, T *__restrict__ out) {{
-  {walk_loop} {{
-    {locate}    const T v = src[{_offset_at(source, plan, 'i')}];
-    {CUDA_ATOMIC[plan.out.dtype]};
+  {cuda_grid_loop(block, "c", columns)} {{
+    for (int64_t i = 0; i < {length}LL; ++i) {{  /* the column in order: the same result on every call */
+      const int64_t n = index[{_offset_at(plan.walk, plan, 'i')}];
+      if (n < 0 || n >= {size}LL) __trap();  /* eager's device assertion */
+      T *p = out + ({_offset_at(plan.out, plan, 'n')});
+      *p = {cuda_add(plan.out.dtype, "*p", f"src[{_offset_at(source, plan, 'i')}]")};
+    }}
   }}
 }}
 extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
