@@ -6,8 +6,8 @@ row.
 
 On the cpu the sources are added in index order, eager's own order, float32 and float64 in their
 own dtype and half dtypes in float, rounded once at the end, as eager's cpu kernel does, so the
-result is eager's bit for bit; the threads split the elements of a row, never the index. Every index is checked
-before anything is written: one out of range makes the kernel return an error and leaves the
+result is eager's bit for bit; the threads split the elements of a row, never the index. Every
+index is checked before anything is written: one out of range makes the kernel return an error and leaves the
 output as it was (its caller then runs eager, which raises), so an in-place call is never half
 applied. On cuda one thread per element of a row walks the index in order too, so the result is
 the same on every call (eager's atomic adds of floats land in an order that changes between calls,
