@@ -332,13 +332,16 @@ def cuda_scratch(name: str, ctype: str, count: int) -> Workspace:
     return Workspace(name, ctype, count)
 
 
-def cpu_kf_launch(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], body: str) -> str:
-    """A cpu ``kf_launch``: :func:`guard` on the card's tensors, then ``body`` (whole lines), then 0."""
-    return ('extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, '
+def cpu_kf_launch(inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], body: str,
+                  workspace: Workspace | None = None) -> str:
+    """A cpu ``kf_launch``: :func:`guard` on the card's tensors (and ``workspace``, exported here), then
+    ``body`` (whole lines), then 0."""
+    return ((workspace.export() if workspace else '') +
+            'extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, '
             'int32_t n_outputs,\n'
             '                         void *stream) {\n'
             '  (void)stream;\n'
-            f'{guard(inputs, outputs)}\n'
+            f'{guard(inputs, outputs, workspace=workspace)}\n'
             f'{body}  return 0;\n'
             '}\n')
 

@@ -9,6 +9,11 @@ from agent_service.offline.call import UnsupportedCard
 from kforge_domain.card import TensorSpec
 
 
+def row_major_strides(shape: Sequence[int]) -> list[int]:
+    """The strides of a contiguous tensor of ``shape``, in elements."""
+    return [math.prod(shape[d + 1:]) for d in range(len(shape))]
+
+
 def is_contiguous(spec: TensorSpec) -> bool:
     """Row-major contiguous (size-1 dims may carry any stride)."""
     expected = 1

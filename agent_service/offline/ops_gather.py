@@ -19,7 +19,7 @@ from agent_service.offline.call import TensorArg, UnsupportedCard, split_op_name
 from agent_service.offline.convert import conversion_helpers, converted
 from agent_service.offline.elementwise import ElementwisePlan, Operand
 from agent_service.offline.gather import FOUND, Branch, GatherPlan, Table, fill_bits, offset
-from agent_service.offline.layout import broadcast_strides, is_contiguous
+from agent_service.offline.layout import broadcast_strides, is_contiguous, row_major_strides
 from agent_service.offline.ops_compare import VALUE_HELPERS as _VALUE
 from agent_service.offline.ops_compare import helpers_for
 from kforge_domain.card import OperatorCard
@@ -552,7 +552,7 @@ def roll_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan
         if len(shifts) != 1:
             raise UnsupportedCard(f"roll without dims takes one shift, not {shifts}")
         numel = math.prod(shape)
-        row_major = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+        row_major = row_major_strides(shape)
         linear = offset(_coords(len(shape)), row_major)
         source = cxx.linear_offset(f"({linear} + {(-shifts[0]) % numel}LL) % {numel}LL", shape, x.spec.stride)
         return _plan(card, "gather_shift", [Branch("", f"in{x.index}[{source}]")])
@@ -600,10 +600,10 @@ def reshape_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Element
     if _views(x.spec.shape, x.spec.stride, out.shape):
         raise UnsupportedCard(f"{card.op} of {x.spec.shape} stride {x.spec.stride} to {out.shape} is a view in "
                               "eager: it moves no data, and a copy would not alias its input as eager's result does")
-    contiguous = _row_major_strides(out.shape)
+    contiguous = row_major_strides(out.shape)
     if any(out.stride[d] != contiguous[d] for d in range(len(out.shape)) if out.shape[d] != 1):
         raise UnsupportedCard(f"{card.op} wrote stride {out.stride}: only a contiguous copy is templated")
-    as_input = out.model_copy(update={"shape": list(x.spec.shape), "stride": _row_major_strides(x.spec.shape)})
+    as_input = out.model_copy(update={"shape": list(x.spec.shape), "stride": row_major_strides(x.spec.shape)})
     if out.dtype in cxx.FLOAT_DTYPES:
         return ElementwisePlan(family="elementwise_copy", summary=f"{card.op}: {x.spec.shape} stride {x.spec.stride} "
                                f"copied contiguous, read as {out.shape}", inputs=tuple(card.inputs),
@@ -613,6 +613,3 @@ def reshape_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Element
     source = cxx.linear_offset(flat, x.spec.shape, x.spec.stride)
     return _plan(card, "gather_reshape", [Branch("", f"in{x.index}[{source}]")])
 
-
-def _row_major_strides(shape: list[int]) -> list[int]:
-    return [math.prod(shape[d + 1:]) for d in range(len(shape))]

@@ -25,6 +25,7 @@ from typing import Any
 from agent_service.offline import cxx
 from agent_service.offline.call import TensorArg, UnsupportedCard, split_op_name, tensor_argument
 from agent_service.offline.knobs import Knobs, KnobSpace
+from agent_service.offline.layout import row_major_strides
 from agent_service.offline.plan import cpu_thread_choices, cuda_grid
 from kforge_domain.card import OperatorCard, TensorSpec
 from kforge_domain.device import DeviceInfo
@@ -82,6 +83,17 @@ class IndexAddPlan(ScatterCall):
         outer_sizes, outer_strides, inner_sizes, inner_strides, step = self._split(spec)
         return (cxx.linear_offset(outer, outer_sizes, outer_strides),
                 cxx.linear_offset(inner, inner_sizes, inner_strides), step)
+
+    @property
+    def index_stride(self) -> int:
+        """The index's stride (0 for a 0-d index)."""
+        index = self.inputs[self.index]
+        return index.stride[0] if index.shape else 0
+
+    @property
+    def size(self) -> int:
+        """How many rows ``dim`` has: an index must be below it."""
+        return self.out.shape[self.dim] if self.out.shape else 1
 
     @property
     def outer(self) -> int:
@@ -162,14 +174,11 @@ def element_types(dtype: str, index_dtype: str, backend: str) -> str:
 
 
 def _add_expression(plan: IndexAddPlan) -> str:
-    """C expression of ``a + alpha * b`` in the dtype the cpu accumulates in (``a``: that type, ``b``: a T)."""
-    dtype, alpha = plan.out.dtype, plan.alpha
-    if dtype in INTEGERS:
-        scaled = "(uint64_t)(int64_t)b" if alpha == 1 else f"(uint64_t)(int64_t)b * (uint64_t)({int(alpha)}LL)"
-        return f"(T)((uint64_t)(int64_t)a + {scaled})"
-    if dtype in ("float32", "float64"):
-        return "a + b" if alpha == 1 else f"a + ({cxx.cfloat(alpha)} * b)"
-    return "a + kf_to_f32(b)" if alpha == 1 else f"a + kf_to_f32(b) * {cxx.cfloat(alpha)}"
+    """C expression of ``a + alpha * b`` in the type the cpu accumulates in (``a``: that type, ``b``: a T):
+    float for half dtypes, rounded once at the end, else the dtype itself."""
+    if plan.out.dtype in ("float16", "bfloat16"):
+        return "a + kf_to_f32(b)" if plan.alpha == 1 else f"a + kf_to_f32(b) * {cxx.cfloat(plan.alpha)}"
+    return add_rounded(plan.out.dtype, "a", "b", plan.alpha)
 
 
 def _render_cpu(plan: IndexAddPlan, knobs: Knobs) -> str:
@@ -181,8 +190,7 @@ def _render_cpu(plan: IndexAddPlan, knobs: Knobs) -> str:
     half = plan.out.dtype in ("float16", "bfloat16")
     out_outer, out_inner, out_step = plan.offsets(_sums_spec(plan) if half else plan.out, "a", "b")
     src_outer, src_inner, src_step = plan.offsets(plan.inputs[plan.source], "a", "b")
-    index_stride = plan.inputs[plan.index].stride[0] if plan.inputs[plan.index].shape else 0
-    size = plan.out.shape[plan.dim] if plan.out.shape else 1
+    index_stride, size = plan.index_stride, plan.size
     workspace = cxx.Workspace("kf_sums", "float", plan.out.numel) if half else None
     target = "kf_sums" if half else "(T *)outputs[0].data"
     body = f"""  const I *index = (const I *)inputs[{plan.index}].data;
@@ -193,10 +201,7 @@ def _render_cpu(plan: IndexAddPlan, knobs: Knobs) -> str:
 {workspace.take(len(plan.outputs)) if workspace else ""}{_cpu_copy(plan, threads, "in")}\
   kf_index_add(index, (const T *)inputs[{plan.source}].data, {target});
 {_cpu_copy(plan, threads, "out") if half else ""}"""
-    launch = cxx.cpu_kf_launch(plan.inputs, plan.outputs, body)
-    if workspace:
-        launch = workspace.export() + launch.replace(cxx.guard(plan.inputs, plan.outputs),
-                                                     cxx.guard(plan.inputs, plan.outputs, workspace=workspace))
+    launch = cxx.cpu_kf_launch(plan.inputs, plan.outputs, body, workspace)
     accumulator = "float" if half else "T"
     return f"""{cxx.CPU_PRELUDE}
 /* {plan.summary}; {knobs} */
@@ -218,8 +223,7 @@ static void kf_index_add(const I *__restrict index, const T *__restrict src, A *
 
 def _sums_spec(plan: IndexAddPlan) -> TensorSpec:
     """The float sums of a half-dtype output: its shape, row-major, in the workspace."""
-    shape = plan.out.shape
-    return TensorSpec(shape=shape, stride=[math.prod(shape[d + 1:]) for d in range(len(shape))], dtype="float32")
+    return TensorSpec(shape=plan.out.shape, stride=row_major_strides(plan.out.shape), dtype="float32")
 
 
 def _cpu_copy(plan: IndexAddPlan, threads: int, step: str) -> str:
@@ -251,8 +255,7 @@ def _render_cuda(plan: IndexAddPlan, knobs: Knobs, device: DeviceInfo) -> str:
     x = plan.inputs[plan.self_index]
     out_outer, out_inner, out_step = plan.offsets(plan.out, "a", "b")
     src_outer, src_inner, src_step = plan.offsets(source, "a", "b")
-    index_stride = plan.inputs[plan.index].stride[0] if plan.inputs[plan.index].shape else 0
-    size = plan.out.shape[plan.dim] if plan.out.shape else 1
+    index_stride, size = plan.index_stride, plan.size
     columns, inner = plan.outer * plan.inner, plan.inner
     add_grid = cuda_grid(device, block, waves, cxx.ceil_div(columns, block))
     copy_grid = cuda_grid(device, block, waves, cxx.ceil_div(plan.out.numel, block))
@@ -272,7 +275,7 @@ kf_index_add(const I *__restrict__ index, const T *__restrict__ src, T *__restri
     for (int64_t j = 0; j < {plan.count}LL; ++j) {{  /* in index order, as eager's cpu loop */
       const int64_t n = (int64_t)index[j * {index_stride}LL];
       if (n < 0 || n >= {size}LL) __trap();  /* eager's device assertion */
-      o[n * {out_step}LL] = {cuda_add(plan.out.dtype, f"o[n * {out_step}LL]", f"s[j * {src_step}LL]", plan.alpha)};
+      o[n * {out_step}LL] = {add_rounded(plan.out.dtype, f"o[n * {out_step}LL]", f"s[j * {src_step}LL]", plan.alpha)};
     }}
   }}
 }}
@@ -286,9 +289,9 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
 """
 
 
-def cuda_add(dtype: str, a: str, b: str, alpha: int | float = 1) -> str:
-    """C expression (cuda) of ``a + alpha * b`` for T values, ``alpha * b`` rounded to T first, as
-    eager's cuda kernels add ``val * alpha``; integers wrap."""
+def add_rounded(dtype: str, a: str, b: str, alpha: int | float = 1) -> str:
+    """C expression (either backend) of ``a + alpha * b`` for T values, rounded to T, ``alpha * b``
+    rounded first, as eager's cuda kernels add ``val * alpha``; integers wrap."""
     if dtype in INTEGERS:
         scaled = f"(uint64_t)(int64_t){b}" if alpha == 1 else f"(uint64_t)(int64_t){b} * (uint64_t)({int(alpha)}LL)"
         return f"(T)((uint64_t)(int64_t){a} + {scaled})"

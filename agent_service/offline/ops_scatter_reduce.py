@@ -25,12 +25,13 @@ from typing import Any
 from agent_service.offline import cxx
 from agent_service.offline.call import UnsupportedCard, split_op_name, tensor_argument
 from agent_service.offline.knobs import Knobs, KnobSpace
+from agent_service.offline.layout import row_major_strides
 from agent_service.offline.ops_compare import wrap_int
 from agent_service.offline.ops_scatter import (
     FLOATS,
     INTEGERS,
     ScatterCall,
-    cuda_add,
+    add_rounded,
     cuda_copy_kernel,
     cuda_grid_loop,
     element_types,
@@ -143,14 +144,10 @@ def _value(value: Any, dtype: str) -> str:
     return repr(float(value)) if dtype == "float64" else cxx.cfloat(float(value))
 
 
-def _row_major(shape: list[int]) -> list[int]:
-    return [math.prod(shape[d + 1:]) for d in range(len(shape))]
-
-
 def _columns(plan: ScatterReducePlan) -> tuple[list[int], list[int]]:
     """The index's shape without ``dim`` (the columns), and its row-major strides."""
     shape = [n for d, n in enumerate(plan.walk.shape) if d != plan.dim]
-    return shape, _row_major(shape)
+    return shape, row_major_strides(shape)
 
 
 def _offset_at(spec: TensorSpec, plan: ScatterReducePlan, along: str) -> str:
@@ -172,7 +169,7 @@ def _identity(plan: ScatterReducePlan) -> str:
     """The value a reached element starts from where ``include_self=False``, in the accumulator type."""
     if plan.reduce in ("sum", "mean"):
         return "(A)0"
-    if plan.out.dtype in _HALF or plan.out.dtype in ("float32", "float64"):
+    if plan.out.dtype in FLOATS:
         return "(A)(-INFINITY)" if plan.reduce == "amax" else "(A)INFINITY"
     bound = {"int64": ("INT64_MIN", "INT64_MAX"), "int32": ("INT32_MIN", "INT32_MAX"), "int8": ("-128", "127"),
              "uint8": ("0", "255")}[plan.out.dtype]
@@ -200,7 +197,7 @@ def _render_cpu(plan: ScatterReducePlan, knobs: Knobs) -> str:
     pragma = f"#pragma omp parallel for schedule(static){width}\n" if threads != 1 else ""
     size, numel = plan.out.shape[plan.dim], plan.out.numel
     columns = math.prod(_columns(plan)[0])
-    rows = _row_major(plan.out.shape)
+    rows = row_major_strides(plan.out.shape)
     sums = TensorSpec(shape=plan.out.shape, stride=rows, dtype="float32")
     accumulate_in_sums = plan.half
     acc_spec = sums if accumulate_in_sums else plan.out
@@ -240,10 +237,7 @@ def _render_cpu(plan: ScatterReducePlan, knobs: Knobs) -> str:
       {first}{count}{combine}
     }}
 {_finish_loop(plan, pragma)}"""
-    launch = cxx.cpu_kf_launch(plan.inputs, plan.outputs, body)
-    if workspace:
-        launch = workspace.export() + launch.replace(cxx.guard(plan.inputs, plan.outputs),
-                                                     cxx.guard(plan.inputs, plan.outputs, workspace=workspace))
+    launch = cxx.cpu_kf_launch(plan.inputs, plan.outputs, body, workspace)
     return f"""{cxx.CPU_PRELUDE}
 /* {plan.summary}; {knobs} */
 {element_types(plan.out.dtype, "int64", "cpu")}typedef {accumulator} A;
@@ -309,7 +303,7 @@ kf_scatter_add(const int64_t *__restrict__ index, const T *__restrict__ src, T *
       const int64_t n = index[{_offset_at(plan.walk, plan, 'i')}];
       if (n < 0 || n >= {size}LL) __trap();  /* eager's device assertion */
       T *p = out + ({_offset_at(plan.out, plan, 'n')});
-      *p = {cuda_add(plan.out.dtype, "*p", f"src[{_offset_at(source, plan, 'i')}]")};
+      *p = {add_rounded(plan.out.dtype, "*p", f"src[{_offset_at(source, plan, 'i')}]")};
     }}
   }}
 }}

@@ -125,10 +125,13 @@ struct Kernel {
     if (!read_layouts(n_inputs, input_layouts, &inputs) || !read_layouts(n_outputs, output_layouts, &outputs)) {
       return false;
     }
-    for (int32_t i = 0; output_aliases != nullptr && i < n_outputs; ++i) {
+    if (output_aliases == nullptr) return true;
+    bool any = false;
+    for (int32_t i = 0; i < n_outputs; ++i) {
       if (output_aliases[i] < -1 || output_aliases[i] >= n_inputs) return false;
-      if (output_aliases[i] >= 0) aliases.assign(output_aliases, output_aliases + n_outputs);
+      any = any || output_aliases[i] >= 0;
     }
+    if (any) aliases.assign(output_aliases, output_aliases + n_outputs);
     return true;
   }
 
