@@ -296,7 +296,8 @@ def add_rounded(dtype: str, a: str, b: str, alpha: int | float = 1) -> str:
         scaled = f"(uint64_t)(int64_t){b}" if alpha == 1 else f"(uint64_t)(int64_t){b} * (uint64_t)({int(alpha)}LL)"
         return f"(T)((uint64_t)(int64_t){a} + {scaled})"
     if dtype in ("float32", "float64"):
-        return f"{a} + {b}" if alpha == 1 else f"{a} + (T)({b} * {cxx.cfloat(alpha)})"
+        factor = repr(float(alpha)) if dtype == "float64" else cxx.cfloat(alpha)  # a double alpha stays double
+        return f"{a} + {b}" if alpha == 1 else f"{a} + (T)({b} * {factor})"
     scaled = f"kf_to_f32({b})" if alpha == 1 else f"kf_to_f32(kf_from_f32<T>(kf_to_f32({b}) * {cxx.cfloat(alpha)}))"
     return f"kf_from_f32<T>(kf_to_f32({a}) + {scaled})"
 

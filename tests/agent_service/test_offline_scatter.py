@@ -34,6 +34,8 @@ CASES: dict[str, Callable[[], tuple[list[Any], dict[str, Any]]]] = {
                                              {}),
     "middle_dim_of_a_slice_int32_index": lambda: ([r(2, 7, 40)[:, :6, ::2], 1, REPEATS.int(), r(2, 9, 20)], {}),
     "vector_f64": lambda: ([r(6, dtype=torch.float64), 0, REPEATS, r(9, dtype=torch.float64)], {"alpha": 3.0}),
+    "rows_f64_alpha_a_tenth": lambda: ([r(6, 5, dtype=torch.float64), 0, REPEATS, r(9, 5, dtype=torch.float64)],
+                                       {"alpha": 0.1}),
     "rows_int64_wrap": lambda: ([torch.full((6, 3), 2**62), 0, REPEATS, torch.full((9, 3), 2**62)], {"alpha": 3}),
     "rows_int8_wrap": lambda: ([torch.full((6, 3), 100, dtype=torch.int8), 0, REPEATS,
                                 torch.full((9, 3), 90, dtype=torch.int8)], {}),
