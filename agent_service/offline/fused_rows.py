@@ -206,6 +206,13 @@ class FusedRowPlan:
         """What each pass over the row reads: every sweep's needs, then the write's."""
         return [s.needs | {s.value} for s in self.steps if isinstance(s, Sweep)] + [self.result_needs | {self.result}]
 
+    def strided_rows(self) -> bool:
+        """Whether a row's elements lie apart in the output while neighbouring rows lie side by side
+        (a channels-first norm over dim 1 of NCHW maps)."""
+        out_last, _ = self.last_strides()
+        shape, out_outer, _ = self.outer()
+        return out_last != 1 and any(stride == 1 and size > 1 for size, stride in zip(shape, out_outer, strict=True))
+
     def max_vector(self) -> int:
         """Widest vector (elements per 16-byte access) the output and every stride-1 operand allow."""
         out = self.outputs[0]
@@ -242,16 +249,21 @@ class FusedRowPlan:
                 "fast_math": (True, False) if self.uses_math else (True,),
             })
         vec = self.max_vector()
-        if self.length <= 1024:
-            modes: tuple[str, ...] = ("warp", "block") + (("thread",) if self.length <= 64 else ())
+        if self.strided_rows():
+            # a warp sharing one row would read 32 elements a row's stride apart: neighbouring rows
+            # per lane (columns, or a row per thread) read neighbouring elements
+            modes: tuple[str, ...] = ("columns", "thread", "warp", "block")
+        elif self.length <= 1024:
+            modes = ("warp", "block") + (("thread",) if self.length <= 64 else ())
         else:
             modes = ("block", "warp")
         threads = (256, 128, 512, 1024) if modes[0] != "warp" else (256, 128, 512)
         vectors = (vec, 1) if vec > 1 else (1,)
         # offered where some row walk keeps the re-read operands in registers (else it changes nothing)
         cached = len(self.reread_operands())
+        walkers = (1, 32, *threads, *(b // 32 for b in threads))
         fits = cached > 0 and any(self.cached_floats(cached, nt, v) <= MAX_CACHED_FLOATS
-                              for nt in (1, 32, *threads) for v in vectors)
+                              for nt in walkers for v in vectors)
         choices: dict[str, tuple[Any, ...]] = {
             "mode": modes,
             "threads_per_block": threads,

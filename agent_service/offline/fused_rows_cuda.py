@@ -1,5 +1,7 @@
 """The cuda renderer of fused rows: each row belongs to a thread, a warp or a block, which sweep it
-with 16-byte loads and reduce with the row engine's group reduction (row_helpers.cuh)."""
+with 16-byte loads and reduce with the row engine's group reduction (row_helpers.cuh); or, for
+rows whose elements lie apart (a channels-first norm reducing over dim 1), the warps of a block
+split 32 adjacent rows (``columns``), so each load of a warp reads 32 neighbouring elements."""
 
 from __future__ import annotations
 
@@ -56,7 +58,7 @@ class _Rows:
         return f"""{unroll}
     for (int it = 0; it < {self.items}; ++it) {{
       const int64_t j0 = ((int64_t)it * {self.nt} + t) * {vec};
-      if (j0 < {plan.length}LL) {{
+      if (j0 < {plan.length}LL && live) {{
 {vectors}{before}#pragma unroll
         for (int k = 0; k < {vec}; ++k) {{
           const int64_t j = j0 + k; (void)j;
@@ -75,14 +77,29 @@ def _cached(plan: FusedRowPlan, knobs: Knobs, nt: int, vec: int) -> set[int]:
     return reread if plan.cached_floats(len(reread), nt, vec) <= MAX_CACHED_FLOATS else set()
 
 
+def _row_loop(plan: FusedRowPlan, columns: bool, nt: int, per_block: int) -> str:
+    """The loop over this thread's rows, ``t`` its place among a row's threads; ``live`` is false for
+    a columns lane past the last row, which still joins every reduction of its block."""
+    if columns:
+        return (f"  const int t = threadIdx.x / 32;\n"
+                f"  for (int64_t row0 = (int64_t)blockIdx.x * 32; row0 < {plan.rows}LL;\n"
+                f"       row0 += (int64_t)gridDim.x * 32) {{\n"
+                f"    const int64_t row = row0 + threadIdx.x % 32;\n    const bool live = row < {plan.rows}LL;")
+    return (f"  const int t = threadIdx.x % {nt};\n"
+            f"  for (int64_t row = (int64_t)blockIdx.x * {per_block} + threadIdx.x / {nt}; row < {plan.rows}LL;\n"
+            f"       row += (int64_t)gridDim.x * {per_block}) {{\n    const bool live = true;")
+
+
 def render(plan: FusedRowPlan, knobs: Knobs, device: DeviceInfo) -> str:
     """One kernel: per row, its sweeps (each reduced over the row's threads) and row values, then the write."""
     block = int(knobs["threads_per_block"])
-    nt = {"thread": 1, "warp": 32, "block": block}[knobs["mode"]]
+    columns = knobs["mode"] == "columns"
+    nt = {"thread": 1, "warp": 32, "block": block, "columns": block // 32}[knobs["mode"]]
     vec = int(knobs["vector"])
     items = cxx.ceil_div(plan.length, nt * vec)
     rows = _Rows(plan, nt, vec, items, _cached(plan, knobs, nt, vec), set())
     tree = "true" if knobs["reduce"] == "smem_tree" else "false"
+    reducer = f"kf_column_reduce<{nt}>" if columns else f"kf_group_reduce<{nt}, {tree}>"
     body = "".join(f"    float c{i}[{items * vec}];\n" for i in sorted(rows.cached))
     for step in plan.steps:
         if not isinstance(step, Sweep):
@@ -91,7 +108,7 @@ def render(plan: FusedRowPlan, knobs: Knobs, device: DeviceInfo) -> str:
         fold = f"{{ const float v = {step.value}; {_combine(step.op, 's.a', step.term)} }}"
         body += (f"    float {step.acc};\n    {{ kf_stat s = {{{step.init}, 0.0f, 0.0f}};\n"
                  f"{rows.loop(step.needs | {step.value}, fold)}"
-                 f"    s = kf_group_reduce<{nt}, {tree}>(s, {_REDUCE_OPS[step.op]}(), smem);\n"
+                 f"    s = {reducer}(s, {_REDUCE_OPS[step.op]}(), smem);\n"
                  f"    {step.acc} = s.a; }}\n")
     out_t = cxx.element_type(plan.outputs[0].dtype, "cuda")
     out_last, _ = plan.last_strides()
@@ -105,9 +122,9 @@ def render(plan: FusedRowPlan, knobs: Knobs, device: DeviceInfo) -> str:
     shape, out_strides, op_strides = plan.outer()
     names = [(f"o{i}", s) for i, s in enumerate(op_strides)] + [("oo", out_strides)]
     params, args = kernel_signature(plan, "cuda")
-    per_block = block // nt
+    per_block = 32 if columns else block // nt
     grid = max(1, min(cxx.ceil_div(plan.rows, per_block), cuda_grid_limit(device, block)))
-    smem = block if tree == "true" and nt > 32 else 32
+    smem = block if (tree == "true" and nt > 32) or columns else 32
     _, last = plan.last_strides()
     aligned = [f"inputs[{o.tensor}].data" for o, s in zip(plan.operands, last, strict=True) if s == 1]
     aligned = [*dict.fromkeys(aligned), "outputs[0].data"] if vec > 1 else []
@@ -118,9 +135,7 @@ def render(plan: FusedRowPlan, knobs: Knobs, device: DeviceInfo) -> str:
 /* {plan.summary}; {knobs} */
 __global__ void __launch_bounds__({block}) kf_rows({params}) {{
   __shared__ kf_stat smem[{smem}];
-  const int t = threadIdx.x % {nt};
-  for (int64_t row = (int64_t)blockIdx.x * {per_block} + threadIdx.x / {nt}; row < {plan.rows}LL;
-       row += (int64_t)gridDim.x * {per_block}) {{
+{_row_loop(plan, columns, nt, per_block)}
 {_offsets(shape, names, "row", "    ")}
 {body}  }}
 }}

@@ -7,7 +7,9 @@ with nvcc at every structural knob value; chains the fuser does not cover say wh
 
 from __future__ import annotations
 
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ from kforge_domain.propose_request import ParentCandidate, ProposeRequest
 from tests.agent_service.agent_cards import (
     NVCC,
     compile_cpu,
+    compile_cuda,
     cuda_bundle,
     fresh_like,
     module_card,
@@ -289,9 +292,23 @@ def test_cuda_knobs_cover_row_per_thread_warp_and_block_with_vectors_and_a_cache
     assert plan_for_card(on_cuda(card), "cuda").knob_space("cuda", H200).choices["cache_row"] == (False,)
 
 
+def test_rows_whose_elements_lie_apart_are_walked_by_neighbouring_lanes_first() -> None:
+    """A channels-first norm reduces over dim 1 of NCHW maps: a warp sharing one row would read 32
+    elements a whole map apart; columns (32 neighbouring rows per block) and a row per thread read
+    neighbouring elements, and columns keeps the row in registers up to 32 * 64 channels."""
+    card, _ = _card(lambda: ChannelsFirstLayerNorm(384), [r(2, 384, 8, 8)])
+    plan = plan_for_card(on_cuda(card), "cuda")
+    assert isinstance(plan, FusedRowPlan) and plan.strided_rows()
+    space = plan.knob_space("cuda", H200).choices
+    assert space["mode"] == ("columns", "thread", "warp", "block") and space["cache_row"] == (True, False)
+    card, _ = _card(lambda: HandRMSNorm(96), [r(5, 96)])
+    assert not plan_for_card(on_cuda(card), "cuda").strided_rows()
+
+
 CUDA_KNOBS: list[dict[str, Any]] = [
     {}, {"mode": "warp", "vector": 1, "cache_row": False}, {"mode": "block", "reduce": "smem_tree"},
-    {"mode": "thread"}, {"fast_math": False},
+    {"mode": "thread"}, {"fast_math": False}, {"mode": "columns", "threads_per_block": 1024},
+    {"mode": "columns", "threads_per_block": 128, "cache_row": False},
 ]
 
 
@@ -308,6 +325,31 @@ def test_every_cuda_row_kernel_compiles_with_nvcc(tmp_path: Path) -> None:
     assert "kf_load_vec<__nv_bfloat16, 8>" in sources["rms_norm_long_rows_bf16_0"]
     status, stderr = nvcc_object(cuda_bundle(sources), tmp_path / "fused_rows.cu")
     assert status == 0, stderr[-3000:]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="runs the row kernels on a cuda device")
+def test_every_cuda_row_kernel_matches_eager_on_the_device(tmp_path: Path) -> None:
+    cases = [*CASES, ("channels_first_layer_norm_wide", lambda: ChannelsFirstLayerNorm(768), [r(2, 768, 9, 7)]),
+             ("channels_first_layer_norm_many_rows", lambda: ChannelsFirstLayerNorm(32), [r(4, 32, 33, 31)])]
+    runs: list[tuple[Any, list[torch.Tensor], str]] = []
+    for _, factory, args in cases:
+        card, module = _card(factory, args)
+        plan = plan_for_card(on_cuda(card), "cuda")
+        space = plan.knob_space("cuda", H200)
+        for knobs in CUDA_KNOBS:
+            if knobs.get("mode", space.default()["mode"]) in space.choices["mode"]:
+                runs.append((module, args, plan.render("cuda", {**space.default(), **knobs}, H200)))
+    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:  # one nvcc per kernel, side by side
+        libraries = list(pool.map(lambda run: compile_cuda(run[2], tmp_path), runs))
+    for (module, args, _), library in zip(runs, libraries, strict=True):
+        module = module.cuda()
+        inputs = [a.cuda() for a in args] + [t.detach() for _, t in module.named_parameters()]
+        with torch.inference_mode():
+            want = module(*inputs[: len(args)])
+        out = torch.empty_strided(want.shape, want.stride(), dtype=want.dtype, device="cuda").fill_(float("nan"))
+        assert run_kernel(library, inputs, [out]) == 0
+        torch.cuda.synchronize()
+        _check(out.cpu(), want.cpu())
 
 
 @pytest.mark.parametrize(("module", "args", "reason"), [
