@@ -4,7 +4,9 @@ leaves the output untouched and reports an error, as eager raises."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,15 @@ import torch
 from agent_service.offline.call import UnsupportedCard
 from agent_service.offline.catalog import plan_for_card
 from kforge_domain.device import DeviceInfo
-from tests.agent_service.agent_cards import aten_card, compile_cpu, nvcc_object, on_cuda, root_and_revisions, run_kernel
+from tests.agent_service.agent_cards import (
+    aten_card,
+    compile_cpu,
+    compile_cuda,
+    nvcc_object,
+    on_cuda,
+    root_and_revisions,
+    run_kernel,
+)
 
 aten = torch.ops.aten
 bf16 = torch.bfloat16
@@ -198,3 +208,38 @@ def test_cuda_scatter_sums_build_and_the_other_reductions_are_refused_there(tmp_
     amax = on_cuda(aten_card(aten.scatter_reduce.two, [x, 0, index, source, "amax"])[0])
     with pytest.raises(UnsupportedCard, match="only sums"):
         plan_for_card(amax, "cuda").knob_space("cuda", H200)
+
+
+def _cuda_sum_cases() -> list[tuple[Any, list[Any], dict[str, Any]]]:
+    """index_add and every scatter sum of the cpu cases, plus a large one whose rows repeat often."""
+    cases: list[tuple[Any, list[Any], dict[str, Any]]] = [(aten.index_add.default, *CASES[name]()) for name in CASES]
+    cases += [SCATTER_CASES[name]() for name in SCATTER_CASES
+              if not any(word in name for word in ("amax", "amin", "mean", "scatter_src", "scatter_value"))]
+    cases.append((aten.index_add.default, [r(64, 512, dtype=bf16), 0, REPEATS.repeat(20), r(180, 512, dtype=bf16)],
+                  {}))
+    return cases
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="runs the cuda kernels on the device")
+def test_cuda_sums_match_eager_on_the_device_and_repeat_their_bits(tmp_path: Path) -> None:
+    """Each column walked in order: within the dtype's rounding of eager's atomic adds, and the same
+    bits on every call (the sandbox's determinism check rejected atomic float adds)."""
+    runs = [(op, args, kwargs, source) for op, args, kwargs in _cuda_sum_cases()
+            for source, _ in root_and_revisions(on_cuda(aten_card(op, args, kwargs)[0]), H200, revisions=1)]
+    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:  # one nvcc per kernel, side by side
+        libraries = list(pool.map(lambda run: compile_cuda(run[3], tmp_path), runs))
+    for (op, args, kwargs, _), library in zip(runs, libraries, strict=True):
+        cuda_args = [a.cuda() if isinstance(a, torch.Tensor) else a for a in args]
+        expected = op(*[a.clone() if isinstance(a, torch.Tensor) else a for a in cuda_args], **kwargs).cpu()
+        tensors = [a for a in cuda_args if isinstance(a, torch.Tensor)]
+        results = []
+        for _ in range(2):
+            got = torch.empty_strided(expected.shape, expected.stride(), dtype=expected.dtype, device="cuda").fill_(7)
+            assert run_kernel(library, tensors, [got]) == 0
+            results.append(got.cpu())
+        assert torch.equal(results[0], results[1]), op
+        if expected.is_floating_point():
+            tol = 1e-2 if expected.dtype in (bf16, torch.float16) else 1e-5
+            torch.testing.assert_close(results[0], expected, rtol=tol, atol=tol)
+        else:
+            assert torch.equal(results[0], expected), op
