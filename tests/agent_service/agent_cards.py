@@ -62,6 +62,14 @@ def aten_card(
     return card, outs
 
 
+def to_cuda_keeping_strides(t: torch.Tensor) -> torch.Tensor:
+    """``t`` on the cuda device with its strides: ``t.cuda()`` makes a sliced or expanded view
+    contiguous, which the kernel's guard (checking the card's strides) refuses."""
+    compact = t[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in t.stride())]
+    moved = torch.empty_strided(compact.shape, compact.stride(), dtype=t.dtype, device="cuda")
+    return moved.copy_(compact).expand(t.shape)
+
+
 def on_cuda(card: OperatorCard) -> OperatorCard:
     """``card`` as captured on a cuda device (a cpu capture's card, for planning cuda kernels here)."""
     tensors = [{**t, "device": "cuda"} for t in card.key["tensors"]]

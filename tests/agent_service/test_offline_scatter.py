@@ -24,6 +24,7 @@ from tests.agent_service.agent_cards import (
     on_cuda,
     root_and_revisions,
     run_kernel,
+    to_cuda_keeping_strides,
 )
 
 aten = torch.ops.aten
@@ -229,7 +230,7 @@ def test_cuda_sums_match_eager_on_the_device_and_repeat_their_bits(tmp_path: Pat
     with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:  # one nvcc per kernel, side by side
         libraries = list(pool.map(lambda run: compile_cuda(run[3], tmp_path), runs))
     for (op, args, kwargs, _), library in zip(runs, libraries, strict=True):
-        cuda_args = [a.cuda() if isinstance(a, torch.Tensor) else a for a in args]
+        cuda_args = [to_cuda_keeping_strides(a) if isinstance(a, torch.Tensor) else a for a in args]
         expected = op(*[a.clone() if isinstance(a, torch.Tensor) else a for a in cuda_args], **kwargs).cpu()
         tensors = [a for a in cuda_args if isinstance(a, torch.Tensor)]
         results = []
