@@ -22,9 +22,10 @@ lint:
 test-rs:
 	cd search_core && cargo test --workspace --exclude kf-search-core-py
 
-# A test that hangs ends the run and leaves its name and every thread's stack in .pytest-hang.txt.
+# Two worker processes (pytest-xdist), each test file on one of them. A test that hangs ends its
+# worker and leaves its name and every thread's stack in .pytest-hang-<worker>.txt.
 test-py:
-	$(PY) -m pytest -q || { status=$$?; if [ -f .pytest-hang.txt ]; then cat .pytest-hang.txt; fi; exit $$status; }
+	$(PY) -m pytest -q -n 2 --dist loadfile || { status=$$?; cat .pytest-hang*.txt 2>/dev/null; exit $$status; }
 
 protos:
 	$(PY) scripts/gen_protos.py

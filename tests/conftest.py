@@ -16,7 +16,9 @@ import pytest
 # but it needs the interpreter lock to do so. A hang inside native code that holds the lock (a
 # deadlock in an extension) gets past it; faulthandler's watchdog is native and does not.
 HANG_TIMEOUT_S = 420.0
-HANG_DUMP = Path(os.environ.get("KFORGE_TEST_HANG_DUMP", ".pytest-hang.txt"))
+# One file per process: pytest-xdist's workers (gw0, gw1, ...) each arm their own watchdog.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+HANG_DUMP = Path(os.environ.get("KFORGE_TEST_HANG_DUMP", f".pytest-hang{'-' + _WORKER if _WORKER else ''}.txt"))
 
 _hang_dump: IO[str] | None = None
 
