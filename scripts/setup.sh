@@ -21,4 +21,4 @@ python=${PYTHON:-python3}
 .venv/bin/python -c 'import torch, torchvision' 2>/dev/null \
   || .venv/bin/pip install -q torch==2.14.1 torchvision==0.29.1 2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/pip install -q -e '.[dev]' 2>&1 | grep -v '^WARNING: Location' || true
-.venv/bin/python -c 'import torch, search_core, grpc; print("setup: ok, torch", torch.__version__)'
+.venv/bin/python -c 'import torch, search_core, grpc, xdist; print("setup: ok, torch", torch.__version__)'
