@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +116,12 @@ def compile_cuda(source: str, workdir: Path) -> Path:
                            "-o", str(lib), str(src)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return lib
+
+
+def compile_cuda_each(sources: Sequence[str], workdir: Path) -> list[Path]:
+    """Each source built by :func:`compile_cuda`, one nvcc per source side by side."""
+    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
+        return list(pool.map(lambda source: compile_cuda(source, workdir), sources))
 
 
 def cuda_bundle(sources: dict[str, str]) -> str:

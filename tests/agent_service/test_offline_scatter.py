@@ -4,9 +4,7 @@ leaves the output untouched and reports an error, as eager raises."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,7 @@ from kforge_domain.device import DeviceInfo
 from tests.agent_service.agent_cards import (
     aten_card,
     compile_cpu,
-    compile_cuda,
+    compile_cuda_each,
     nvcc_object,
     on_cuda,
     root_and_revisions,
@@ -227,8 +225,7 @@ def test_cuda_sums_match_eager_on_the_device_and_repeat_their_bits(tmp_path: Pat
     bits on every call (the sandbox's determinism check rejected atomic float adds)."""
     runs = [(op, args, kwargs, source) for op, args, kwargs in _cuda_sum_cases()
             for source, _ in root_and_revisions(on_cuda(aten_card(op, args, kwargs)[0]), H200, revisions=1)]
-    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:  # one nvcc per kernel, side by side
-        libraries = list(pool.map(lambda run: compile_cuda(run[3], tmp_path), runs))
+    libraries = compile_cuda_each([source for *_, source in runs], tmp_path)
     for (op, args, kwargs, _), library in zip(runs, libraries, strict=True):
         cuda_args = [to_cuda_keeping_strides(a) if isinstance(a, torch.Tensor) else a for a in args]
         expected = op(*[a.clone() if isinstance(a, torch.Tensor) else a for a in cuda_args], **kwargs).cpu()

@@ -7,9 +7,7 @@ with nvcc at every structural knob value; chains the fuser does not cover say wh
 
 from __future__ import annotations
 
-import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +26,14 @@ from kforge_domain.propose_request import ParentCandidate, ProposeRequest
 from tests.agent_service.agent_cards import (
     NVCC,
     compile_cpu,
-    compile_cuda,
+    compile_cuda_each,
     cuda_bundle,
     fresh_like,
     module_card,
     nvcc_object,
     on_cuda,
     run_kernel,
+    to_cuda_keeping_strides,
 )
 
 bf16, f16 = torch.bfloat16, torch.float16
@@ -339,11 +338,10 @@ def test_every_cuda_row_kernel_matches_eager_on_the_device(tmp_path: Path) -> No
         for knobs in CUDA_KNOBS:
             if knobs.get("mode", space.default()["mode"]) in space.choices["mode"]:
                 runs.append((module, args, plan.render("cuda", {**space.default(), **knobs}, H200)))
-    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:  # one nvcc per kernel, side by side
-        libraries = list(pool.map(lambda run: compile_cuda(run[2], tmp_path), runs))
+    libraries = compile_cuda_each([source for _, _, source in runs], tmp_path)
     for (module, args, _), library in zip(runs, libraries, strict=True):
         module = module.cuda()
-        inputs = [a.cuda() for a in args] + [t.detach() for _, t in module.named_parameters()]
+        inputs = [to_cuda_keeping_strides(a) for a in args] + [t.detach() for _, t in module.named_parameters()]
         with torch.inference_mode():
             want = module(*inputs[: len(args)])
         out = torch.empty_strided(want.shape, want.stride(), dtype=want.dtype, device="cuda").fill_(float("nan"))
