@@ -10,10 +10,12 @@ divides the rounded sum), a max or min propagates a NaN source and keeps a NaN a
 integer mean divides by flooring, and ``include_self=False`` starts each reached element from its
 first source; an element no source reaches keeps ``self``. Every index is checked before anything
 is written (an index out of range makes eager raise; the kernel returns an error and writes
-nothing). On cuda only sums are templated: one thread per column walks it in order, so the result
-is the same on every call (eager's atomic adds of floats land in an order that changes between
-calls), each add rounded to the dtype as eager's atomics round it, after a pass that zeroes the
-reached elements where ``include_self=False``.
+nothing). On cuda one thread per column walks it in order, so the result is the same on every
+call (eager's atomics land in an order that changes between calls); it follows eager's cuda
+arithmetic: each add rounded to the dtype as the atomics round it, a max or min that keeps a NaN
+already there and takes a NaN source (``safe_max``), a mean dividing by counts added up in the
+dtype itself (a bfloat16 count stops at 256, as eager's does), and ``include_self=False`` starting
+the reached elements from the reduction's identity, written by a pass before the walk.
 """
 
 from __future__ import annotations
@@ -82,8 +84,6 @@ class ScatterReducePlan(ScatterCall):
     def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
         if backend == "cpu":
             return KnobSpace({"threads": cpu_thread_choices(device, self.outputs)})
-        if self.reduce != "sum":
-            raise UnsupportedCard(f"scatter {self.reduce} of {self.out.dtype} on cuda: only sums are templated")
         return KnobSpace({"threads_per_block": (256, 512, 128), "waves": (4, 0, 1)})
 
     def render(self, backend: str, knobs: Knobs, device: DeviceInfo) -> str:
@@ -266,51 +266,127 @@ def _finish_loop(plan: ScatterReducePlan, pragma: str) -> str:
             f"    {_finish(plan)}\n  }}\n")
 
 
+def _cuda_number(plan: ScatterReducePlan, expr: str) -> str:
+    """C expression comparing and dividing a T value as eager's cuda kernels do (halves in float)."""
+    return f"kf_to_f32({expr})" if plan.half else expr
+
+
+def _cuda_constant(plan: ScatterReducePlan, literal: str) -> str:
+    """C expression of a number held as a T."""
+    return f"kf_from_f32<T>({literal})" if plan.half else f"(T)({literal})"
+
+
+def _cuda_small(plan: ScatterReducePlan, k: int) -> str:
+    """C expression of the small integer ``k`` held as a T."""
+    return _cuda_constant(plan, f"{k}.0f" if plan.half else str(k))
+
+
+def _cuda_identity(plan: ScatterReducePlan) -> str:
+    """What eager's cuda ``scatter_reduce`` writes at the reached elements where ``include_self=False``."""
+    if plan.reduce in ("sum", "mean"):
+        return _cuda_small(plan, 0)
+    if plan.half:
+        return _cuda_constant(plan, "-INFINITY" if plan.reduce == "amax" else "INFINITY")
+    return "(T)" + _identity(plan).removeprefix("(A)")
+
+
+def _cuda_combine(plan: ScatterReducePlan) -> str:
+    """C statement reducing source ``v`` into ``*p``: an add rounded to T, or eager's ``safe_max`` /
+    ``safe_min`` (a NaN already there stays, a NaN source wins, a tie takes the source), or a write."""
+    current, source = _cuda_number(plan, "*p"), _cuda_number(plan, "v")
+    if plan.reduce in ("sum", "mean"):
+        return f"*p = {add_rounded(plan.out.dtype, '*p', 'v')};"
+    if plan.reduce == "amax":
+        return f"if (!({current} != {current}) && !({source} < {current})) *p = v;"
+    if plan.reduce == "amin":
+        return f"if (!({current} != {current}) && !({current} < {source})) *p = v;"
+    return "*p = v;"  # assign: the last source of the column wins
+
+
+def _cuda_mean(plan: ScatterReducePlan) -> str:
+    """C statement dividing output element ``y[at]`` by its count ``c`` (0 counts as 1), as ``div_``."""
+    count = _cuda_number(plan, "c")
+    if plan.out.dtype in INTEGERS:
+        return "y[at] = (T)kf_floor_div((int64_t)y[at], c == 0 ? (int64_t)1 : (int64_t)c);"
+    one = "1.0f" if plan.half else "(T)1"
+    quotient = f"{_cuda_number(plan, 'y[at]')} / ({count} == 0 ? {one} : {count})"
+    return f"y[at] = {_cuda_constant(plan, quotient) if plan.half else quotient};"
+
+
 def _render_cuda(plan: ScatterReducePlan, knobs: Knobs, device: DeviceInfo) -> str:
     block, waves = int(knobs["threads_per_block"]), int(knobs["waves"])
-    x, source = plan.inputs[plan.self_index], plan.inputs[plan.source]
-    size, total = plan.out.shape[plan.dim], plan.walk.numel
-    walk_loop = cuda_grid_loop(block, "w", total)
+    x = plan.inputs[plan.self_index]
+    size, total, numel = plan.out.shape[plan.dim], plan.walk.numel, plan.out.numel
     length = plan.walk.shape[plan.dim]
-    locate = (f"const int64_t i = w % {length}LL, c = w / {length}LL;\n"
-              f"    const int64_t n = index[{_offset_at(plan.walk, plan, 'i')}];\n"
-              f"    if (n < 0 || n >= {size}LL) __trap();  /* eager's device assertion */\n"
-              f"    T *p = out + ({_offset_at(plan.out, plan, 'n')});\n")
-    grid = cuda_grid(device, block, waves, cxx.ceil_div(total, block))
-    copy_grid = cuda_grid(device, block, waves, cxx.ceil_div(plan.out.numel, block))
-    copy = "" if plan.in_place else cuda_copy_kernel(plan.out, x, block)
-    zero = "" if plan.include_self else f"""__global__ void __launch_bounds__({block})
-kf_zero(const int64_t *__restrict__ index, T *__restrict__ out) {{
-  {walk_loop} {{
-    {locate}    *p = (T)0;  /* every write to one element is the same zero */
+    columns = total // length
+    rows = TensorSpec(shape=plan.out.shape, stride=row_major_strides(plan.out.shape), dtype=plan.out.dtype)
+    mean = plan.reduce == "mean"
+    counts = cxx.cuda_scratch("kf_counts", "T", numel) if mean else None
+    target = (f"      const int64_t n = index[{_offset_at(plan.walk, plan, 'i')}];\n"
+              f"      if (n < 0 || n >= {size}LL) __trap();  /* eager's device assertion */\n"
+              f"      T *p = out + ({_offset_at(plan.out, plan, 'n')});\n")
+    read = (_cuda_constant(plan, plan.value) if plan.value else
+            f"src[{_offset_at(plan.inputs[plan.source], plan, 'i')}]")
+    counted = f"cnt[{_offset_at(rows, plan, 'n')}]"
+    tally = f"\n      {counted} = {add_rounded(plan.out.dtype, counted, _cuda_small(plan, 1))};" if mean else ""
+    kernels = "" if plan.in_place else cuda_copy_kernel(plan.out, x, block)
+    at = cxx.linear_offset("e", plan.out.shape, plan.out.stride)
+    every = f"{cuda_grid_loop(block, 'e', numel)} {{\n    const int64_t at = {at}; (void)at;\n"
+    walk = f"{cuda_grid_loop(block, 'c', columns)} {{\n    for (int64_t i = 0; i < {length}LL; ++i) {{\n{target}"
+    if mean:
+        kernels += f"""__global__ void __launch_bounds__({block}) kf_count_start(T *__restrict__ cnt) {{
+  {every}    cnt[e] = {_cuda_small(plan, int(plan.include_self))};
   }}
 }}
 """
-    launches = "" if plan.in_place else (
-        f"  kf_copy<<<{copy_grid}, {block}, 0, s>>>((const T *)inputs[{plan.self_index}].data, out);\n")
     if not plan.include_self:
-        launches += f"  kf_zero<<<{grid}, {block}, 0, s>>>(index, out);\n"
-    columns = total // length
-    add_grid = cuda_grid(device, block, waves, cxx.ceil_div(columns, block))
-    launches += f"  kf_scatter_add<<<{add_grid}, {block}, 0, s>>>(index, (const T *)inputs[{plan.source}].data, out);\n"
-    return f"""{cxx.CUDA_PRELUDE}
-/* {plan.summary}; {knobs} */
-{element_types(plan.out.dtype, "int64", "cuda")}
-{copy}{zero}__global__ void __launch_bounds__({block})
-kf_scatter_add(const int64_t *__restrict__ index, const T *__restrict__ src, T *__restrict__ out) {{
-  {cuda_grid_loop(block, "c", columns)} {{
-    for (int64_t i = 0; i < {length}LL; ++i) {{  /* the column in order: the same result on every call */
-      const int64_t n = index[{_offset_at(plan.walk, plan, 'i')}];
-      if (n < 0 || n >= {size}LL) __trap();  /* eager's device assertion */
-      T *p = out + ({_offset_at(plan.out, plan, 'n')});
-      *p = {add_rounded(plan.out.dtype, "*p", f"src[{_offset_at(source, plan, 'i')}]")};
+        kernels += f"""__global__ void __launch_bounds__({block})
+kf_start(const int64_t *__restrict__ index, T *__restrict__ out) {{
+  {walk}      *p = {_cuda_identity(plan)};  /* every write to one element is the same value */
     }}
   }}
 }}
-extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
+"""
+    kernels += f"""__global__ void __launch_bounds__({block})
+kf_scatter(const int64_t *__restrict__ index, const T *__restrict__ src, T *__restrict__ out, T *__restrict__ cnt) {{
+  (void)src; (void)cnt;
+  {walk}      const T v = {read};  /* the column in order: the same result on every call */
+      {_cuda_combine(plan)}{tally}
+    }}
+  }}
+}}
+"""
+    if mean:
+        kernels += f"""__global__ void __launch_bounds__({block})
+kf_mean(const T *__restrict__ cnt, T *__restrict__ y) {{
+  {every}    const T c = cnt[e];
+    {_cuda_mean(plan)}
+  }}
+}}
+"""
+    grid = cuda_grid(device, block, waves, cxx.ceil_div(numel, block))
+    walk_grid = cuda_grid(device, block, waves, cxx.ceil_div(columns, block))
+    count_pointer = "kf_counts" if counts else "(T *)0"
+    source = "(const T *)0" if plan.value else f"(const T *)inputs[{plan.source}].data"
+    launches = "" if plan.in_place else (
+        f"  kf_copy<<<{grid}, {block}, 0, s>>>((const T *)inputs[{plan.self_index}].data, out);\n")
+    if mean:
+        launches += f"  kf_count_start<<<{grid}, {block}, 0, s>>>(kf_counts);\n"
+    if not plan.include_self:
+        launches += f"  kf_start<<<{walk_grid}, {block}, 0, s>>>(index, out);\n"
+    launches += f"  kf_scatter<<<{walk_grid}, {block}, 0, s>>>(index, {source}, out, {count_pointer});\n"
+    if mean:
+        launches += f"  kf_mean<<<{grid}, {block}, 0, s>>>(kf_counts, out);\n"
+    return f"""{cxx.CUDA_PRELUDE}
+/* {plan.summary}; {knobs} */
+{element_types(plan.out.dtype, "int64", "cuda")}{counts.export() if counts else ""}
+__device__ __forceinline__ int64_t kf_floor_div(int64_t a, int64_t b) {{
+  int64_t q = a / b; if ((a % b != 0) && ((a % b < 0) != (b < 0))) --q; return q;
+}}
+{kernels}extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *outputs, int32_t n_outputs,
                          void *stream) {{
-{cxx.guard(plan.inputs, plan.outputs)}
-  cudaStream_t s = (cudaStream_t)stream;
+{cxx.guard(plan.inputs, plan.outputs, workspace=counts)}
+{counts.take(len(plan.outputs)) if counts else ""}  cudaStream_t s = (cudaStream_t)stream;
   const int64_t *index = (const int64_t *)inputs[{plan.index}].data;
   T *out = (T *)outputs[0].data;
 {launches}{cxx.cuda_launch_epilogue()}
