@@ -15,7 +15,10 @@ call (eager's atomics land in an order that changes between calls); it follows e
 arithmetic: each add rounded to the dtype as the atomics round it, a max or min that keeps a NaN
 already there and takes a NaN source (``safe_max``), a mean dividing by counts added up in the
 dtype itself (a bfloat16 count stops at 256, as eager's does), and ``include_self=False`` starting
-the reached elements from the reduction's identity, written by a pass before the walk.
+the reached elements from the reduction's identity, written by a pass before the walk. Where the
+result does not depend on the order (a max or min, an integer sum or mean, a write of one value),
+a ``sources`` walk gives each source element its own thread and combines with atomics, as eager
+does: message passing pools a million edges into few columns, each far too long for one thread.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from agent_service.offline.ops_scatter import (
     cuda_grid_loop,
     element_types,
 )
-from agent_service.offline.plan import cpu_thread_choices, cuda_grid
+from agent_service.offline.plan import cpu_thread_choices, cuda_grid, multiprocessors
 from kforge_domain.card import OperatorCard, TensorSpec
 from kforge_domain.device import DeviceInfo
 from packager.inplace import overlaps_itself
@@ -52,6 +55,12 @@ _COMBINE = {"sum": "*p = (A)(*p + v);", "mean": "*p = (A)(*p + v);",
             "amax": "*p = v != v ? v : (*p < v ? v : *p);", "amin": "*p = v != v ? v : (v < *p ? v : *p);",
             "assign": "*p = v;"}  # in order: the last source wins, as in eager's cpu loop
 _INTEGER_SUM = "*p = (A)((uint64_t)(int64_t)*p + (uint64_t)(int64_t)v);"  # wraps as eager's
+#: float dtype -> (unsigned type of its size, T to bits, bits to T): a compare-and-swap's view of it
+_ATOMIC_BITS = {"float32": ("unsigned int", "__float_as_uint", "__uint_as_float"),
+                "float64": ("unsigned long long", "(unsigned long long)__double_as_longlong",
+                            "__longlong_as_double"),
+                "float16": ("unsigned short", "__half_as_ushort", "__ushort_as_half"),
+                "bfloat16": ("unsigned short", "__bfloat16_as_ushort", "__ushort_as_bfloat16")}
 
 
 @dataclass(frozen=True)
@@ -84,7 +93,29 @@ class ScatterReducePlan(ScatterCall):
     def knob_space(self, backend: str, device: DeviceInfo) -> KnobSpace:
         if backend == "cpu":
             return KnobSpace({"threads": cpu_thread_choices(device, self.outputs)})
-        return KnobSpace({"threads_per_block": (256, 512, 128), "waves": (4, 0, 1)})
+        walks = ("columns", "sources") if self.order_free else ("columns",)
+        if self.order_free and self.few_long_columns(device):
+            walks = walks[::-1]
+        return KnobSpace({"walk": walks, "threads_per_block": (256, 512, 128), "waves": (4, 0, 1)})
+
+    @property
+    def order_free(self) -> bool:
+        """Whether the result is the same whatever order the sources land in, so that one thread per
+        source with atomics (cuda's ``sources`` walk) gives the same bits on every call: a max or min
+        (bit patterns aside: +0 against -0, NaN payloads), an integer sum or mean (adds that wrap
+        associate), or a write of one value."""
+        dtype = self.out.dtype
+        if self.reduce in ("amax", "amin"):
+            return dtype in _ATOMIC_BITS or dtype in ("int32", "int64")
+        if self.reduce in ("sum", "mean"):
+            return dtype in ("int32", "int64")
+        return self.reduce == "assign" and bool(self.value)
+
+    def few_long_columns(self, device: DeviceInfo) -> bool:
+        """Whether walking columns leaves the GPU mostly idle: fewer columns than a few per core,
+        or each long enough that one thread's walk dominates."""
+        length = self.walk.shape[self.dim]
+        return length > 16 or self.walk.numel // length < multiprocessors(device) * 128
 
     def render(self, backend: str, knobs: Knobs, device: DeviceInfo) -> str:
         knobs = self.knob_space(backend, device).normalise(knobs)
@@ -303,6 +334,34 @@ def _cuda_combine(plan: ScatterReducePlan) -> str:
     return "*p = v;"  # assign: the last source of the column wins
 
 
+def _cuda_atomics(plan: ScatterReducePlan) -> str:
+    """Device code of the ``sources`` walk: ``kf_combine(p, v)`` reducing ``v`` into ``*p`` whatever
+    the order, with eager's NaN rules for a max or min (a compare-and-swap loop on floats)."""
+    dtype, reduce = plan.out.dtype, plan.reduce
+    head = "__device__ __forceinline__ void kf_combine(T *p, T v) {\n"
+    if reduce == "assign":
+        return head + "  *p = v;  /* every source writes the same value */\n}\n"
+    if dtype in ("int32", "int64"):
+        word = "int" if dtype == "int32" else "long long"
+        op = {"sum": "atomicAdd", "mean": "atomicAdd", "amax": "atomicMax", "amin": "atomicMin"}[reduce]
+        if op == "atomicAdd":  # unsigned: wraps as eager's two's complement adds do
+            word = "unsigned int" if dtype == "int32" else "unsigned long long"
+        return head + f"  {op}(({word} *)p, ({word})v);\n}}\n"
+    bits, to_bits, from_bits = _ATOMIC_BITS[dtype]
+    current, source = _cuda_number(plan, "cur"), _cuda_number(plan, "v")
+    keep = f"{current} < {source}" if reduce == "amin" else f"{source} < {current}"
+    return head + f"""  {bits} *word = ({bits} *)p;
+  {bits} old = *word, assumed;
+  do {{
+    assumed = old;
+    const T cur = {from_bits}(assumed);
+    if ({current} != {current} || {keep}) return;  /* a NaN there stays; else the larger (smaller) */
+    old = atomicCAS(word, assumed, ({bits}){to_bits}(v));
+  }} while (assumed != old);
+}}
+"""
+
+
 def _cuda_mean(plan: ScatterReducePlan) -> str:
     """C statement dividing output element ``y[at]`` by its count ``c`` (0 counts as 1), as ``div_``."""
     count = _cuda_number(plan, "c")
@@ -327,12 +386,24 @@ def _render_cuda(plan: ScatterReducePlan, knobs: Knobs, device: DeviceInfo) -> s
               f"      T *p = out + ({_offset_at(plan.out, plan, 'n')});\n")
     read = (_cuda_constant(plan, plan.value) if plan.value else
             f"src[{_offset_at(plan.inputs[plan.source], plan, 'i')}]")
+    by_sources = knobs.get("walk") == "sources"
     counted = f"cnt[{_offset_at(rows, plan, 'n')}]"
-    tally = f"\n      {counted} = {add_rounded(plan.out.dtype, counted, _cuda_small(plan, 1))};" if mean else ""
+    if by_sources:
+        tally = f"\n      kf_combine(&{counted}, (T)1);" if mean else ""
+        combine, order = "kf_combine(p, v);", "each source by its own thread: an order-free reduction"
+    else:
+        tally = f"\n      {counted} = {add_rounded(plan.out.dtype, counted, _cuda_small(plan, 1))};" if mean else ""
+        combine, order = _cuda_combine(plan), "the column in order: the same result on every call"
     kernels = "" if plan.in_place else cuda_copy_kernel(plan.out, x, block)
+    if by_sources:
+        kernels += _cuda_atomics(plan)
     at = cxx.linear_offset("e", plan.out.shape, plan.out.stride)
     every = f"{cuda_grid_loop(block, 'e', numel)} {{\n    const int64_t at = {at}; (void)at;\n"
-    walk = f"{cuda_grid_loop(block, 'c', columns)} {{\n    for (int64_t i = 0; i < {length}LL; ++i) {{\n{target}"
+    if by_sources:  # neighbouring threads take neighbouring columns: the same row of sources
+        walk = (f"{cuda_grid_loop(block, 'w', total)} {{\n    {{\n"
+                f"      const int64_t c = w % {columns}LL, i = w / {columns}LL;\n{target}")
+    else:
+        walk = f"{cuda_grid_loop(block, 'c', columns)} {{\n    for (int64_t i = 0; i < {length}LL; ++i) {{\n{target}"
     if mean:
         kernels += f"""__global__ void __launch_bounds__({block}) kf_count_start(T *__restrict__ cnt) {{
   {every}    cnt[e] = {_cuda_small(plan, int(plan.include_self))};
@@ -350,8 +421,8 @@ kf_start(const int64_t *__restrict__ index, T *__restrict__ out) {{
     kernels += f"""__global__ void __launch_bounds__({block})
 kf_scatter(const int64_t *__restrict__ index, const T *__restrict__ src, T *__restrict__ out, T *__restrict__ cnt) {{
   (void)src; (void)cnt;
-  {walk}      const T v = {read};  /* the column in order: the same result on every call */
-      {_cuda_combine(plan)}{tally}
+  {walk}      const T v = {read};  /* {order} */
+      {combine}{tally}
     }}
   }}
 }}
@@ -365,7 +436,7 @@ kf_mean(const T *__restrict__ cnt, T *__restrict__ y) {{
 }}
 """
     grid = cuda_grid(device, block, waves, cxx.ceil_div(numel, block))
-    walk_grid = cuda_grid(device, block, waves, cxx.ceil_div(columns, block))
+    walk_grid = cuda_grid(device, block, waves, cxx.ceil_div(total if by_sources else columns, block))
     count_pointer = "kf_counts" if counts else "(T *)0"
     source = "(const T *)0" if plan.value else f"(const T *)inputs[{plan.source}].data"
     launches = "" if plan.in_place else (

@@ -200,11 +200,32 @@ def test_every_scatter_case_builds_for_sm_90_and_means_take_a_count_workspace(tm
     """Sums, means, max, min, writes by sources or one value, with and without self: one nvcc for all."""
     sources = {}
     for name, make in SCATTER_CASES.items():
-        card = on_cuda(aten_card(*make())[0])
-        sources[name] = plan_for_card(card, "cuda").render("cuda", {}, H200)
-        assert ("kf_workspace_bytes" in sources[name]) == ("_mean_" in name), name
+        plan = plan_for_card(on_cuda(aten_card(*make())[0]), "cuda")
+        for walk in plan.knob_space("cuda", H200).choices["walk"]:
+            sources[f"{name}_{walk}"] = plan.render("cuda", {"walk": walk}, H200)
+            assert ("kf_workspace_bytes" in sources[f"{name}_{walk}"]) == ("_mean_" in name), name
+    assert len(sources) > len(SCATTER_CASES)
     rc, log = nvcc_object(cuda_bundle(sources), tmp_path / "scatter.cu")
     assert rc == 0, log[-3000:]
+
+
+def test_only_order_free_scatters_walk_by_sources_and_many_sources_a_column_walk_so_first() -> None:
+    """Atomics only where every order gives the same bits (max, min, integer sums, one value); float
+    sums keep the in-order walk. Message passing (20000 edges into 500 nodes) starts from sources."""
+    x, index, source = _scatter_case(torch.float32)
+    walks = {reduce: plan_for_card(on_cuda(aten_card(aten.scatter_reduce.two, [x, 0, index, source, reduce])[0]),
+                                   "cuda").knob_space("cuda", H200).choices["walk"]
+             for reduce in ("sum", "mean", "amax", "amin")}
+    assert walks["sum"] == walks["mean"] == ("columns",) and set(walks["amax"]) == set(walks["amin"]) == {
+        "columns", "sources"}
+    ints = plan_for_card(on_cuda(aten_card(aten.scatter_add.default, [x.long(), 0, index, source.long()])[0]), "cuda")
+    assert ints.order_free
+    edges = torch.randint(0, 500, (20000, 1)).expand(20000, 64)
+    messages = aten_card(aten.scatter_reduce.two, [torch.zeros(500, 64), 0, edges, torch.randn(20000, 64), "amax"])
+    assert plan_for_card(on_cuda(messages[0]), "cuda").knob_space("cuda", H200).choices["walk"][0] == "sources"
+    wide = aten_card(aten.scatter_reduce.two, [torch.zeros(4, 65536), 0, torch.randint(0, 4, (8, 65536)),
+                                               torch.randn(8, 65536), "amin"])
+    assert plan_for_card(on_cuda(wide[0]), "cuda").knob_space("cuda", H200).choices["walk"][0] == "columns"
 
 
 def _cuda_cases() -> list[tuple[Any, list[Any], dict[str, Any]]]:
@@ -220,7 +241,21 @@ def _cuda_cases() -> list[tuple[Any, list[Any], dict[str, Any]]]:
                   {}))
     cases.append((aten.scatter_reduce.two, [r(64, 512, dtype=bf16), 0, REPEATS.repeat(40).view(-1, 1).expand(360, 512),
                                             r(360, 512, dtype=bf16), "mean"], {"include_self": False}))
+    edges = torch.randint(0, 500, (20000, 1), generator=torch.Generator().manual_seed(9)).expand(20000, 64)
+    for reduce, dtype in (("amax", torch.float32), ("amin", bf16), ("sum", torch.int64), ("mean", torch.int32)):
+        messages = (r(20000, 64) * 50).to(dtype)
+        cases.append((aten.scatter_reduce.two, [torch.zeros(500, 64, dtype=dtype), 0, edges, messages, reduce],
+                      {"include_self": reduce != "amax"}))
     return cases
+
+
+def _each_walk(op: Any, args: list[Any], kwargs: dict[str, Any]) -> list[str]:
+    """The case's cuda kernel at its root knobs, and at each other walk its plan offers."""
+    card = on_cuda(aten_card(op, args, kwargs)[0])
+    plan = plan_for_card(card, "cuda")
+    walks = plan.knob_space("cuda", H200).choices.get("walk", ("",))
+    return [next(root_and_revisions(card, H200, revisions=0))[0],
+            *(plan.render("cuda", {"walk": walk}, H200) for walk in walks[1:])]
 
 
 def _adds(op: Any, args: list[Any]) -> bool:
@@ -233,8 +268,7 @@ def test_cuda_scatters_match_eager_on_the_device_and_repeat_their_bits(tmp_path:
     """Each column walked in order: sums and means as close to the exact result as eager's atomic adds
     are, max, min and writes eager's own bits (NaNs too), and the same bits on every call (the
     sandbox's determinism check rejected atomic float adds)."""
-    runs = [(op, args, kwargs, source) for op, args, kwargs in _cuda_cases()
-            for source, _ in root_and_revisions(on_cuda(aten_card(op, args, kwargs)[0]), H200, revisions=1)]
+    runs = [(op, args, kwargs, source) for op, args, kwargs in _cuda_cases() for source in _each_walk(op, args, kwargs)]
     libraries = compile_cuda_each([source for *_, source in runs], tmp_path)
     for (op, args, kwargs, _), library in zip(runs, libraries, strict=True):
         cuda_args = [to_cuda_keeping_strides(a) if isinstance(a, torch.Tensor) else a for a in args]
