@@ -1,5 +1,6 @@
 """scatter (by sources or one value), scatter_add and scatter_reduce (sum, mean, amax, amin), out
-of place and in place.
+of place and in place; a write (``scatter``) also of booleans: a top-p mask sent back to vocabulary
+order.
 
 Graph networks pool messages into nodes with them (``torch_geometric``'s ``scatter``): each source
 element goes to the output element at its own coordinates with ``dim``'s replaced by the index
@@ -143,8 +144,10 @@ def scatter_reduce_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> 
     include_self = call.get("include_self", True)
     out = card.outputs[0]
     dtypes = {x.spec.dtype, source.spec.dtype if source else out.dtype}
-    if len(card.outputs) != 1 or out.dtype not in (*FLOATS, *INTEGERS) or dtypes != {out.dtype}:
-        raise UnsupportedCard(f"scatter of {sorted(dtypes)} into {out.dtype}: one float or integer dtype is templated")
+    writable = (*FLOATS, *INTEGERS, "bool") if reduce == "assign" else (*FLOATS, *INTEGERS)
+    if len(card.outputs) != 1 or out.dtype not in writable or dtypes != {out.dtype}:
+        raise UnsupportedCard(f"scatter {reduce} of {sorted(dtypes)} into {out.dtype}: one float or integer dtype "
+                              "(or bool, written) is templated")
     if x.spec.shape != out.shape or (in_place and x.spec.stride != out.stride) or overlaps_itself(out.shape,
                                                                                                   out.stride):
         raise UnsupportedCard(f"scatter into {out.shape} stride {out.stride}: self is laid out unlike its output, "
@@ -166,6 +169,8 @@ def scatter_reduce_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> 
 
 def _value(value: Any, dtype: str) -> str:
     """The C literal of scatter's one value as a ``dtype`` element holds it (eager converts it so)."""
+    if dtype == "bool" and isinstance(value, (bool, int, float)):
+        return "(T)1" if value else "(T)0"  # eager's value != 0: NaN is true
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UnsupportedCard(f"scatter by the value {value!r}: a real number is templated")
     if dtype in INTEGERS:

@@ -98,6 +98,11 @@ ATEN_CASES = [
     Case("atan", "elementwise_unary", lambda: (aten.atan.default, [r(50) * 5])),
     Case("square_transposed", "elementwise_unary", lambda: (aten.square.default, [r(8, 6).t()])),
     Case("floor", "elementwise_unary", lambda: (aten.floor.default, [r(50) * 9])),
+    Case("fake_quantize_uint8_range", "elementwise_unary", lambda: (aten.fake_quantize_per_tensor_affine.default, [
+        torch.cat([r(64) * 20, torch.tensor([float("nan"), float("inf"), -float("inf"), 1e30, 0.25, 0.35])]),
+        0.1, 3, 0, 255])),
+    Case("fake_quantize_int8_bf16", "elementwise_unary", lambda: (aten.fake_quantize_per_tensor_affine.default, [
+        r(8, 33, dtype=bf16) * 3, 0.0371, -5, -128, 127])),
     Case("ceil_bf16", "elementwise_unary", lambda: (aten.ceil.default, [r(50, dtype=bf16) * 9])),
     Case("trunc", "elementwise_unary", lambda: (aten.trunc.default, [r(50) * 9])),
     Case("round", "elementwise_unary", lambda: (aten.round.default, [r(50) * 9])),

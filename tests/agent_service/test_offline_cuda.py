@@ -58,6 +58,8 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
                                                           r(24, dtype=bf16)], {"value": 0.5}, [{}]),
         ("lerp_tensor", aten.lerp.Tensor, [r(64, 24), r(64, 24), r(64, 24)], {}, [{}]),
         ("nan_to_num_f16", aten.nan_to_num.default, [r(64, 24, dtype=f16)], {}, [{}]),
+        ("fake_quantize_bf16", aten.fake_quantize_per_tensor_affine.default, [r(64, 24, dtype=bf16), 0.05, 0, -128,
+                                                                              127], {}, [{}]),
         ("mean_of_the_patch_tokens", aten.mean.dim, [r(64, 197, 768, dtype=bf16)[:, 1:], [1]], {},
          [{}, {"mode": "thread"}]),
         ("sum_last_of_a_column_slice", aten.sum.dim_IntList, [r(256, 1024)[:, :1000], [-1]], {},

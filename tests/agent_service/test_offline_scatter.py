@@ -155,6 +155,12 @@ SCATTER_CASES: dict[str, Callable[[], tuple[Any, list[Any], dict[str, Any]]]] = 
                              -(2**40)], {}),
     "scatter_value_f16": lambda: (aten.scatter.value, [r(5, 7, dtype=torch.float16), 0, _scatter_case(bf16)[1], 0.1],
                                   {}),
+    "scatter_src_bool_top_p_mask_back_to_vocabulary_order": lambda: (
+        aten.scatter.src, [r(6, 40) > 0.5, 1, torch.stack([torch.randperm(40, generator=torch.Generator().manual_seed(
+            row)) for row in range(6)]), r(6, 40) > 0.3], {}),
+    "scatter_value_bool_nan_is_true": lambda: (
+        aten.scatter.value, [r(6, 40) > 2.0, 1, torch.randint(0, 40, (6, 3), generator=torch.Generator()),
+                             float("nan")], {}),
     "scatter_reduce_amax_with_nans": lambda: (
         aten.scatter_reduce.two, [torch.tensor([[float("nan"), 1.0], [2.0, 3.0]]), 0, torch.tensor([[0, 1], [0, 1]]),
                                   torch.tensor([[5.0, float("nan")], [-1.0, 0.5]]), "amax"], {}),

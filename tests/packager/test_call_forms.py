@@ -336,6 +336,12 @@ UNARY_SPECS = [
            "torch.round(x, decimals=0)"),
     _unary("sign", aten.sign.default, "torch.sign(x)", "x.sign()", "torch.sgn(x)"),
     _unary("sgn", aten.sgn.default, "torch.sgn(x)", "x.sgn()", "torch.sign(x)"),
+    _unary("fake_quantize", aten.fake_quantize_per_tensor_affine.default,
+           "torch.fake_quantize_per_tensor_affine(x, 0.1, 3, 0, 255)",
+           "torch.fake_quantize_per_tensor_affine(x, scale=0.1, zero_point=3, quant_min=0, quant_max=255)",
+           "torch.fake_quantize_per_tensor_affine(x, 0.2, 3, 0, 255)",
+           "torch.fake_quantize_per_tensor_affine(x, 0.1, 0, -128, 127)",
+           "torch.fake_quantize_per_tensor_affine(x, torch.tensor(0.1), torch.tensor(3, dtype=torch.int32), 0, 255)"),
 ]
 
 # one card for each binary op whose other operand may be a Python number
