@@ -271,9 +271,10 @@ def _adds(op: Any, args: list[Any]) -> bool:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="runs the cuda kernels on the device")
 def test_cuda_scatters_match_eager_on_the_device_and_repeat_their_bits(tmp_path: Path) -> None:
-    """Each column walked in order: sums and means as close to the exact result as eager's atomic adds
-    are, max, min and writes eager's own bits (NaNs too), and the same bits on every call (the
-    sandbox's determinism check rejected atomic float adds)."""
+    """Each column walked in order, and where the order cannot matter each source by its own thread:
+    sums and means as close to the exact result as eager's atomic adds are, max, min and writes
+    eager's own bits (NaNs too), and the same bits on every call (the sandbox's determinism check
+    rejected atomic float adds)."""
     runs = [(op, args, kwargs, source) for op, args, kwargs in _cuda_cases() for source in _each_walk(op, args, kwargs)]
     libraries = compile_cuda_each([source for *_, source in runs], tmp_path)
     for (op, args, kwargs, _), library in zip(runs, libraries, strict=True):
