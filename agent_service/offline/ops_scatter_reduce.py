@@ -377,21 +377,27 @@ def _cuda_mean(plan: ScatterReducePlan) -> str:
     return f"y[at] = {_cuda_constant(plan, quotient) if plan.half else quotient};"
 
 
-def _render_cuda(plan: ScatterReducePlan, knobs: Knobs, device: DeviceInfo) -> str:
-    block, waves = int(knobs["threads_per_block"]), int(knobs["waves"])
-    x = plan.inputs[plan.self_index]
-    size, total, numel = plan.out.shape[plan.dim], plan.walk.numel, plan.out.numel
-    length = plan.walk.shape[plan.dim]
+def _cuda_walk(plan: ScatterReducePlan, block: int, by_sources: bool) -> str:
+    """The head of a kernel's walk over the sources, to the pointer ``p`` at source ``(c, i)``'s
+    target (two braces left open): a thread per column walking it, or a thread per source."""
+    total, length = plan.walk.numel, plan.walk.shape[plan.dim]
     columns = total // length
-    rows = TensorSpec(shape=plan.out.shape, stride=row_major_strides(plan.out.shape), dtype=plan.out.dtype)
-    mean = plan.reduce == "mean"
-    counts = cxx.cuda_scratch("kf_counts", "T", numel) if mean else None
     target = (f"      const int64_t n = index[{_offset_at(plan.walk, plan, 'i')}];\n"
-              f"      if (n < 0 || n >= {size}LL) __trap();  /* eager's device assertion */\n"
+              f"      if (n < 0 || n >= {plan.out.shape[plan.dim]}LL) __trap();  /* eager's device assertion */\n"
               f"      T *p = out + ({_offset_at(plan.out, plan, 'n')});\n")
+    if by_sources:  # neighbouring threads take neighbouring columns: the same row of sources
+        return (f"{cuda_grid_loop(block, 'w', total)} {{\n    {{\n"
+                f"      const int64_t c = w % {columns}LL, i = w / {columns}LL;\n{target}")
+    return f"{cuda_grid_loop(block, 'c', columns)} {{\n    for (int64_t i = 0; i < {length}LL; ++i) {{\n{target}"
+
+
+def _cuda_kernels(plan: ScatterReducePlan, block: int, by_sources: bool) -> str:
+    """The kernels, in launch order: the copy of self, the counts' start, the identity at the
+    reached elements, the walk, the division into means (each only where the call needs it)."""
+    mean = plan.reduce == "mean"
+    rows = TensorSpec(shape=plan.out.shape, stride=row_major_strides(plan.out.shape), dtype=plan.out.dtype)
     read = (_cuda_constant(plan, plan.value) if plan.value else
             f"src[{_offset_at(plan.inputs[plan.source], plan, 'i')}]")
-    by_sources = knobs.get("walk") == "sources"
     counted = f"cnt[{_offset_at(rows, plan, 'n')}]"
     if by_sources:
         tally = f"\n      kf_combine(&{counted}, (T)1);" if mean else ""
@@ -399,16 +405,12 @@ def _render_cuda(plan: ScatterReducePlan, knobs: Knobs, device: DeviceInfo) -> s
     else:
         tally = f"\n      {counted} = {add_rounded(plan.out.dtype, counted, _cuda_small(plan, 1))};" if mean else ""
         combine, order = _cuda_combine(plan), "the column in order: the same result on every call"
-    kernels = "" if plan.in_place else cuda_copy_kernel(plan.out, x, block)
+    kernels = "" if plan.in_place else cuda_copy_kernel(plan.out, plan.inputs[plan.self_index], block)
     if by_sources:
         kernels += _cuda_atomics(plan)
     at = cxx.linear_offset("e", plan.out.shape, plan.out.stride)
-    every = f"{cuda_grid_loop(block, 'e', numel)} {{\n    const int64_t at = {at}; (void)at;\n"
-    if by_sources:  # neighbouring threads take neighbouring columns: the same row of sources
-        walk = (f"{cuda_grid_loop(block, 'w', total)} {{\n    {{\n"
-                f"      const int64_t c = w % {columns}LL, i = w / {columns}LL;\n{target}")
-    else:
-        walk = f"{cuda_grid_loop(block, 'c', columns)} {{\n    for (int64_t i = 0; i < {length}LL; ++i) {{\n{target}"
+    every = f"{cuda_grid_loop(block, 'e', plan.out.numel)} {{\n    const int64_t at = {at}; (void)at;\n"
+    walk = _cuda_walk(plan, block, by_sources)
     if mean:
         kernels += f"""__global__ void __launch_bounds__({block}) kf_count_start(T *__restrict__ cnt) {{
   {every}    cnt[e] = {_cuda_small(plan, int(plan.include_self))};
@@ -440,9 +442,15 @@ kf_mean(const T *__restrict__ cnt, T *__restrict__ y) {{
   }}
 }}
 """
+    return kernels
+
+
+def _cuda_launches(plan: ScatterReducePlan, block: int, waves: int, device: DeviceInfo, by_sources: bool) -> str:
+    """The launches of :func:`_cuda_kernels`' kernels on stream ``s``."""
+    mean, numel = plan.reduce == "mean", plan.out.numel
+    walkers = plan.walk.numel if by_sources else plan.walk.numel // plan.walk.shape[plan.dim]
     grid = cuda_grid(device, block, waves, cxx.ceil_div(numel, block))
-    walk_grid = cuda_grid(device, block, waves, cxx.ceil_div(total if by_sources else columns, block))
-    count_pointer = "kf_counts" if counts else "(T *)0"
+    walk_grid = cuda_grid(device, block, waves, cxx.ceil_div(walkers, block))
     source = "(const T *)0" if plan.value else f"(const T *)inputs[{plan.source}].data"
     launches = "" if plan.in_place else (
         f"  kf_copy<<<{grid}, {block}, 0, s>>>((const T *)inputs[{plan.self_index}].data, out);\n")
@@ -450,9 +458,18 @@ kf_mean(const T *__restrict__ cnt, T *__restrict__ y) {{
         launches += f"  kf_count_start<<<{grid}, {block}, 0, s>>>(kf_counts);\n"
     if not plan.include_self:
         launches += f"  kf_start<<<{walk_grid}, {block}, 0, s>>>(index, out);\n"
-    launches += f"  kf_scatter<<<{walk_grid}, {block}, 0, s>>>(index, {source}, out, {count_pointer});\n"
+    counts = "kf_counts" if mean else "(T *)0"
+    launches += f"  kf_scatter<<<{walk_grid}, {block}, 0, s>>>(index, {source}, out, {counts});\n"
     if mean:
         launches += f"  kf_mean<<<{grid}, {block}, 0, s>>>(kf_counts, out);\n"
+    return launches
+
+
+def _render_cuda(plan: ScatterReducePlan, knobs: Knobs, device: DeviceInfo) -> str:
+    block, waves = int(knobs["threads_per_block"]), int(knobs["waves"])
+    by_sources = knobs.get("walk") == "sources"
+    counts = cxx.cuda_scratch("kf_counts", "T", plan.out.numel) if plan.reduce == "mean" else None
+    kernels, launches = _cuda_kernels(plan, block, by_sources), _cuda_launches(plan, block, waves, device, by_sources)
     return f"""{cxx.CUDA_PRELUDE}
 /* {plan.summary}; {knobs} */
 {element_types(plan.out.dtype, "int64", "cuda")}{counts.export() if counts else ""}
