@@ -326,16 +326,20 @@ def _cuda_identity(plan: ScatterReducePlan) -> str:
     return "(T)" + _identity(plan).removeprefix("(A)")
 
 
+def _takes_source(plan: ScatterReducePlan, current: str) -> str:
+    """C condition under which a max or min replaces the T value ``current`` by source ``v``: eager's
+    ``safe_max`` / ``safe_min`` (a NaN already there stays, a NaN source wins, a tie takes the source)."""
+    now, source = _cuda_number(plan, current), _cuda_number(plan, "v")
+    beaten = f"{now} < {source}" if plan.reduce == "amin" else f"{source} < {now}"
+    return f"!({now} != {now}) && !({beaten})"
+
+
 def _cuda_combine(plan: ScatterReducePlan) -> str:
-    """C statement reducing source ``v`` into ``*p``: an add rounded to T, or eager's ``safe_max`` /
-    ``safe_min`` (a NaN already there stays, a NaN source wins, a tie takes the source), or a write."""
-    current, source = _cuda_number(plan, "*p"), _cuda_number(plan, "v")
+    """C statement reducing source ``v`` into ``*p``: an add rounded to T, a max or min as eager's, or a write."""
     if plan.reduce in ("sum", "mean"):
         return f"*p = {add_rounded(plan.out.dtype, '*p', 'v')};"
-    if plan.reduce == "amax":
-        return f"if (!({current} != {current}) && !({source} < {current})) *p = v;"
-    if plan.reduce == "amin":
-        return f"if (!({current} != {current}) && !({current} < {source})) *p = v;"
+    if plan.reduce in ("amax", "amin"):
+        return f"if ({_takes_source(plan, '*p')}) *p = v;"
     return "*p = v;"  # assign: the last source of the column wins
 
 
@@ -353,14 +357,12 @@ def _cuda_atomics(plan: ScatterReducePlan) -> str:
             word = "unsigned int" if dtype == "int32" else "unsigned long long"
         return head + f"  {op}(({word} *)p, ({word})v);\n}}\n"
     bits, to_bits, from_bits = _ATOMIC_BITS[dtype]
-    current, source = _cuda_number(plan, "cur"), _cuda_number(plan, "v")
-    keep = f"{current} < {source}" if reduce == "amin" else f"{source} < {current}"
     return head + f"""  {bits} *word = ({bits} *)p;
   {bits} old = *word, assumed;
   do {{
     assumed = old;
     const T cur = {from_bits}(assumed);
-    if ({current} != {current} || {keep}) return;  /* a NaN there stays; else the larger (smaller) */
+    if (!({_takes_source(plan, "cur")})) return;  /* what is there stays */
     old = atomicCAS(word, assumed, ({bits}){to_bits}(v));
   }} while (assumed != old);
 }}
