@@ -51,8 +51,11 @@ def two_sandboxes(tmp_path: Path) -> Iterator[list[tuple[subprocess.Popen[str], 
 
 
 def sandbox_ids(db: Path) -> list[str]:
+    """The sandbox of each stored result; none while the run is still creating its database."""
     con = sqlite3.connect(db, timeout=10)
     try:
+        if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'results'").fetchone():
+            return []
         return [json.loads(r[0]).get("sandboxId", "") for r in con.execute("SELECT result_json FROM results")]
     finally:
         con.close()
