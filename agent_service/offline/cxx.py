@@ -190,6 +190,17 @@ static inline float kf_erfinvf(float x) {
    gives the other one, as fmaxf and fminf do. */
 static inline float kf_fmaxf(float a, float b) { return ((a > b) | (b != b)) ? a : b; }
 static inline float kf_fminf(float a, float b) { return ((a < b) | (b != b)) ? a : b; }
+/* The value static_cast<int64_t>(v) takes in eager's compiled code, back in float (exact for the
+   integral values casts see): x86 gives INT64_MIN for NaN and beyond the range, aarch64 saturates
+   and gives 0 for NaN. */
+static inline float kf_int64_cast_value(float v) {
+#if defined(__aarch64__)
+  return v != v ? 0.0f : (v > 9223372036854775808.0f ? 9223372036854775808.0f
+                          : (v < -9223372036854775808.0f ? -9223372036854775808.0f : v));
+#else
+  return (v < 9223372036854775808.0f && v >= -9223372036854775808.0f) ? v : -9223372036854775808.0f;
+#endif
+}
 /* log without a library call, vectorising like kf_expf: x = 2^e * m with m in [sqrt(1/2), sqrt(2)),
    log(m) = 2 atanh(s) for s = (m - 1) / (m + 1), |s| < 0.172, whose odd series to s^9 is exact to
    float precision; e ln 2 in two parts. Subnormals are scaled into the normal range first. */
@@ -239,6 +250,14 @@ template <> __device__ __forceinline__ __nv_bfloat16 kf_from_f32<__nv_bfloat16>(
   return __float2bfloat16_rn(v);
 }
 __device__ __forceinline__ float kf_expf(float x) { return __expf(x); }
+/* static_cast<int64_t>(v) as the device converts it (cvt.rzi: saturating, NaN to 0), written out */
+__device__ __forceinline__ long long kf_f2ll(float v) {
+  return v != v ? 0LL : (v >= 9223372036854775808.0f ? (long long)0x7fffffffffffffffULL
+                         : (v < -9223372036854775808.0f ? (long long)0x8000000000000000ULL : (long long)v));
+}
+__device__ __forceinline__ long long kf_clamp_ll(long long v, long long low, long long high) {
+  return v < low ? low : (v > high ? high : v);
+}
 
 /* N elements moved as one access: N * sizeof(T) == 16 gives 128-bit loads and stores. */
 template <typename T, int N> struct alignas(sizeof(T) * N) kf_vec { T v[N]; };

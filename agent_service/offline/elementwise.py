@@ -1,7 +1,8 @@
 """The elementwise engine: one output written from broadcast operands through a C expression.
 
 Unary ops, binary ops with broadcasting and scalars, gated activations (two halves of one
-tensor) and batch norm in inference (per-channel operands) are all this one kernel shape. Dims
+tensor), batch norm in inference (per-channel operands) and fake quantization (an int32 zero
+point per channel) are all this one kernel shape. Dims
 are coalesced from the card's strides, so contiguous and channels-last cases become flat loops;
 the innermost dim moves in 16-byte vectors on cuda when every operand allows it.
 
@@ -24,6 +25,11 @@ from agent_service.offline.layout import broadcast_strides, coalesce, is_dense
 from agent_service.offline.plan import cpu_thread_choices, cuda_grid_limit
 from kforge_domain.card import TensorSpec
 from kforge_domain.device import DeviceInfo
+from kforge_domain.dtypes import DTYPE_BYTES
+
+#: Integer operand dtypes: read as they are stored (``int32_t x<i>``), so that an expression mixes
+#: them with floats by C's conversions, as eager's kernels do.
+INTEGER_OPERAND_DTYPES = ("int32",)
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,18 @@ class Operand:
     dtype: str
     offset: int = 0
     strides: tuple[int, ...] | None = None  # per output dim; None: broadcast from the tensor's spec
+
+
+@dataclass(frozen=True)
+class ValueRange:
+    """Eager raises where an element of input ``tensor`` lies outside ``[low, high]`` (a zero point
+    outside the quantized range). The cpu kernel checks before writing and returns
+    ``STATUS_BAD_INPUT``, so that eager serves the call and raises; a cuda kernel reads nothing back
+    to the host and computes its formula for such values."""
+
+    tensor: int
+    low: int
+    high: int
 
 
 @dataclass(frozen=True)
@@ -89,6 +107,12 @@ class ElementwisePlan:
     # The card's own outputs where ``outputs`` describes the same bytes in another shape (a reshape
     # that copies, written as a contiguous copy in its input's shape): kf_launch checks these.
     card_outputs: tuple[TensorSpec, ...] | None = None
+    # eager's cuda arithmetic where it differs from its cpu one (casts of floats to integers)
+    cuda_expression: str = ""
+    value_ranges: tuple[ValueRange, ...] = ()
+
+    def expression_for(self, backend: str) -> str:
+        return self.cuda_expression if backend == "cuda" and self.cuda_expression else self.expression
 
     @property
     def checked_outputs(self) -> tuple[TensorSpec, ...]:
@@ -101,7 +125,7 @@ class ElementwisePlan:
         if self.outputs[0].dtype not in cxx.FLOAT_DTYPES:
             raise UnsupportedCard(f"output dtype {self.outputs[0].dtype} is not a float dtype the templates handle")
         for op in self.operands:
-            if self.inputs[op.tensor].dtype not in cxx.FLOAT_DTYPES:
+            if self.inputs[op.tensor].dtype not in (*cxx.FLOAT_DTYPES, *INTEGER_OPERAND_DTYPES):
                 raise UnsupportedCard(f"input dtype {self.inputs[op.tensor].dtype} is not a float dtype "
                                       "the templates handle")
 
@@ -119,7 +143,7 @@ class ElementwisePlan:
         """Widest vector every operand allows (1 when the innermost dim cannot be vectorised)."""
         shape, out_strides, op_strides = self._layout()
         dtypes = [self.outputs[0].dtype, *(self.inputs[o.tensor].dtype for o in self.operands)]
-        widest = max(cxx.ELEMENT_BYTES[d] for d in dtypes)
+        widest = max(DTYPE_BYTES[d] for d in dtypes)
         vec = 16 // widest
         if out_strides[-1] != 1 or not self.outputs[0].aligned16:
             return 1
@@ -207,11 +231,40 @@ def _math_macros(backend: str, fast: bool) -> str:
             "#define KF_ERFINV(v) kf_erfinvf(v)\n")
 
 
+def _stored(dtype: str, backend: str) -> str:
+    """The C++ type an operand of ``dtype`` is stored as."""
+    return cxx.storage_type(dtype, backend) if dtype in INTEGER_OPERAND_DTYPES else cxx.element_type(dtype, backend)
+
+
+def _value_type(dtype: str) -> str:
+    """The C++ type an expression sees an operand of ``dtype`` as: floats in fp32, integers as stored."""
+    return cxx.storage_type(dtype, "cpu") if dtype in INTEGER_OPERAND_DTYPES else "float"
+
+
+def _value(dtype: str, load: str) -> str:
+    """The expression's value of an operand of ``dtype`` loaded by ``load``."""
+    return load if dtype in INTEGER_OPERAND_DTYPES else f"kf_to_f32({load})"
+
+
+def _range_checks(plan: ElementwisePlan) -> str:
+    """cpu kf_launch lines returning STATUS_BAD_INPUT where an input lies outside its :class:`ValueRange`."""
+    lines = []
+    for check in plan.value_ranges:
+        spec = plan.inputs[check.tensor]
+        t = cxx.storage_type(spec.dtype, "cpu")
+        lines += [f"  for (int64_t i = 0; i < {spec.numel}LL; ++i) {{",
+                  _offsets(spec.shape, [("at", spec.stride)], "i", "    "),
+                  f"    const {t} v = ((const {t} *)inputs[{check.tensor}].data)[at];",
+                  f"    if (v < {check.low}LL || v > {check.high}LL) return {cxx.STATUS_BAD_INPUT};",
+                  "  }"]
+    return "".join(line + "\n" for line in lines)
+
+
 def _signature(plan: ElementwisePlan, backend: str) -> tuple[str, str]:
     """Kernel parameter list and the matching argument list from kf_launch."""
     params, args = [], []
     for i, op in enumerate(plan.operands):
-        t = cxx.element_type(plan.inputs[op.tensor].dtype, backend)
+        t = _stored(plan.inputs[op.tensor].dtype, backend)
         if i == 0 and plan.in_place:
             params.append(f"const {t} *in0")
             args.append(f"(const {t} *)outputs[0].data")
@@ -236,12 +289,15 @@ def _render_cpu(plan: ElementwisePlan, knobs: Knobs) -> str:
     out_t = cxx.element_type(plan.outputs[0].dtype, "cpu")
     params, args = _signature(plan, "cpu")
     names = [(f"o{i}", s[:-1]) for i, s in enumerate(op_strides)] + [("oo", out_strides[:-1])]
+    dtypes = [plan.inputs[op.tensor].dtype for op in plan.operands]
     loads = "\n".join(
-        f"        const float x{i} = kf_to_f32(in{i}[o{i} + c * {s[-1]}LL]);" for i, s in enumerate(op_strides)
+        f"        const {_value_type(d)} x{i} = {_value(d, f'in{i}[o{i} + c * {s[-1]}LL]')};"
+        for i, (d, s) in enumerate(zip(dtypes, op_strides, strict=True))
     )
     threads = f" num_threads({knobs['threads']})" if knobs["threads"] else ""
     simd = "#pragma omp simd" if knobs["simd"] else ""
-    launch = cxx.cpu_kf_launch(plan.inputs, plan.checked_outputs, f"  kf_elementwise({args});\n{_cpu_stats_call(plan)}")
+    launch = cxx.cpu_kf_launch(plan.inputs, plan.checked_outputs,
+                               f"{_range_checks(plan)}  kf_elementwise({args});\n{_cpu_stats_call(plan)}")
     return f"""{cxx.CPU_PRELUDE}
 {_math_macros("cpu", bool(knobs["fast_math"]))}
 /* {plan.summary} */
@@ -254,7 +310,7 @@ static void kf_elementwise({params}) {{
 {simd}
     for (int64_t c = c0; c < c1; ++c) {{
 {loads}
-      out[oo + c * {out_strides[-1]}LL] = kf_from_f32<{out_t}>({cxx.vectorising_cpu_math(plan.expression)});
+      out[oo + c * {out_strides[-1]}LL] = kf_from_f32<{out_t}>({cxx.vectorising_cpu_math(plan.expression_for("cpu"))});
     }}
   }}
 }}
@@ -317,21 +373,22 @@ def _render_cuda(plan: ElementwisePlan, knobs: Knobs, device: DeviceInfo) -> str
     input_names = [(f"o{i}", s[:-1]) for i, s in enumerate(op_strides)]
     held, loads, values = [], [], []
     for i, s in enumerate(op_strides):
-        t = cxx.element_type(plan.inputs[plan.operands[i].tensor].dtype, "cuda")
+        dtype = plan.inputs[plan.operands[i].tensor].dtype
+        t, vt = _stored(dtype, "cuda"), _value_type(dtype)
         if vec > 1 and s[-1] == 1:
             held.append(f"  kf_vec<{t}, {vec}> l{i}[{unroll}];")
             loads.append(f"      l{i}[u] = kf_load_vec<{t}, {vec}>(in{i} + o{i} + c);")
-            values.append(f"        const float x{i} = kf_to_f32(l{i}[u].v[k]);")
+            values.append(f"        const {vt} x{i} = {_value(dtype, f'l{i}[u].v[k]')};")
         elif s[-1] == 0:
-            held.append(f"  float b{i}[{unroll}];")
+            held.append(f"  {vt} b{i}[{unroll}];")
             # the read-only cache path is for data the kernel never writes
             load = f"in{i}[o{i}]" if i == 0 and plan.in_place else f"__ldg(in{i} + o{i})"
-            loads.append(f"      b{i}[u] = kf_to_f32({load});")
-            values.append(f"        const float x{i} = b{i}[u];")
+            loads.append(f"      b{i}[u] = {_value(dtype, load)};")
+            values.append(f"        const {vt} x{i} = b{i}[u];")
         else:
             held.append(f"  {t} s{i}[{unroll}];")
             loads.append(f"      s{i}[u] = in{i}[o{i} + c * {s[-1]}LL];")
-            values.append(f"        const float x{i} = kf_to_f32(s{i}[u]);")
+            values.append(f"        const {vt} x{i} = {_value(dtype, f's{i}[u]')};")
     store = (f"      kf_store_vec<{out_t}, {vec}>(out + oo + c, r);" if vec > 1
              else f"      out[oo + c * {out_strides[-1]}LL] = r.v[0];")
     body = [
@@ -352,7 +409,7 @@ def _render_cuda(plan: ElementwisePlan, knobs: Knobs, device: DeviceInfo) -> str
         "#pragma unroll",
         f"      for (int k = 0; k < {vec}; ++k) {{",
         *values,
-        f"        r.v[k] = kf_from_f32<{out_t}>({plan.expression});",
+        f"        r.v[k] = kf_from_f32<{out_t}>({plan.expression_for('cuda')});",
         "      }",
         store,
         "    }",
@@ -409,19 +466,22 @@ def _render_cuda_tiled(plan: ElementwisePlan, knobs: Knobs, device: DeviceInfo) 
     across = [i for i, s in enumerate(op_strides) if s[-1] not in (0, 1)]
     names = [(f"o{i}", [s[d] for d in batch]) for i, s in enumerate(op_strides)]
     names.append(("oo", [out_strides[d] for d in batch]))
+    dtypes = [plan.inputs[op.tensor].dtype for op in plan.operands]
     stage = "\n".join(
         f"    for (int r = threadIdx.y; r < {TILE}; r += {TILE_ROWS}) {{\n"
         f"      const int64_t ti = i0 + r, tt = t0 + threadIdx.x;\n"
         f"      if (ti < {shape[last]}LL && tt < {shape[t]}LL)\n"
-        f"        tile{i}[r][threadIdx.x] = kf_to_f32(in{i}[o{i} + ti * {op_strides[i][-1]}LL + tt]);\n    }}"
+        f"        tile{i}[r][threadIdx.x] = {_value(dtypes[i], f'in{i}[o{i} + ti * {op_strides[i][-1]}LL + tt]')};\n"
+        "    }"
         for i in across)
     loads = []
     for i, s in enumerate(op_strides):
         if i in across:
-            loads.append(f"        const float x{i} = tile{i}[threadIdx.x][r];")
+            loads.append(f"        const {_value_type(dtypes[i])} x{i} = tile{i}[threadIdx.x][r];")
         else:
-            loads.append(f"        const float x{i} = kf_to_f32(in{i}[o{i} + tt * {s[t]}LL + ti * {s[-1]}LL]);")
-    tiles = "\n".join(f"  __shared__ float tile{i}[{TILE}][{TILE + 1}];" for i in across)
+            load = f"in{i}[o{i} + tt * {s[t]}LL + ti * {s[-1]}LL]"
+            loads.append(f"        const {_value_type(dtypes[i])} x{i} = {_value(dtypes[i], load)};")
+    tiles = "\n".join(f"  __shared__ {_value_type(dtypes[i])} tile{i}[{TILE}][{TILE + 1}];" for i in across)
     loads_text = "\n".join(loads)
     grid = max(1, min(total, cuda_grid_limit(device, TILE * TILE_ROWS)))
     return f"""{cxx.CUDA_PRELUDE}
@@ -438,7 +498,7 @@ __global__ void __launch_bounds__({TILE * TILE_ROWS}) kf_elementwise({params}) {
       const int64_t tt = t0 + r, ti = i0 + threadIdx.x;
       if (tt < {shape[t]}LL && ti < {shape[last]}LL) {{
 {loads_text}
-        out[oo + tt * {out_strides[t]}LL + ti] = kf_from_f32<{out_t}>({plan.expression});
+        out[oo + tt * {out_strides[t]}LL + ti] = kf_from_f32<{out_t}>({plan.expression_for("cuda")});
       }}
     }}
     __syncthreads();

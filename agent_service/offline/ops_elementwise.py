@@ -80,20 +80,6 @@ def _round(call: dict[str, Any]) -> str:
     return "rintf(x0)"
 
 
-def _fake_quantize(call: dict[str, Any]) -> str:
-    """Quantize to integers and back, in float as eager's kernels do: the quotient rounded to nearest
-    even, the zero point added, clamped to the integer range (a NaN lands on ``quant_min``, as
-    ``fmaxf`` makes it in eager), then the zero point taken off and scaled. The scale and zero point
-    are numbers here (the ``default`` overload); as tensors they are refused."""
-    scale = _num(call["scale"], "scale")
-    zero, low, high = (_num(call[name], name) for name in ("zero_point", "quant_min", "quant_max"))
-    if not (low <= zero <= high and max(abs(low), abs(high)) < 2**24):
-        raise UnsupportedCard(f"fake quantization to [{low:g}, {high:g}] with zero point {zero:g} is not templated")
-    s, z = cfloat(scale), cfloat(zero)
-    raw = f"rintf(x0 * (1.0f / {s})) + {z}"
-    return f"(fminf(fmaxf({raw}, {cfloat(low)}), {cfloat(high)}) - {z}) * {s}"
-
-
 def _softplus(call: dict[str, Any]) -> str:
     """eager's formula: the input itself above ``threshold`` (in units of 1 / beta), log1p(exp) below."""
     beta, threshold = _num(call.get("beta", 1.0), "beta"), _num(call.get("threshold", 20.0), "threshold")
@@ -150,7 +136,6 @@ UNARY: dict[str, tuple[Callable[[dict[str, Any]], str], bool]] = {
     "trunc": (lambda c: "truncf(x0)", False),
     "round": (_round, False),
     "sign": (_sign, False),
-    "fake_quantize_per_tensor_affine": (_fake_quantize, False),
     "sgn": (_sign, False),  # of a real tensor, sign
 }
 

@@ -45,7 +45,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from agent_service.offline import ops_elementwise
+from agent_service.offline import ops_elementwise, ops_fake_quantize
 from agent_service.offline.proposer import propose_offline
 from kforge_domain.card import OperatorCard
 from kforge_domain.device import DeviceInfo
@@ -336,12 +336,32 @@ UNARY_SPECS = [
            "torch.round(x, decimals=0)"),
     _unary("sign", aten.sign.default, "torch.sign(x)", "x.sign()", "torch.sgn(x)"),
     _unary("sgn", aten.sgn.default, "torch.sgn(x)", "x.sgn()", "torch.sign(x)"),
+]
+
+FAKE_QUANTIZE = "torch.fake_quantize_per_tensor_affine"
+PER_CHANNEL = "torch.fake_quantize_per_channel_affine"
+FAKE_QUANTIZE_SPECS = [
     _unary("fake_quantize", aten.fake_quantize_per_tensor_affine.default,
            "torch.fake_quantize_per_tensor_affine(x, 0.1, 3, 0, 255)",
            "torch.fake_quantize_per_tensor_affine(x, scale=0.1, zero_point=3, quant_min=0, quant_max=255)",
            "torch.fake_quantize_per_tensor_affine(x, 0.2, 3, 0, 255)",
            "torch.fake_quantize_per_tensor_affine(x, 0.1, 0, -128, 127)",
            "torch.fake_quantize_per_tensor_affine(x, torch.tensor(0.1), torch.tensor(3, dtype=torch.int32), 0, 255)"),
+    OpSpec("fake_quantize_tensor_qparams", "elementwise_unary", aten.fake_quantize_per_tensor_affine.tensor_qparams,
+           ("x", "s", "z"), (X, TensorRecipe((1,), positive=True), TensorRecipe((1,), torch.int32)),
+           (f"{FAKE_QUANTIZE}(x, s, z, -128, 127)", f"{FAKE_QUANTIZE}(x, s.reshape(()), z.reshape(()), -128, 127)",
+            f"{FAKE_QUANTIZE}(x, s, z, 0, 255)", f"{FAKE_QUANTIZE}(x, s.double(), z, -128, 127)",
+            f"{FAKE_QUANTIZE}(x, s, z.long(), -128, 127)", f"{FAKE_QUANTIZE}(x, 0.1, 3, -128, 127)",
+            f"{FAKE_QUANTIZE}(x, s, z + 200, -128, 127)"),
+           (Slot(ELEMENTWISE_SHAPES), Slot(), Slot())),
+    OpSpec("fake_quantize_per_channel", "elementwise_unary", aten.fake_quantize_per_channel_affine.default,
+           ("x", "s", "z"), (X, TensorRecipe((33,), positive=True), TensorRecipe((33,), torch.int32)),
+           (f"{PER_CHANNEL}(x, s, z, 1, -128, 127)", f"{PER_CHANNEL}(x, s, z, -1, -128, 127)",
+            f"{PER_CHANNEL}(x, s, z, 1, -8, 7)", f"{PER_CHANNEL}(x, s, z.float(), 1, -128, 127)",
+            f"{PER_CHANNEL}(x.t(), s[:4], z[:4], 1, -128, 127)",
+            f"{PER_CHANNEL}(x, s, z + 120, 1, -128, 127)",
+            f"{PER_CHANNEL}(x[:1], s, z, 1, 0, 255)"),
+           (Slot(ELEMENTWISE_SHAPES), Slot(), Slot())),
 ]
 
 # one card for each binary op whose other operand may be a Python number
@@ -849,8 +869,8 @@ MODULE_SPECS = [
             ("setattr(m.norm, 'eps', 1e-3)", "setattr(m.norm, 'num_groups', 2)")),
 ]
 
-SPECS = (UNARY_SPECS + BINARY_SPECS + TERNARY_SPECS + COPY_SPECS + ROW_SPECS + GATHER_SPECS + COMPARE_SPECS
-         + INTEGER_SPECS + SCAN_SPECS + HISTC_SPECS + SORT_SPECS + MODULE_SPECS)
+SPECS = (UNARY_SPECS + FAKE_QUANTIZE_SPECS + BINARY_SPECS + TERNARY_SPECS + COPY_SPECS + ROW_SPECS + GATHER_SPECS
+         + COMPARE_SPECS + INTEGER_SPECS + SCAN_SPECS + HISTC_SPECS + SORT_SPECS + MODULE_SPECS)
 
 
 # --- cards and casts --------------------------------------------------------------------------
@@ -1309,4 +1329,5 @@ def test_every_family_and_op_the_offline_proposer_covers_has_a_card_here() -> No
         "bucketize", "index_add", "scatter_reduce", "col2im",
     }
     assert {s.op._schema.name.removeprefix("aten::") for s in UNARY_SPECS if s.op} == set(ops_elementwise.UNARY)
+    assert {s.op._schema.name.removeprefix("aten::") for s in FAKE_QUANTIZE_SPECS} == set(ops_fake_quantize.OPS)
     assert {s.op._schema.name.removeprefix("aten::") for s in BINARY_SPECS if s.op} == set(ops_elementwise.BINARY)
