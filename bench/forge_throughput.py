@@ -1,10 +1,13 @@
 """Evaluated candidates per minute with 1, 2 and 4 sandbox services serving one run.
 
 Each configuration starts its sandboxes as separate `kforge serve sandbox` processes and runs
-`kforge optimize` over them (one card, candidates in flight = sandboxes). The rate counts the
-search only: from the first candidate's creation to the last result, read from the run store.
+`kforge optimize` over them (candidates in flight = sandboxes), by default on one card of a tiny
+MLP; ``--model`` and ``--max-cards`` search several cards, where a card's start follows the
+card before (forge_service.card_pipeline). The rate counts the search only: from the first
+candidate's creation to the last result, read from the run store.
 
-    python bench/forge_throughput.py [--sandboxes 1 2 4] [--budget 8] [--backend cpu] [--json OUT]
+    python bench/forge_throughput.py [--sandboxes 1 2 4] [--budget 8] [--backend cpu] [--model F]
+        [--max-cards N] [--repeat K] [--json OUT]
 """
 
 from __future__ import annotations
@@ -41,12 +44,13 @@ def start_sandbox(work: Path, backend: str, device: int | None) -> tuple[subproc
     raise RuntimeError("sandbox did not start")
 
 
-def measure(n: int, budget: int, backend: str, gpus: int) -> dict[str, object]:
+def measure(n: int, budget: int, backend: str, gpus: int, model: Path = MODEL, max_cards: int = 1) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         sandboxes = [start_sandbox(Path(tmp) / f"s{i}", backend, i % gpus if gpus else None) for i in range(n)]
         try:
-            cmd = [sys.executable, "-m", "forge_service.cli", "optimize", str(MODEL), "--backend", backend,
-                   "--budget", str(budget), "--max-cards", "1", "--json", "--runs-dir", f"{tmp}/runs"]
+            cmd = [sys.executable, "-m", "forge_service.cli", "optimize", str(model), "--backend", backend,
+                   "--budget", str(budget), "--max-cards", str(max_cards), "--no-compile-baseline", "--json",
+                   "--runs-dir", f"{tmp}/runs"]
             for _, address in sandboxes:
                 cmd += ["--sandbox", address]
             proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3600)
@@ -57,13 +61,15 @@ def measure(n: int, budget: int, backend: str, gpus: int) -> dict[str, object]:
             first = con.execute("SELECT MIN(created_at) FROM candidates").fetchone()[0]
             last = con.execute("SELECT MAX(created_at) FROM results").fetchone()[0]
             evaluated = con.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+            cards = con.execute("SELECT COUNT(DISTINCT c.card_id) FROM results r "
+                                "JOIN candidates c ON c.id = r.candidate_id").fetchone()[0]
             con.close()
         finally:
             for sandbox, _ in sandboxes:
                 os.killpg(sandbox.pid, signal.SIGKILL)
                 sandbox.wait()
     seconds = last - first
-    return {"sandboxes": n, "evaluated": evaluated, "search_s": round(seconds, 1),
+    return {"sandboxes": n, "cards": cards, "evaluated": evaluated, "search_s": round(seconds, 1),
             "candidates_per_minute": round(60.0 * evaluated / seconds, 2)}
 
 
@@ -73,17 +79,23 @@ def main() -> int:
     parser.add_argument("--budget", type=int, default=8)
     parser.add_argument("--backend", default="cpu")
     parser.add_argument("--gpus", type=int, default=0, help="spread cuda sandboxes over this many GPUs")
+    parser.add_argument("--model", type=Path, default=MODEL, help="the model to search (default: a tiny MLP)")
+    parser.add_argument("--max-cards", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=1, help="measure each configuration this many times")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
-    rows = [measure(n, args.budget, args.backend, args.gpus) for n in args.sandboxes]
-    print(f"{'sandboxes':>9} {'evaluated':>9} {'search s':>9} {'cand/min':>9}")
+    rows = [measure(n, args.budget, args.backend, args.gpus, args.model.resolve(), args.max_cards)
+            for n in args.sandboxes for _ in range(args.repeat)]
+    print(f"{'sandboxes':>9} {'cards':>5} {'evaluated':>9} {'search s':>9} {'cand/min':>9}")
     for r in rows:
-        print(f"{r['sandboxes']:>9} {r['evaluated']:>9} {r['search_s']:>9} {r['candidates_per_minute']:>9}")
+        print(f"{r['sandboxes']:>9} {r['cards']:>5} {r['evaluated']:>9} {r['search_s']:>9} "
+              f"{r['candidates_per_minute']:>9}")
     if args.json:
         loadavg = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
         args.json.write_text(json.dumps({
             "date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-            "backend": args.backend, "budget": args.budget, "loadavg_after": loadavg, "rows": rows}, indent=1))
+            "backend": args.backend, "budget": args.budget, "model": str(args.model), "max_cards": args.max_cards,
+            "loadavg_after": loadavg, "rows": rows}, indent=1))
     return 0
 
 

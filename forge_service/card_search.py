@@ -82,6 +82,7 @@ class CardSearch:
         settings: SearchSettings,
         emit: EmitFn,
         cache: KernelCache | None = None,
+        issued: asyncio.Event | None = None,
     ) -> None:
         self.card = card
         self.store = store
@@ -96,6 +97,9 @@ class CardSearch:
         self.node_to_candidate: dict[int, str] = {}
         self._idle_proposals = 0
         self.stop_reason = ""
+        # set once the search sends no more candidates (it only finishes those in flight): the
+        # next card may start then (forge_service.card_pipeline)
+        self.issued = issued or asyncio.Event()
         # The offline proposer answers at once and the same way to the same request: candidates
         # proposed at the same time would be one kernel, so each waits for the one before it and
         # sees its knobs. An LLM's proposals take seconds each and are drawn with their own seed.
@@ -115,6 +119,12 @@ class CardSearch:
 
     # -- the loop ------------------------------------------------------------------------------
     async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            self.issued.set()
+
+    async def _run(self) -> None:
         unfinished, unexpanded = self._replay()
         if (not self.store.candidates(self.card.id) and await self._start_from_cache()) or (
                 self._completed_from_cache()):
@@ -146,6 +156,7 @@ class CardSearch:
         while True:
             done_count = self.store.evaluation_count(self.card.id)
             if self._should_stop(done_count + len(in_flight)):
+                self.issued.set()
                 break
             free = min(self.settings.parallel - len(in_flight), self.settings.budget - done_count - len(in_flight))
             if free > 0:
@@ -154,6 +165,8 @@ class CardSearch:
                 self.store.log_tree_op(self.card.id, *logged(free, parents))
                 for parent in parents:
                     in_flight.add(asyncio.create_task(self._expand(parent)))
+                if done_count + len(in_flight) >= self.settings.budget:
+                    self.issued.set()  # the budget is all sent, unless some come back without a proposal
             if not in_flight:
                 self.stop_reason = self.stop_reason or "no node left to expand"
                 break

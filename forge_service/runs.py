@@ -21,6 +21,7 @@ from typing import Any
 
 import grpc
 
+from forge_service.card_pipeline import CardPipeline
 from forge_service.card_search import BUDGET_SPENT, NO_PROPOSAL, CardSearch, SearchSettings
 from forge_service.clients import AgentClient, CaptureClient, SandboxClient, SandboxPool
 from forge_service.config import RunConfig
@@ -244,8 +245,9 @@ class RunManager:
             blob_dir = store.capture_dir / BLOBS_DIR
             parallel = config.parallel or pool.size
 
-            async def search(row: CardRow, first_round: int | None = None) -> None:
-                """Search ``row``'s card to its budget, or only ``first_round`` evaluations of it."""
+            async def search(row: CardRow, first_round: int | None, issued: asyncio.Event) -> None:
+                """Search ``row``'s card to its budget, or only ``first_round`` evaluations of it;
+                ``issued`` is set once it sends no more candidates."""
                 card = OperatorCard.from_json(row.card_json)
                 store.set_card_status(card.id, "searching")
                 round_of = "" if first_round is None else f": a first round of {first_round}"
@@ -261,7 +263,8 @@ class RunManager:
                 async def emit(kind: str, message: str, **kw: Any) -> None:
                     await self._emit(run_id, kind, message, **kw)
 
-                searcher = CardSearch(card, store, agent, pool, device, blobs, settings, emit, self.kernel_cache)
+                searcher = CardSearch(card, store, agent, pool, device, blobs, settings, emit, self.kernel_cache,
+                                      issued=issued)
                 try:
                     await searcher.run()
                 except grpc.aio.AioRpcError as exc:
@@ -274,44 +277,52 @@ class RunManager:
                     return
                 store.set_card_status(card.id, "done", searcher.stop_reason)
                 await self._emit(run_id, "card_done", f"{card.op}: {searcher.stop_reason}", card_id=card.id)
-
-            if config.time_limit_s is not None:
-                await self._first_round(run_id, store, config, parallel, search)
-            while True:
-                for module, released in release_shadowed_cards(store, config):
-                    inner = OperatorCard.from_json(released.card_json).op
-                    await self._emit(run_id, "log", f"no passing kernel for the module card {module.op}: {inner}, "
-                                                    "which runs only inside it, is searched after all",
-                                     card_id=released.id)
-                row = next((r for r in store.cards() if r.selected and r.status != "done"), None)
-                if row is None:
-                    break
-                await search(row)
-                if store.card(row.id).reason == NO_PROPOSAL and (promoted := promote_next_card(store, config, row)):
+                if searcher.stop_reason == NO_PROPOSAL and (promoted := promote_next_card(store, config, row)):
                     await self._emit(run_id, "log", "nothing to propose: the next card by eager time takes its place",
                                      card_id=promoted.id)
+
+            async with CardPipeline() as cards_in_turn:
+                if config.time_limit_s is not None:
+                    await self._first_round(store, parallel, cards_in_turn, search)
+                while True:
+                    for module, released in release_shadowed_cards(store, config):
+                        inner = OperatorCard.from_json(released.card_json).op
+                        await self._emit(run_id, "log", f"no passing kernel for the module card {module.op}: "
+                                                        f"{inner}, which runs only inside it, is searched after all",
+                                         card_id=released.id)
+                    row = next((r for r in store.cards()
+                                if r.selected and r.status != "done" and r.id not in cards_in_turn.running), None)
+                    if row is None:
+                        if not cards_in_turn.running:
+                            break
+                        await cards_in_turn.drain()  # the last card may yet release or promote another
+                        continue
+                    await cards_in_turn.start(row.id, functools.partial(search, row, None))
             while (extra_row := grant_spare_budget(store, config)) is not None:
                 await self._emit(run_id, "log", f"budget raised to {extra_row.budget}: still improving",
                                  card_id=extra_row.id)
-                await search(extra_row)
+                await search(extra_row, None, asyncio.Event())
         finally:
             await agent.close()
             for client in sandboxes:
                 await client.close()
 
-    async def _first_round(self, run_id: str, store: RunStore, config: RunConfig, parallel: int,
-                           search: Callable[[CardRow, int | None], Awaitable[None]]) -> None:
+    async def _first_round(self, store: RunStore, parallel: int, cards_in_turn: CardPipeline,
+                           search: Callable[[CardRow, int | None, asyncio.Event], Awaitable[None]]) -> None:
         """Under a time limit, give every selected card one round (``parallel`` evaluations) before
         any card gets more: a template's first kernels hold most of what a card gains, and a card
         searched to its budget while the next waits may leave that one none when the limit comes."""
         rounded: set[str] = set()
-        while (row := next((r for r in store.cards() if r.selected and r.status != "done" and r.id not in rounded
-                            and not store.evaluation_count(r.id)), None)) is not None:
+        while True:
+            row = next((r for r in store.cards() if r.selected and r.status != "done" and r.id not in rounded
+                        and not store.evaluation_count(r.id)), None)
+            if row is None:
+                if not cards_in_turn.running:
+                    return
+                await cards_in_turn.drain()  # a card that proposed nothing may yet promote another
+                continue
             rounded.add(row.id)
-            await search(row, min(row.budget, parallel))
-            if store.card(row.id).reason == NO_PROPOSAL and (promoted := promote_next_card(store, config, row)):
-                await self._emit(run_id, "log", "nothing to propose: the next card by eager time takes its place",
-                                 card_id=promoted.id)
+            await cards_in_turn.start(row.id, functools.partial(search, row, min(row.budget, parallel)))
 
     async def _capture(self, run_id: str, config: RunConfig, backend: str) -> list[OperatorCard]:
         """The run's cards, captured once (a resumed run reuses its capture)."""

@@ -252,6 +252,22 @@ def test_cards_with_nothing_to_propose_never_take_a_slot_and_the_summary_adds_on
     assert "end to end (guards on): eager" in text
 
 
+def test_the_next_card_is_proposed_while_the_card_before_runs_its_last_candidate(
+        first_run: tuple[Path, dict]) -> None:
+    """A card that has sent its last candidate lets the next one start: the next card's first
+    candidate exists before the last verdict of the card before (forge_service.card_pipeline)."""
+    _, out = first_run
+    db = sqlite3.connect(Path(out["run"]["run_dir"]) / "run.sqlite")
+    rows = db.execute("SELECT c.card_id, c.created_at, r.created_at FROM candidates c "
+                      "JOIN results r ON r.candidate_id = c.id ORDER BY c.rowid").fetchall()
+    first, second = rows[0][0], next(card for card, _, _ in rows if card != rows[0][0])
+    last_verdict_of_first = max(verdict for card, _, verdict in rows if card == first)
+    first_of_second = min(created for card, created, _ in rows if card == second)
+    assert first_of_second < last_verdict_of_first, rows
+    order = [card for card, _, _ in rows]
+    assert order == [first] * 2 + [second] * 2  # each card's own candidates stay in turn
+
+
 def test_a_time_limit_spent_before_any_candidate_says_so_and_the_run_still_ends(tmp_path: Path) -> None:
     proc = kforge("optimize", str(MODEL), "--backend", "cpu", "--json", "--time-limit", "1", "--no-compile-baseline",
                   "--runs-dir", str(tmp_path))
