@@ -93,6 +93,7 @@ class EndToEnd(BaseModel):
     # Compiled modes whose torch.compile figures come from an earlier measurement of the run: no
     # kernel served them any more, so the model was not compiled for them again.
     graph_figures_carried: list[str] = []
+    graph_figures_eager_ms: float | None = None  # the eager timed beside the carried figures
     kernel_stats: dict[str, dict[str, object]] = {}
     cast_compile_kernel_stats: dict[str, dict[str, object]] = {}
     cast_cuda_graphs_kernel_stats: dict[str, dict[str, object]] = {}
@@ -139,6 +140,10 @@ def _sci_word(value: float | None) -> str:
     return "—" if value is None else f"departs {value:.1e}"
 
 
+def _carried_eager(e: EndToEnd) -> str:
+    return "" if e.graph_figures_eager_ms is None else f" ({number(e.graph_figures_eager_ms, 'ms')})"
+
+
 def end_to_end_line(e: EndToEnd, width: int = COLUMNS) -> str:
     """For the terminal: eager against the .cast and the parity verdict, then a line per compiled pair,
     each wrapped at ``width`` with its continuation indented under it."""
@@ -164,8 +169,8 @@ def end_to_end_line(e: EndToEnd, width: int = COLUMNS) -> str:
             lines.append(f"    within noise: {within}")
     if e.graph_figures_carried:
         lines.append(f"  torch.compile's figures ({', '.join(e.graph_figures_carried)}) are from the first "
-                     "measurement, each speedup against the eager timed beside it: no kernel served those graphs "
-                     "afterwards")
+                     f"measurement, each speedup against the eager timed beside it{_carried_eager(e)}: no kernel "
+                     "served those graphs afterwards")
     return "\n".join(textwrap.fill(line, width, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 4),
                                     break_on_hyphens=False) for line in lines)
 
@@ -306,7 +311,8 @@ def carry_graph_figures(e2e: EndToEnd, earlier: EndToEnd, modes: Collection[str]
     if not e2e.measured or not carried:
         return e2e
     update: dict[str, object] = {name: getattr(earlier, name) for m in carried for name in PLAIN_FIGURES[m]}
-    return e2e.model_copy(update=update | {"graph_figures_carried": carried})
+    return e2e.model_copy(update=update | {"graph_figures_carried": carried,
+                                           "graph_figures_eager_ms": earlier.eager_ms})
 
 
 def prune_reason(e2e: EndToEnd) -> str:

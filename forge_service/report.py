@@ -111,8 +111,10 @@ class RunReport(BaseModel):
                 f"tolerance of {scientific(e.parity_tolerance)} ({parity_word(e)}); {_rounding_noise_words(e)}.",
             ]
             if e.graph_figures_carried:
+                eager = "" if e.graph_figures_eager_ms is None else f" ({number(e.graph_figures_eager_ms)} ms)"
                 lines.append(f"torch.compile's figures ({', '.join(e.graph_figures_carried)}) are from the first "
-                             "measurement: no kernel served those graphs afterwards.")
+                             f"measurement, each speedup against the eager timed beside it{eager}: no kernel "
+                             "served those graphs afterwards.")
             if e.parity_note:
                 lines.append(f"Parity {e.parity_note}.")
             if e.cast_speedup_interval:

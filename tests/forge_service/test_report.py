@@ -112,6 +112,7 @@ def test_a_compiled_mode_no_kernel_serves_keeps_the_earlier_torch_compile_figure
     line = end_to_end_line(carried, width=400)
     assert "torch.compile 4.300 ms (x4.28)" in line
     assert "torch.compile's figures (compiled) are from the first measurement" in line
+    assert "against the eager timed beside it (18.400 ms)" in line  # not the 18.0 ms eager shown above it
     assert "first measurement" not in end_to_end_line(later, width=400)
     failed = EndToEnd(measured=False, error="child crashed")
     assert carry_graph_figures(failed, first, ["compiled"]) == failed
