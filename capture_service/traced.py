@@ -29,6 +29,7 @@ from packager.variant import (
     TensorSignature,
     UnsupportedArgument,
     VariantKey,
+    aligned_line_offset,
     canonical_json,
     dtype_name,
     encode_call,
@@ -48,8 +49,9 @@ def traced_key(op: str, args: Sequence[object], kwargs: Mapping[str, object]) ->
     for tensor in tensors:
         if not is_static(tensor) or type(tensor.storage_offset()) is not int:
             return None
+        offset = aligned_line_offset(int(tensor.storage_offset()), tensor.element_size())
         signatures.append(TensorSignature(tuple(tensor.shape), tuple(tensor.stride()), dtype_name(tensor.dtype),
-                                          int(tensor.storage_offset()), True, tensor.device.type))
+                                          offset, True, tensor.device.type))
     return VariantKey(op, canonical_json(template), tuple(signatures))
 
 

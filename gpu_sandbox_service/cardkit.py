@@ -16,12 +16,12 @@ from gpu_sandbox_service.harness.reference import flatten_tensors, resolve_aten
 from gpu_sandbox_service.harness.tensors import allocate, assign
 from kforge_domain.blobs import INPUT_PREFIX, OUTPUT_PREFIX, sample_key
 from kforge_domain.card import OperatorCard, Sample, TensorSpec
-from packager.variant import decode_call, dtype_name, encode_call, variant_key
+from packager.variant import decode_call, dtype_name, encode_call, line_offset, variant_key
 
 
 def tensor_spec(tensor: torch.Tensor) -> TensorSpec:
     return TensorSpec(shape=list(tensor.shape), stride=list(tensor.stride()), dtype=dtype_name(tensor.dtype),
-                      storage_offset=int(tensor.storage_offset()), aligned16=tensor.data_ptr() % 16 == 0)
+                      storage_offset=line_offset(tensor), aligned16=tensor.data_ptr() % 16 == 0)
 
 
 def card_from_call(op: str, args: Sequence[object], kwargs: Mapping[str, object], store: BlobStore,

@@ -17,7 +17,7 @@ from typing import Any, cast
 import torch
 
 from packager.traced_call import TracedTensor, is_static
-from packager.variant import _ENUMS, TensorSignature, VariantKey, dtype_from_name
+from packager.variant import _ENUMS, TensorSignature, VariantKey, dtype_from_name, line_offset
 
 # Miss reasons, as counted in Cast.stats().
 SHAPE = "shape"
@@ -115,12 +115,12 @@ class CallMatcher:
 
 
 def address_miss(tensors: Sequence[torch.Tensor], signatures: Sequence[TensorSignature]) -> str | None:
-    """The checks a traced matcher leaves out: storage offset and 16-byte alignment."""
+    """The checks a traced matcher leaves out: line offset and 16-byte alignment."""
     for tensor, expected in zip(tensors, signatures, strict=True):
-        if tensor.storage_offset() != expected.storage_offset:
-            return STORAGE_OFFSET
         if (tensor.data_ptr() % 16 == 0) != expected.aligned16:
             return ALIGNMENT
+        if line_offset(tensor) != expected.storage_offset:
+            return STORAGE_OFFSET
     return None
 
 
@@ -167,10 +167,10 @@ def _tensor_check(expected: TensorSignature, traced: bool) -> Check:
             tensors.append(value)
             return None
         real = cast(torch.Tensor, value)  # checked above: an untraced matcher takes real tensors only
-        if real.storage_offset() != offset:
-            return STORAGE_OFFSET
         if (real.data_ptr() % 16 == 0) != aligned:
             return ALIGNMENT
+        if not aligned and line_offset(real) != offset:  # an aligned address is at line offset 0
+            return STORAGE_OFFSET
         tensors.append(real)
         return None
 

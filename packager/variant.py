@@ -6,8 +6,8 @@ library only), and capture imports it.
 
 A call is split into a JSON-able *template* (every non-tensor argument, with tensors replaced by
 ``{"tensor": i}`` placeholders) and the list of its tensors in argument order. The key is the op
-name, the template and, per tensor, shape, stride, dtype, storage offset, 16-byte alignment and
-device type.
+name, the template and, per tensor, shape, stride, dtype, line offset (:func:`line_offset`),
+16-byte alignment and device type.
 """
 
 from __future__ import annotations
@@ -101,13 +101,29 @@ def dtype_from_name(name: str) -> torch.dtype:
     return dtype
 
 
+def line_offset(tensor: torch.Tensor) -> int:
+    """The part of a tensor's storage offset a kernel can tell apart: where its first element lies
+    in its 16-byte line, in elements (kernels read from the data pointer). Views of one buffer at
+    different offsets (a loop slicing a time step, a window, a cache position) are then one variant
+    wherever their addresses agree modulo 16. An address that is not a whole number of elements
+    into its line keeps the storage offset itself."""
+    remainder, size = tensor.data_ptr() % 16, tensor.element_size()
+    return remainder // size if remainder % size == 0 else int(tensor.storage_offset())
+
+
+def aligned_line_offset(storage_offset: int, element_size: int) -> int:
+    """:func:`line_offset` of a view ``storage_offset`` elements into a 16-byte aligned storage."""
+    remainder = storage_offset * element_size % 16
+    return remainder // element_size if remainder % element_size == 0 else storage_offset
+
+
 def tensor_signature(tensor: torch.Tensor) -> TensorSignature:
     """The layout facts of a tensor that a specialised kernel may depend on."""
     return TensorSignature(
         tuple(tensor.shape),
         tuple(tensor.stride()),
         dtype_name(tensor.dtype),
-        int(tensor.storage_offset()),
+        line_offset(tensor),
         tensor.data_ptr() % 16 == 0,
         tensor.device.type,
     )

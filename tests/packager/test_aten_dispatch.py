@@ -36,19 +36,22 @@ def test_every_kind_of_guard_miss_falls_back_to_eager(relu_softmax_cast, native,
         "shape": torch.randn(5, 8),
         "stride": torch.randn(4, 16)[:, ::2],
         "dtype": x.double(),
-        "storage_offset": torch.randn(36)[4:].view(4, 8),
         "alignment": unaligned((4, 8)),
     }
+    shifted = torch.randn(36)[4:].view(4, 8)
     with torch.inference_mode():
         expected = [torch.softmax(tensor, -1) for tensor in misses.values()]
+        shifted_want = torch.softmax(shifted, -1)
     with torch.inference_mode(), cast.applied_to():
         assert all((o.front is not None) == (native == "1") for o in cast._aten)
         for tensor, want in zip(misses.values(), expected, strict=True):
             torch.testing.assert_close(torch.softmax(tensor, -1), want)
         torch.softmax(x, 0)  # a different non-tensor argument
         torch.softmax(x.to("meta"), -1)  # a device the kernel was not built for never reaches the CPU override
-    fallbacks = cast.stats()[relu_softmax_cast.softmax.id]["fallbacks"]
-    assert fallbacks == {**dict.fromkeys(misses, 1), "args": 1}
+        # the card's layout 16 bytes into a buffer: a kernel reads it as it reads x, so it is a hit
+        torch.testing.assert_close(torch.softmax(shifted, -1), shifted_want)
+    stats = cast.stats()[relu_softmax_cast.softmax.id]
+    assert stats["fallbacks"] == {**dict.fromkeys(misses, 1), "args": 1} and stats["hits"] == 1
 
 
 def test_kernels_of_one_op_each_take_their_own_shape_and_other_shapes_miss_them_all(

@@ -232,12 +232,14 @@ def test_compiled_graph_checks_what_tracing_cannot_see_and_falls_back(tmp_path: 
     cast = load_cast(tmp_path / "f.cast")
     torch._dynamo.reset()
     softmax = cast.compile(lambda t: torch.softmax(t, -1) * 2.0, dynamic=False)  # each shape its own graph
-    offset = torch.randn(40)[8:].view(4, 8)  # the card's shape and strides at another storage offset
+    offset = torch.randn(40)[8:].view(4, 8)  # the card's layout 32 bytes into a buffer: the same to a kernel
+    unaligned = torch.randn(40)[1:33].view(4, 8)  # the card's shape and strides, not 16-byte aligned
     small = torch.randn(3, 8)
     with torch.inference_mode():
         torch.testing.assert_close(softmax(offset), torch.softmax(offset, -1) * 2.0)
+        torch.testing.assert_close(softmax(unaligned), torch.softmax(unaligned, -1) * 2.0)
         torch.testing.assert_close(softmax(small), torch.softmax(small, -1) * 2.0)
-    assert cast.stats()[head.id]["fallbacks"] == {"storage_offset": 1}
+    assert cast.stats()[head.id]["fallbacks"] == {"alignment": 1} and cast.stats()[head.id]["hits"] == 1
     assert cast.stats()[failing.id]["fallbacks"] == {"kernel_error": 1}
 
 

@@ -89,12 +89,17 @@ def test_miss_names_the_first_field_that_differs() -> None:
         "shape": torch.randn(4, 9),
         "stride": torch.randn(4, 16)[:, ::2],
         "dtype": x.double(),
-        "storage_offset": torch.randn(36)[4:].view(4, 8),  # offset 4 floats: still 16-byte aligned
         "alignment": unaligned((4, 8)),
         "device": x.to("meta"),
     }
     for reason, tensor in cases.items():
         assert matcher.miss_reason([tensor, -1, False], {}, []) == reason, reason
+    # a view 4 floats into a buffer starts a 16-byte line as x does: the kernel cannot tell them apart
+    assert matcher.miss_reason([torch.randn(36)[4:].view(4, 8), -1, False], {}, []) is None
+    one_in, two_in = torch.randn(40)[1:33].view(4, 8), torch.randn(40)[2:34].view(4, 8)
+    unaligned_matcher = CallMatcher(variant_key(OP, [one_in, -1, False], {}))
+    assert unaligned_matcher.miss_reason([two_in, -1, False], {}, []) == "storage_offset"  # elsewhere in a line
+    assert unaligned_matcher.miss_reason([torch.randn(40)[5:37].view(4, 8), -1, False], {}, []) is None
     assert matcher.miss_reason([x, 0, False], {}, []) == "args"
     assert matcher.miss_reason([x, -1], {}, []) == "args"
     assert matcher.miss_reason([x, -1, False], {"half_to_float": False}, []) == "args"
@@ -104,8 +109,12 @@ def test_miss_names_the_first_field_that_differs() -> None:
 def test_traced_matcher_leaves_offset_and_alignment_to_address_miss() -> None:
     x = torch.randn(4, 8)
     key = variant_key(OP, [x, -1, False], {})
-    shifted = torch.randn(36)[4:].view(4, 8)
+    shifted = torch.randn(36)[1:33].view(4, 8)
     assert CallMatcher(key, traced=True).miss_reason([shifted, -1, False], {}, []) is None
-    assert address_miss([shifted], key.tensors) == "storage_offset"
+    assert address_miss([shifted], key.tensors) == "alignment"
+    assert address_miss([torch.randn(36)[4:].view(4, 8)], key.tensors) is None  # the same place in its line
     assert address_miss([unaligned((4, 8))], key.tensors) == "alignment"
+    one_in = torch.randn(40)[1:33].view(4, 8)
+    assert address_miss([torch.randn(40)[2:34].view(4, 8)], variant_key(OP, [one_in, -1, False], {}).tensors) == (
+        "storage_offset")
     assert address_miss([x], key.tensors) is None

@@ -46,18 +46,18 @@ def test_a_call_the_slot_turns_away_reaches_the_python_op_with_its_reason(net_ca
     net, x, _, head, cast = net_cast
     cast.backend(net)
     slot = cast._graph_kernels.native_slots[head.id]
-    shifted = torch.empty(x.numel() + 1)[1:].view_as(x).copy_(x)  # the card's shape, another storage offset
+    shifted = torch.empty(x.numel() + 1)[1:].view_as(x).copy_(x)  # the card's shape, not 16-byte aligned
     with torch.inference_mode():
         (got,) = torch.ops.kforge_cast.native([shifted], slot)
         (hit,) = torch.ops.kforge_cast.native([x], slot)
     torch.testing.assert_close(got, torch.softmax(x, dim=-1))
     torch.testing.assert_close(hit, torch.softmax(x, dim=-1))
-    assert cast.stats()[head.id] == {"calls": 2, "hits": 1, "fallbacks": {"storage_offset": 1}}
+    assert cast.stats()[head.id] == {"calls": 2, "hits": 1, "fallbacks": {"alignment": 1}}
     cast.remove()  # the slot is switched off with its owner: the Python op counts the call as removed
     with torch.inference_mode():
         (again,) = torch.ops.kforge_cast.native([x], slot)
     torch.testing.assert_close(again, torch.softmax(x, dim=-1))
-    assert cast.stats()[head.id]["fallbacks"] == {"storage_offset": 1, "removed": 1}
+    assert cast.stats()[head.id]["fallbacks"] == {"alignment": 1, "removed": 1}
 
 
 def test_an_unknown_slot_is_an_error_that_names_it() -> None:
