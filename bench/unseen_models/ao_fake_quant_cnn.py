@@ -19,7 +19,7 @@ class FakeQuantCnn(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.quant_in(x)
-        w1, w2, w3 = (q(m.weight) for q, m in zip(self.weight_quant, (self.conv1, self.conv2, self.fc)))
+        w1, w2, w3 = (q(m.weight) for q, m in zip(self.weight_quant, (self.conv1, self.conv2, self.fc), strict=True))
         x = self.act_quant[0](torch.relu(nn.functional.conv2d(x, w1, self.conv1.bias, padding=1)))
         x = self.act_quant[1](torch.relu(nn.functional.conv2d(x, w2, self.conv2.bias, padding=1, stride=2)))
         x = x.mean(dim=(2, 3))
