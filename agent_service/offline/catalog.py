@@ -94,6 +94,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     **dict.fromkeys(("max_pool2d", "max_pool1d"), ops_rowwise.max_pool_plan),
     **dict.fromkeys(("avg_pool2d", "avg_pool1d"), ops_rowwise.avg_pool_plan),
     "upsample_bilinear2d": ops_rowwise.upsample_bilinear_plan,
+    "upsample_bicubic2d": ops_rowwise.upsample_bicubic_plan,
     "upsample_linear1d": ops_rowwise.upsample_linear_plan,
     **dict.fromkeys(("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "_upsample_nearest_exact1d",
                      "_upsample_nearest_exact2d", "_upsample_nearest_exact3d"), ops_gather.upsample_nearest_plan),

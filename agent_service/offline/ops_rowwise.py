@@ -68,6 +68,14 @@ def upsample_bilinear_plan(card: OperatorCard, base: str, call: dict[str, Any]) 
     return _resize_plan(card, call, "bilinear", [call.get("scales_h"), call.get("scales_w")])
 
 
+def upsample_bicubic_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> AdaptivePoolPlan:
+    """upsample_bicubic2d (.vec and by output size) of NCHW planes, with or without align_corners:
+    family ``upsample_bicubic``, each output from sixteen inputs with eager's cubic weights (the
+    antialiased form is another op, not templated). A resize to the input's own size is left to
+    eager, which copies it."""
+    return _resize_plan(card, call, "bicubic", [call.get("scales_h"), call.get("scales_w")])
+
+
 def upsample_linear_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> AdaptivePoolPlan:
     """upsample_linear1d (.vec and by output size) of NCL rows, with or without align_corners:
     family ``upsample_linear``, each output from two inputs with eager's weights. A resize to the
@@ -94,6 +102,8 @@ def _resize_plan(card: OperatorCard, call: dict[str, Any], kind: str, scales_giv
     scales = [_source_scale(size_in, size_out, factor, align)
               for size_in, size_out, factor in zip(shape[2:], out[2:], factors, strict=True)]
     in_h, out_h, scale_h = (shape[2], out[2], scales[0]) if n == 2 else (1, 1, "0.0f")
+    if kind == "bicubic" and x.spec.dtype != card.outputs[0].dtype:
+        raise UnsupportedCard(f"bicubic resizing of {x.spec.dtype} into {card.outputs[0].dtype}")
     return AdaptivePoolPlan(
         family=f"upsample_{kind}", summary=f"{card.op} of {shape} to {out} {x.spec.dtype}", inputs=tuple(card.inputs),
         outputs=tuple(card.outputs), x=x.index, planes=shape[0] * shape[1], in_h=in_h, in_w=shape[-1],
