@@ -232,6 +232,58 @@ class AdaptivePoolPlan:
                 f"s += kf_to_f32(plane[{self._at('h', 'w', n)}]);\n"
                 f"    y[i] = kf_from_f32<TY>(s / (float)((h1 - h0) * (w1 - w0)));\n")
 
+    def _cpu_channel_windows(self, total: int) -> str:
+        """The cpu loop of a channels-last max, average or adaptive average pool: per output pixel, its
+        window's bounds once, then each tap's channels in one vectorised pass into a row of
+        accumulators (the taps in eager's order, so sums round as eager's do)."""
+        x = self.inputs[self.x]
+        c, oh, ow, (s_n, s_c, s_h, s_w) = x.shape[1], self.out_h, self.out_w, x.stride
+        ih, iw = self.in_h, self.in_w
+        head = (f"  for (int64_t px = 0; px < {total // max(c, 1)}LL; ++px) {{\n"
+                f"    const IDX nb = px / {oh * ow}LL, oh = (px / {ow}LL) % {oh}LL, ow = px % {ow}LL;\n"
+                f"    float acc[{c}];\n")
+
+        def taps(h_range: str, w_range: str, update: str, skip: str = "") -> str:
+            return (f"    for ({h_range}) {{\n{skip and f'      if (h < 0 || h >= {ih}LL) continue;{chr(10)}'}"
+                    f"      for ({w_range}) {{\n{skip and f'        if (w < 0 || w >= {iw}LL) continue;{chr(10)}'}"
+                    f"        const TX *src = x + nb * {s_n}LL + h * {s_h}LL + w * {s_w}LL;\n#pragma omp simd\n"
+                    f"        for (IDX ch = 0; ch < {c}LL; ++ch) {{ const float v = kf_to_f32(src[ch * {s_c}LL]); "
+                    f"{update} }}\n      }}\n    }}\n")
+
+        def fill(value: str) -> str:
+            return f"#pragma omp simd\n    for (IDX ch = 0; ch < {c}LL; ++ch) acc[ch] = {value};\n"
+
+        def store(value: str) -> str:
+            return (f"#pragma omp simd\n    for (IDX ch = 0; ch < {c}LL; ++ch) "
+                    f"y[px * {c}LL + ch] = kf_from_f32<TY>({value});\n  }}")
+
+        if self.kind == "max":
+            (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel, self.stride, self.padding, self.dilation
+            body = taps(f"IDX a = 0, h = oh * {sh}LL - {ph}LL; a < {kh}LL; ++a, h += {dh}LL",
+                        f"IDX b = 0, w = ow * {sw}LL - {pw}LL; b < {kw}LL; ++b, w += {dw}LL",
+                        "acc[ch] = (v > acc[ch] || v != v) ? v : acc[ch];", skip="yes")
+            return head + fill("-INFINITY") + body + store("acc[ch]")
+        if self.kind == "avg":
+            (kh, kw), (sh, sw), (ph, pw) = self.kernel, self.stride, self.padding
+            if self.divisor is not None:
+                divisor = f"{self.divisor}.0f"
+            elif self.count_include_pad:
+                divisor = "(float)((h1p - h0) * (w1p - w0))"
+            else:
+                divisor = "(float)((h1 - h0c) * (w1 - w0c))"
+            bounds = (f"    const IDX h0 = oh * {sh}LL - {ph}LL, w0 = ow * {sw}LL - {pw}LL;\n"
+                      f"    const IDX h1p = h0 + {kh}LL < {ih + ph}LL ? h0 + {kh}LL : {ih + ph}LL;\n"
+                      f"    const IDX w1p = w0 + {kw}LL < {iw + pw}LL ? w0 + {kw}LL : {iw + pw}LL;\n"
+                      "    const IDX h0c = h0 > 0 ? h0 : 0, w0c = w0 > 0 ? w0 : 0;\n"
+                      f"    const IDX h1 = h1p < {ih}LL ? h1p : {ih}LL, w1 = w1p < {iw}LL ? w1p : {iw}LL;\n")
+            body = taps("IDX h = h0c; h < h1; ++h", "IDX w = w0c; w < w1; ++w", "acc[ch] += v;")
+            return (head + bounds + fill("0.0f") + body
+                    + store(f"h0c >= h1 || w0c >= w1 ? 0.0f : acc[ch] / {divisor}"))
+        bounds = (f"    const IDX h0 = (oh * {ih}LL) / {oh}LL, h1 = ((oh + 1) * {ih}LL + {oh - 1}LL) / {oh}LL;\n"
+                  f"    const IDX w0 = (ow * {iw}LL) / {ow}LL, w1 = ((ow + 1) * {iw}LL + {ow - 1}LL) / {ow}LL;\n")
+        body = taps("IDX h = h0; h < h1; ++h", "IDX w = w0; w < w1; ++w", "acc[ch] += v;")
+        return head + bounds + fill("0.0f") + body + store("acc[ch] / (float)((h1 - h0) * (w1 - w0))")
+
     def render(self, backend: str, knobs: Knobs, device: DeviceInfo) -> str:
         knobs = self.knob_space(backend, device).normalise(knobs)
         tx = cxx.element_type(self.inputs[self.x].dtype, backend)
@@ -280,6 +332,14 @@ extern "C" int kf_launch(const kf_tensor *inputs, int32_t n_inputs, kf_tensor *o
             coords = "p = r" if self.kind == "linear" else f"p = r / {self.out_h}LL, oh = r % {self.out_h}LL"
             loop = (f"  for (int64_t r = 0; r < {rows}LL; ++r) {{\n    const IDX {coords};\n#pragma omp simd\n"
                     f"    for (IDX ow = 0; ow < {ow}LL; ++ow) {{\n    const IDX i = r * {ow}LL + ow;\n"
+                    f"{self._bin_loop()}    }}\n  }}")
+        elif self._pixels_first and self.kind in ("max", "avg", "adaptive_avg"):
+            loop = self._cpu_channel_windows(total)
+        elif self._pixels_first:  # a pixel's channels, one after another: contiguous reads and writes
+            c, oh, ow = self.outputs[0].shape[1], self.out_h, self.out_w
+            loop = (f"  for (int64_t px = 0; px < {total // max(c, 1)}LL; ++px) {{\n"
+                    f"    const IDX nb = px / {oh * ow}LL, oh = (px / {ow}LL) % {oh}LL, ow = px % {ow}LL;\n"
+                    f"#pragma omp simd\n    for (IDX ch = 0; ch < {c}LL; ++ch) {{\n    const IDX i = px * {c}LL + ch;\n"
                     f"{self._bin_loop()}    }}\n  }}")
         else:
             loop = f"  for (int64_t i = 0; i < {total}LL; ++i) {{\n{index('LL')}{self._bin_loop()}  }}"
