@@ -117,6 +117,7 @@ ATEN_OPS: dict[str, PlanBuilder] = {
     "flip": ops_gather.flip_plan,
     **dict.fromkeys(("pixel_shuffle", "pixel_unshuffle"), ops_gather.pixel_shuffle_plan),
     "im2col": ops_gather.im2col_plan,
+    "affine_grid_generator": ops_gather.affine_grid_plan,
     "col2im": fold.col2im_plan,
     "bucketize": ops_compare.bucketize_plan,
     "roll": ops_gather.roll_plan,

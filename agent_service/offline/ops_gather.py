@@ -1,6 +1,6 @@
 """Aten cards the gather engine covers: nearest upsampling, cat, index by one tensor, gather along a
 dim, embedding, one_hot, constant pad, masked_fill, where, argmax and argmin, repeat_interleave by an int,
-flip and roll, and reshapes that copy.
+flip and roll, reshapes that copy, and 2-d affine grids.
 
 Each builder turns the bound call into a :class:`GatherPlan`, whose branches name where each
 output element comes from; a call outside what it handles raises :class:`UnsupportedCard`.
@@ -613,3 +613,43 @@ def reshape_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Element
     source = cxx.linear_offset(flat, x.spec.shape, x.spec.stride)
     return _plan(card, "gather_reshape", [Branch("", f"in{x.index}[{source}]")])
 
+
+
+# ---- affine_grid -------------------------------------------------------------------------------
+
+
+def _grid_coordinate(index: str, steps: int, align_corners: bool) -> str:
+    """Eager's ``linspace_from_neg_one`` at ``index`` (C, over the output coordinates), in float:
+    linspace's two halves (``-1 + step * i`` below ``steps / 2``, ``1 - step * (steps - 1 - i)`` from
+    it), scaled by ``(steps - 1) / steps`` without ``align_corners``; 0 for a single step."""
+    if steps <= 1:
+        return "0.0f"
+    step = f"(2.0f / (float){steps - 1})"
+    value = (f"({index} < {steps // 2}LL ? -1.0f + {step} * (float){index} "
+             f": 1.0f - {step} * (float)({steps - 1}LL - {index}))")
+    return value if align_corners else f"({value} * {float(steps - 1)!r}f / {float(steps)!r}f)"
+
+
+def affine_grid_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> GatherPlan:
+    """affine_grid_generator of 2-d grids (``F.affine_grid``): each output point is the float32
+    transform ``theta`` (N x 2 x 3) applied to eager's base grid point ``(x, y, 1)``: family
+    ``gather_affine_grid``. Eager multiplies by a batched matmul; the sum here is in the same order
+    of terms, and its rounding may differ in the last bit."""
+    theta = tensor_argument(call, "theta")
+    size, align = call.get("size"), call.get("align_corners")
+    out = card.outputs[0]
+    if not isinstance(size, list) or len(size) != 4 or not isinstance(align, bool):
+        raise UnsupportedCard(f"affine_grid of size {size!r}: only 2-d grids (a 4-d size) are templated")
+    n, _, h, w = size
+    if theta.spec.dtype != "float32" or out.dtype != "float32" or theta.spec.shape != [n, 2, 3]:
+        raise UnsupportedCard(f"affine_grid of a {theta.spec.dtype} theta of {theta.spec.shape} into {out.dtype}: "
+                              "a float32 N x 2 x 3 theta is templated")
+    if out.shape != [n, h, w, 2]:
+        raise UnsupportedCard(f"affine_grid output {out.shape} is not [{n}, {h}, {w}, 2]")
+
+    def term(column: int) -> str:  # the gather engine reads raw bits
+        return f"{_VALUE['float32']}(in{theta.index}[{offset(['o0', 'o3', str(column)], theta.spec.stride)}])"
+
+    x, y = _grid_coordinate("o2", w, align), _grid_coordinate("o1", h, align)
+    value = f"kf_bits_of_f32({x} * {term(0)} + {y} * {term(1)} + {term(2)})"
+    return _plan(card, "gather_affine_grid", [Branch("", value)], helpers=conversion_helpers(value))

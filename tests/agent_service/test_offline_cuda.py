@@ -70,6 +70,8 @@ def _cards() -> list[tuple[str, OperatorCard, list[dict[str, Any]]]]:
         ("upsample_bicubic_pos_embed_bf16", aten.upsample_bicubic2d.vec, [r(1, 768, 14, 14, dtype=bf16), [37, 37],
                                                                           False, None], {}, [{}, {"index_bits": 32}]),
         ("upsample_bicubic_aligned", aten.upsample_bicubic2d.vec, [r(1, 8, 9, 7), [20, 30], True, None], {}, [{}]),
+        ("affine_grid_of_a_spatial_transformer", aten.affine_grid_generator.default,
+         [r(8, 2, 3), [8, 3, 64, 64], False], {}, [{}, {"mode": "flat"}]),
         ("max_pool_channels_last_stem_bf16", aten.max_pool2d.default,
          [r(32, 64, 112, 112, dtype=bf16).contiguous(memory_format=cl), [3, 3], [2, 2], [1, 1]], {},
          [{}, {"unroll_window": False}, {"index_bits": 32}]),

@@ -629,6 +629,13 @@ GATHER_SPECS = [
              ("F.one_hot(i % 5, 5)", "F.one_hot(i % 5, num_classes=5)", "F.one_hot(i % 5)", "F.one_hot(i, 5)",
               "F.one_hot(i % 5, 7)", "F.one_hot((i % 5).t(), 5)", "F.one_hot(i % 5, 5).float()"),
              (((5,), (), (0,), (5, 1), (2, 3, 5)),)),
+    _rowwise("affine_grid", "gather_affine_grid", aten.affine_grid_generator.default, ("t",),
+             (TensorRecipe((2, 2, 3)),),
+             ("F.affine_grid(t, [2, 3, 9, 11], align_corners=False)", "F.affine_grid(t, (2, 3, 9, 11), False)",
+              "F.affine_grid(t, [2, 3, 9, 11], align_corners=True)", "F.affine_grid(t, [2, 5, 4, 11], False)",
+              "F.affine_grid(t, [2, 3, 1, 1], False)", "F.affine_grid(t.double(), [2, 3, 9, 11], False)",
+              "torch.affine_grid_generator(t, [2, 3, 9, 11], False)"),
+             (((1, 2, 3), (2, 3, 4), (0, 2, 3)),)),
     _rowwise("pad_last", "gather_pad", aten.pad.default, ("x",), (TensorRecipe((2, 4, 33)),), PAD_SPELLINGS,
              (((4, 33), (0, 4, 33), (2, 4, 1), (2, 4, 3, 11)),)),
     _rowwise("upsample_bilinear", "upsample_bilinear", aten.upsample_bilinear2d.vec, ("x",),
@@ -1336,7 +1343,7 @@ def test_every_family_and_op_the_offline_proposer_covers_has_a_card_here() -> No
         "gather_upsample_nearest", "gather_cat", "gather_index", "gather_embedding", "gather_pad", "gather_select",
         "gather_repeat", "gather_reshape", "gather_shift",
         "compare", "logical", "integer_arithmetic", "gather_convert", "arg_extreme", "scan", "histc", "sort",
-        "bucketize", "index_add", "scatter_reduce", "col2im",
+        "bucketize", "index_add", "scatter_reduce", "col2im", "gather_affine_grid",
     }
     assert {s.op._schema.name.removeprefix("aten::") for s in UNARY_SPECS if s.op} == set(ops_elementwise.UNARY)
     assert {s.op._schema.name.removeprefix("aten::") for s in FAKE_QUANTIZE_SPECS} == set(ops_fake_quantize.OPS)
