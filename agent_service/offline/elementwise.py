@@ -27,8 +27,8 @@ from kforge_domain.card import TensorSpec
 from kforge_domain.device import DeviceInfo
 from kforge_domain.dtypes import DTYPE_BYTES
 
-#: Integer operand dtypes: read as they are stored (``int32_t x<i>``), so that an expression mixes
-#: them with floats by C's conversions, as eager's kernels do.
+#: Integer operand dtypes a plan may read as stored (``int32_t x<i>``, with ``integer_operands``), so
+#: that its expression mixes them with floats by C's conversions, as eager's kernels do.
 INTEGER_OPERAND_DTYPES = ("int32",)
 
 
@@ -110,6 +110,10 @@ class ElementwisePlan:
     # eager's cuda arithmetic where it differs from its cpu one (casts of floats to integers)
     cuda_expression: str = ""
     value_ranges: tuple[ValueRange, ...] = ()
+    # The expression is written for int32 operands as stored (fake quantization's zero point). Any
+    # other formula sees floats only: given int32 operands as stored, C would divide two of them as
+    # integers where eager divides their float values.
+    integer_operands: bool = False
 
     def expression_for(self, backend: str) -> str:
         return self.cuda_expression if backend == "cuda" and self.cuda_expression else self.expression
@@ -124,8 +128,9 @@ class ElementwisePlan:
         before any source is rendered (coverage and card selection ask for plans only)."""
         if self.outputs[0].dtype not in cxx.FLOAT_DTYPES:
             raise UnsupportedCard(f"output dtype {self.outputs[0].dtype} is not a float dtype the templates handle")
+        readable = (*cxx.FLOAT_DTYPES, *INTEGER_OPERAND_DTYPES) if self.integer_operands else cxx.FLOAT_DTYPES
         for op in self.operands:
-            if self.inputs[op.tensor].dtype not in (*cxx.FLOAT_DTYPES, *INTEGER_OPERAND_DTYPES):
+            if self.inputs[op.tensor].dtype not in readable:
                 raise UnsupportedCard(f"input dtype {self.inputs[op.tensor].dtype} is not a float dtype "
                                       "the templates handle")
 

@@ -104,7 +104,7 @@ def _plan(card: OperatorCard, operands: tuple[Operand, ...], expression: str, cu
     return ElementwisePlan(
         family="elementwise_unary", summary=f"{card.op} over {card.outputs[0].shape} {card.outputs[0].dtype}",
         inputs=tuple(card.inputs), outputs=tuple(card.outputs), operands=operands, expression=expression,
-        cuda_expression=cuda_expression, value_ranges=value_ranges,
+        cuda_expression=cuda_expression, value_ranges=value_ranges, integer_operands=True,
     )
 
 

@@ -125,6 +125,16 @@ def test_forms_with_another_arithmetic_are_refused_with_the_reason(op: Any, args
         plan_for_card(card, "cpu")
 
 
+def test_other_formulas_never_see_int32_operands_as_stored() -> None:
+    """Only fake quantization's formulas are written for an int32 operand as stored: ``a / b`` of two
+    int32 tensors into float (eager's true division) must not become C's integer division."""
+    a, b = torch.randint(-9, 9, (4, 8), dtype=torch.int32), torch.randint(1, 9, (4, 8), dtype=torch.int32)
+    for op, args in ((aten.div.Tensor, [a, b]), (aten.sigmoid.default, [a]), (aten.add.Tensor, [a, values(4, 8)])):
+        card, _ = aten_card(op, args)
+        with pytest.raises(UnsupportedCard, match="int32 is not a float dtype"):
+            plan_for_card(card, "cpu")
+
+
 @pytest.mark.skipif(not NVCC, reason="needs nvcc")
 def test_every_form_builds_for_sm_90_with_its_cuda_arithmetic(tmp_path: Path) -> None:
     """The cuda kernels cast where eager's cuda kernels cast: the per-channel form adds the zero point
