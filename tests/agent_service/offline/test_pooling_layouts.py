@@ -56,7 +56,7 @@ def test_other_layouts_are_refused_with_the_reason() -> None:
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="compares with eager's cuda kernels")
-def test_cuda_kernels_give_eagers_cuda_results_in_every_layout(tmp_path: Path) -> None:
+def test_cuda_kernels_give_eagers_cuda_results_on_the_device_in_every_layout(tmp_path: Path) -> None:
     runs = []
     for name, (op, args) in CASES.items():
         cuda_args = [to_cuda_keeping_strides(a) if isinstance(a, torch.Tensor) else a for a in args]
