@@ -48,11 +48,13 @@ class CardPipeline:
             task.result()
         self._draining = task
 
-    async def drain(self) -> None:
-        """Wait for the card still finishing, if any."""
+    async def drain(self) -> bool:
+        """Wait for the card still finishing, if any; False when there was none."""
         task, self._draining = self._draining, None
-        if task is not None:
-            await task
+        if task is None:
+            return False
+        await task
+        return True
 
     async def _run(self, card_id: str, search: SearchFn, issued: asyncio.Event) -> None:
         self._running.add(card_id)

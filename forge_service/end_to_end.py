@@ -140,8 +140,11 @@ def _sci_word(value: float | None) -> str:
     return "—" if value is None else f"departs {value:.1e}"
 
 
-def _carried_eager(e: EndToEnd) -> str:
-    return "" if e.graph_figures_eager_ms is None else f" ({number(e.graph_figures_eager_ms, 'ms')})"
+def carried_figures_words(e: EndToEnd) -> str:
+    """Where torch.compile's figures come from an earlier measurement, and the eager they were timed against."""
+    eager = "" if e.graph_figures_eager_ms is None else f" ({number(e.graph_figures_eager_ms, 'ms')})"
+    return (f"torch.compile's figures ({', '.join(e.graph_figures_carried)}) are from the first measurement, each "
+            f"speedup against the eager timed beside it{eager}: no kernel served those graphs afterwards")
 
 
 def end_to_end_line(e: EndToEnd, width: int = COLUMNS) -> str:
@@ -168,9 +171,7 @@ def end_to_end_line(e: EndToEnd, width: int = COLUMNS) -> str:
         if within := graph_noise_words(e, mode):
             lines.append(f"    within noise: {within}")
     if e.graph_figures_carried:
-        lines.append(f"  torch.compile's figures ({', '.join(e.graph_figures_carried)}) are from the first "
-                     f"measurement, each speedup against the eager timed beside it{_carried_eager(e)}: no kernel "
-                     "served those graphs afterwards")
+        lines.append(f"  {carried_figures_words(e)}")
     return "\n".join(textwrap.fill(line, width, subsequent_indent=" " * (len(line) - len(line.lstrip()) + 4),
                                     break_on_hyphens=False) for line in lines)
 

@@ -18,6 +18,7 @@ from forge_service.end_to_end import (
     GRAPH_MODE_FIELDS,
     RUNS_AS_EAGER,
     EndToEnd,
+    carried_figures_words,
     graph_noise_words,
     mode_rows,
     number,
@@ -111,10 +112,7 @@ class RunReport(BaseModel):
                 f"tolerance of {scientific(e.parity_tolerance)} ({parity_word(e)}); {_rounding_noise_words(e)}.",
             ]
             if e.graph_figures_carried:
-                eager = "" if e.graph_figures_eager_ms is None else f" ({number(e.graph_figures_eager_ms)} ms)"
-                lines.append(f"torch.compile's figures ({', '.join(e.graph_figures_carried)}) are from the first "
-                             f"measurement, each speedup against the eager timed beside it{eager}: no kernel "
-                             "served those graphs afterwards.")
+                lines.append(f"{carried_figures_words(e)}.")
             if e.parity_note:
                 lines.append(f"Parity {e.parity_note}.")
             if e.cast_speedup_interval:

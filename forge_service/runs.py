@@ -293,10 +293,9 @@ class RunManager:
                     row = next((r for r in store.cards()
                                 if r.selected and r.status != "done" and r.id not in cards_in_turn.running), None)
                     if row is None:
-                        if not cards_in_turn.running:
-                            break
-                        await cards_in_turn.drain()  # the last card may yet release or promote another
-                        continue
+                        if await cards_in_turn.drain():  # the last card may yet release or promote another
+                            continue
+                        break
                     await cards_in_turn.start(row.id, functools.partial(search, row, None))
             while (extra_row := grant_spare_budget(store, config)) is not None:
                 await self._emit(run_id, "log", f"budget raised to {extra_row.budget}: still improving",
@@ -317,10 +316,9 @@ class RunManager:
             row = next((r for r in store.cards() if r.selected and r.status != "done" and r.id not in rounded
                         and not store.evaluation_count(r.id)), None)
             if row is None:
-                if not cards_in_turn.running:
-                    return
-                await cards_in_turn.drain()  # a card that proposed nothing may yet promote another
-                continue
+                if await cards_in_turn.drain():  # a card that proposed nothing may yet promote another
+                    continue
+                return
             rounded.add(row.id)
             await cards_in_turn.start(row.id, functools.partial(search, row, min(row.budget, parallel)))
 

@@ -107,13 +107,17 @@ def line_offset(tensor: torch.Tensor) -> int:
     different offsets (a loop slicing a time step, a window, a cache position) are then one variant
     wherever their addresses agree modulo 16. An address that is not a whole number of elements
     into its line keeps the storage offset itself."""
-    remainder, size = tensor.data_ptr() % 16, tensor.element_size()
-    return remainder // size if remainder % size == 0 else int(tensor.storage_offset())
+    return _line_offset(tensor.data_ptr() % 16, tensor.element_size(), int(tensor.storage_offset()))
 
 
 def aligned_line_offset(storage_offset: int, element_size: int) -> int:
     """:func:`line_offset` of a view ``storage_offset`` elements into a 16-byte aligned storage."""
-    remainder = storage_offset * element_size % 16
+    return _line_offset(storage_offset * element_size % 16, element_size, storage_offset)
+
+
+def _line_offset(remainder: int, element_size: int, storage_offset: int) -> int:
+    """Elements into its 16-byte line of a first element ``remainder`` bytes into it; the storage offset
+    where that is not a whole number of elements."""
     return remainder // element_size if remainder % element_size == 0 else storage_offset
 
 

@@ -115,6 +115,10 @@ class ElementwisePlan:
     # integers where eager divides their float values.
     integer_operands: bool = False
 
+    @property
+    def operand_dtypes(self) -> list[str]:
+        return [self.inputs[op.tensor].dtype for op in self.operands]
+
     def expression_for(self, backend: str) -> str:
         return self.cuda_expression if backend == "cuda" and self.cuda_expression else self.expression
 
@@ -129,10 +133,9 @@ class ElementwisePlan:
         if self.outputs[0].dtype not in cxx.FLOAT_DTYPES:
             raise UnsupportedCard(f"output dtype {self.outputs[0].dtype} is not a float dtype the templates handle")
         readable = (*cxx.FLOAT_DTYPES, *INTEGER_OPERAND_DTYPES) if self.integer_operands else cxx.FLOAT_DTYPES
-        for op in self.operands:
-            if self.inputs[op.tensor].dtype not in readable:
-                raise UnsupportedCard(f"input dtype {self.inputs[op.tensor].dtype} is not a float dtype "
-                                      "the templates handle")
+        for dtype in self.operand_dtypes:
+            if dtype not in readable:
+                raise UnsupportedCard(f"input dtype {dtype} is not a float dtype the templates handle")
 
     def _layout(self) -> tuple[list[int], list[int], list[list[int]]]:
         out = self.outputs[0]
@@ -147,8 +150,7 @@ class ElementwisePlan:
     def _max_vector(self) -> int:
         """Widest vector every operand allows (1 when the innermost dim cannot be vectorised)."""
         shape, out_strides, op_strides = self._layout()
-        dtypes = [self.outputs[0].dtype, *(self.inputs[o.tensor].dtype for o in self.operands)]
-        widest = max(DTYPE_BYTES[d] for d in dtypes)
+        widest = max(DTYPE_BYTES[d] for d in (self.outputs[0].dtype, *self.operand_dtypes))
         vec = 16 // widest
         if out_strides[-1] != 1 or not self.outputs[0].aligned16:
             return 1
@@ -294,10 +296,9 @@ def _render_cpu(plan: ElementwisePlan, knobs: Knobs) -> str:
     out_t = cxx.element_type(plan.outputs[0].dtype, "cpu")
     params, args = _signature(plan, "cpu")
     names = [(f"o{i}", s[:-1]) for i, s in enumerate(op_strides)] + [("oo", out_strides[:-1])]
-    dtypes = [plan.inputs[op.tensor].dtype for op in plan.operands]
     loads = "\n".join(
         f"        const {_value_type(d)} x{i} = {_value(d, f'in{i}[o{i} + c * {s[-1]}LL]')};"
-        for i, (d, s) in enumerate(zip(dtypes, op_strides, strict=True))
+        for i, (d, s) in enumerate(zip(plan.operand_dtypes, op_strides, strict=True))
     )
     threads = f" num_threads({knobs['threads']})" if knobs["threads"] else ""
     simd = "#pragma omp simd" if knobs["simd"] else ""
@@ -377,8 +378,7 @@ def _render_cuda(plan: ElementwisePlan, knobs: Knobs, device: DeviceInfo) -> str
 
     input_names = [(f"o{i}", s[:-1]) for i, s in enumerate(op_strides)]
     held, loads, values = [], [], []
-    for i, s in enumerate(op_strides):
-        dtype = plan.inputs[plan.operands[i].tensor].dtype
+    for i, (dtype, s) in enumerate(zip(plan.operand_dtypes, op_strides, strict=True)):
         t, vt = _stored(dtype, "cuda"), _value_type(dtype)
         if vec > 1 and s[-1] == 1:
             held.append(f"  kf_vec<{t}, {vec}> l{i}[{unroll}];")
@@ -471,7 +471,7 @@ def _render_cuda_tiled(plan: ElementwisePlan, knobs: Knobs, device: DeviceInfo) 
     across = [i for i, s in enumerate(op_strides) if s[-1] not in (0, 1)]
     names = [(f"o{i}", [s[d] for d in batch]) for i, s in enumerate(op_strides)]
     names.append(("oo", [out_strides[d] for d in batch]))
-    dtypes = [plan.inputs[op.tensor].dtype for op in plan.operands]
+    dtypes = plan.operand_dtypes
     stage = "\n".join(
         f"    for (int r = threadIdx.y; r < {TILE}; r += {TILE_ROWS}) {{\n"
         f"      const int64_t ti = i0 + r, tt = t0 + threadIdx.x;\n"

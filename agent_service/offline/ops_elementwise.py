@@ -151,6 +151,14 @@ BINARY: dict[str, Callable[[str, str, float], str]] = {
     "minimum": lambda a, b, alpha: f"(({a}) != ({a}) || ({b}) != ({b}) ? ({a}) + ({b}) : fminf({a}, {b}))",
 }
 
+def along_dim(t: TensorArg, ndim: int, dim: int) -> Operand:
+    """A 1-d tensor read along output dim ``dim`` of ``ndim`` and broadcast over the others (a
+    per-channel weight, statistic, scale or zero point)."""
+    strides = [0] * ndim
+    strides[dim] = t.spec.stride[0]
+    return Operand(t.index, t.spec.dtype, strides=tuple(strides))
+
+
 def _check_single_output(card: OperatorCard) -> None:
     if len(card.outputs) != 1:
         raise UnsupportedCard(f"{card.op} writes {len(card.outputs)} outputs; the elementwise template writes one")
@@ -281,13 +289,12 @@ def prelu_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Elementwi
     channels = shape[1] if len(shape) >= 2 else 1
     if weight.spec.numel not in (1, channels) or len(weight.spec.shape) > 1 or out.shape != shape:
         raise UnsupportedCard(f"prelu of {shape} by a weight of {weight.spec.shape} is not templated")
-    strides = [0] * len(shape)
-    if weight.spec.numel > 1:
-        strides[1] = weight.spec.stride[0]
+    per_channel = along_dim(weight, len(shape), 1) if weight.spec.numel > 1 else Operand(
+        weight.index, weight.spec.dtype, strides=(0,) * len(shape))
     return ElementwisePlan(
         family="elementwise_binary", summary=f"{card.op} to {out.shape} {out.dtype}",
         inputs=tuple(card.inputs), outputs=tuple(card.outputs),
-        operands=(Operand(x.index, x.spec.dtype), Operand(weight.index, weight.spec.dtype, strides=tuple(strides))),
+        operands=(Operand(x.index, x.spec.dtype), per_channel),
         expression="(x0 > 0.0f ? x0 : x1 * x0)",
     )
 
@@ -316,9 +323,7 @@ def batch_norm_plan(card: OperatorCard, base: str, call: dict[str, Any]) -> Elem
     def per_channel(t: TensorArg) -> Operand:
         if t.spec.shape != [channels]:
             raise UnsupportedCard(f"per-channel tensor of shape {t.spec.shape}, expected [{channels}]")
-        strides = [0] * len(x.spec.shape)
-        strides[1] = t.spec.stride[0]
-        return Operand(t.index, t.spec.dtype, strides=tuple(strides))
+        return along_dim(t, len(x.spec.shape), 1)
 
     operands = [Operand(x.index, x.spec.dtype), per_channel(mean), per_channel(var)]
     expr = f"(x0 - x1) * (1.0f / sqrtf(x2 + {cfloat(eps)}))"

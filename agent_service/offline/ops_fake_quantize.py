@@ -22,7 +22,7 @@ from typing import Any
 from agent_service.offline.call import TensorArg, UnsupportedCard, split_op_name, tensor_argument
 from agent_service.offline.cxx import FLOAT_DTYPES, cfloat
 from agent_service.offline.elementwise import ElementwisePlan, Operand, ValueRange
-from agent_service.offline.ops_elementwise import _check_single_output, _num
+from agent_service.offline.ops_elementwise import _check_single_output, _num, along_dim
 from kforge_domain.card import OperatorCard
 
 OPS = ("fake_quantize_per_tensor_affine", "fake_quantize_per_channel_affine")
@@ -86,12 +86,8 @@ def _per_channel(card: OperatorCard, call: dict[str, Any], low: int, high: int) 
         raise UnsupportedCard(f"per-channel fake quantization of {shape} along axis {axis} by a scale of "
                               f"{scale.spec.shape} and a zero point of {zero.spec.shape}")
 
-    def along_axis(t: TensorArg, dtype: str) -> Operand:
-        strides = [0] * len(shape)
-        strides[axis] = t.spec.stride[0]
-        return Operand(t.index, dtype, strides=tuple(strides))
-
-    operands = (Operand(x.index, x.spec.dtype), along_axis(scale, "float32"), along_axis(zero, "int32"))
+    operands = (Operand(x.index, x.spec.dtype), along_dim(scale, len(shape), axis),
+                along_dim(zero, len(shape), axis))
     cpu = (f"(fminf(fmaxf(kf_int64_cast_value(x2 + {_quotient('x1')}), {cfloat(low)}), {cfloat(high)}) - x2) * x1")
     integer = f"(long long)((unsigned long long)kf_f2ll({_quotient('x1')}) + (unsigned long long)(long long)x2)"
     cuda = f"(float)(kf_clamp_ll({integer}, {low}LL, {high}LL) - (long long)x2) * x1"

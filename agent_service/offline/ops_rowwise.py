@@ -102,8 +102,6 @@ def _resize_plan(card: OperatorCard, call: dict[str, Any], kind: str, scales_giv
     scales = [_source_scale(size_in, size_out, factor, align)
               for size_in, size_out, factor in zip(shape[2:], out[2:], factors, strict=True)]
     in_h, out_h, scale_h = (shape[2], out[2], scales[0]) if n == 2 else (1, 1, "0.0f")
-    if kind == "bicubic" and x.spec.dtype != card.outputs[0].dtype:
-        raise UnsupportedCard(f"bicubic resizing of {x.spec.dtype} into {card.outputs[0].dtype}")
     return AdaptivePoolPlan(
         family=f"upsample_{kind}", summary=f"{card.op} of {shape} to {out} {x.spec.dtype}", inputs=tuple(card.inputs),
         outputs=tuple(card.outputs), x=x.index, planes=shape[0] * shape[1], in_h=in_h, in_w=shape[-1],

@@ -127,10 +127,10 @@ class AdaptivePoolPlan:
         return KnobSpace({"threads": cpu_thread_choices(device, (*self.inputs, *self.outputs)),
                           "schedule": ("static", "dynamic")})
 
-    def _avg_loop(self, unrolled: bool = False, n: str = "LL") -> str:
-        """PyTorch's windows: clipped to the padded plane for the divisor, to the plane for the sum;
-        a window wholly in the padding (possible with ceil_mode) writes 0. ``n`` is the suffix of
-        index constants ("LL" for 64-bit indices, "" for 32-bit ones)."""
+    def _avg_window(self, n: str) -> tuple[str, str]:
+        """PyTorch's average window of output (oh, ow): C lines placing it (``h0``, ``w0`` its start,
+        ``h1p``, ``w1p`` its end in the padded plane, ``h0c``..``h1`` and ``w0c``..``w1`` clipped to
+        the plane) and the C expression of its divisor."""
         ih, iw = self.in_h, self.in_w
         (kh, kw), (sh, sw), (ph, pw) = self.kernel, self.stride, self.padding
         if self.divisor is not None:
@@ -139,6 +139,25 @@ class AdaptivePoolPlan:
             divisor = "(float)((h1p - h0) * (w1p - w0))"
         else:
             divisor = "(float)((h1 - h0c) * (w1 - w0c))"
+        return (f"    const IDX h0 = oh * {sh}{n} - {ph}{n}, w0 = ow * {sw}{n} - {pw}{n};\n"
+                f"    const IDX h1p = h0 + {kh}{n} < {ih + ph}{n} ? h0 + {kh}{n} : {ih + ph}{n};\n"
+                f"    const IDX w1p = w0 + {kw}{n} < {iw + pw}{n} ? w0 + {kw}{n} : {iw + pw}{n};\n"
+                "    const IDX h0c = h0 > 0 ? h0 : 0, w0c = w0 > 0 ? w0 : 0;\n"
+                f"    const IDX h1 = h1p < {ih}{n} ? h1p : {ih}{n}, w1 = w1p < {iw}{n} ? w1p : {iw}{n};\n"), divisor
+
+    def _adaptive_bin(self, n: str) -> str:
+        """C lines placing output (oh, ow)'s adaptive bin: rows ``h0``..``h1``, columns ``w0``..``w1``."""
+        ih, iw, oh, ow = self.in_h, self.in_w, self.out_h, self.out_w
+        return (f"    const IDX h0 = (oh * {ih}{n}) / {oh}{n}, h1 = ((oh + 1) * {ih}{n} + {oh - 1}{n}) / {oh}{n};\n"
+                f"    const IDX w0 = (ow * {iw}{n}) / {ow}{n}, w1 = ((ow + 1) * {iw}{n} + {ow - 1}{n}) / {ow}{n};\n")
+
+    def _avg_loop(self, unrolled: bool = False, n: str = "LL") -> str:
+        """PyTorch's windows: clipped to the padded plane for the divisor, to the plane for the sum;
+        a window wholly in the padding (possible with ceil_mode) writes 0. ``n`` is the suffix of
+        index constants ("LL" for 64-bit indices, "" for 32-bit ones)."""
+        ih, iw = self.in_h, self.in_w
+        kh, kw = self.kernel
+        bounds, divisor = self._avg_window(n)
         if unrolled:  # the window's fixed extent, each position checked against the plane
             window = (f"#pragma unroll\n    for (int a = 0; a < {kh}; ++a) {{\n      const IDX h = h0 + a;\n"
                       f"      if (h < 0 || h >= {ih}{n}) continue;\n"
@@ -148,12 +167,7 @@ class AdaptivePoolPlan:
         else:
             window = (f"    for (IDX h = h0c; h < h1; ++h)\n      for (IDX w = w0c; w < w1; ++w) "
                       f"s += kf_to_f32(plane[{self._at('h', 'w', n)}]);\n")
-        return (f"    const IDX h0 = oh * {sh}{n} - {ph}{n}, w0 = ow * {sw}{n} - {pw}{n};\n"
-                f"    const IDX h1p = h0 + {kh}{n} < {ih + ph}{n} ? h0 + {kh}{n} : {ih + ph}{n};\n"
-                f"    const IDX w1p = w0 + {kw}{n} < {iw + pw}{n} ? w0 + {kw}{n} : {iw + pw}{n};\n"
-                "    const IDX h0c = h0 > 0 ? h0 : 0, w0c = w0 > 0 ? w0 : 0;\n"
-                f"    const IDX h1 = h1p < {ih}{n} ? h1p : {ih}{n}, w1 = w1p < {iw}{n} ? w1p : {iw}{n};\n"
-                f"    const TX *plane = {self._plane(n)};\n    float s = 0.0f;\n"
+        return (f"{bounds}    const TX *plane = {self._plane(n)};\n    float s = 0.0f;\n"
                 f"{window}"
                 f"    y[i] = kf_from_f32<TY>(h0c >= h1 || w0c >= w1 ? 0.0f : s / {divisor});\n")
 
@@ -205,7 +219,7 @@ class AdaptivePoolPlan:
                 "    y[i] = kf_from_f32<TY>(hc[0] * rows[0] + hc[1] * rows[1] + hc[2] * rows[2] + hc[3] * rows[3]);\n")
 
     def _bin_loop(self, unrolled: bool = False, n: str = "LL") -> str:
-        ih, iw, oh, ow = self.in_h, self.in_w, self.out_h, self.out_w
+        ih, iw = self.in_h, self.in_w
         if self.kind == "avg":
             return self._avg_loop(unrolled, n)
         if self.kind in ("bilinear", "linear"):
@@ -225,9 +239,7 @@ class AdaptivePoolPlan:
                     f"        const float v = kf_to_f32(plane[{self._at('h', 'w', n)}]);\n"
                     "        m = (v > m || v != v) ? v : m;\n      }\n    }\n"
                     "    y[i] = kf_from_f32<TY>(m);\n")
-        return (f"    const IDX h0 = (oh * {ih}{n}) / {oh}{n}, h1 = ((oh + 1) * {ih}{n} + {oh - 1}{n}) / {oh}{n};\n"
-                f"    const IDX w0 = (ow * {iw}{n}) / {ow}{n}, w1 = ((ow + 1) * {iw}{n} + {ow - 1}{n}) / {ow}{n};\n"
-                f"    const TX *plane = {self._plane(n)};\n    float s = 0.0f;\n"
+        return (f"{self._adaptive_bin(n)}    const TX *plane = {self._plane(n)};\n    float s = 0.0f;\n"
                 f"    for (IDX h = h0; h < h1; ++h)\n      for (IDX w = w0; w < w1; ++w) "
                 f"s += kf_to_f32(plane[{self._at('h', 'w', n)}]);\n"
                 f"    y[i] = kf_from_f32<TY>(s / (float)((h1 - h0) * (w1 - w0)));\n")
@@ -264,25 +276,12 @@ class AdaptivePoolPlan:
                         "acc[ch] = (v > acc[ch] || v != v) ? v : acc[ch];", skip="yes")
             return head + fill("-INFINITY") + body + store("acc[ch]")
         if self.kind == "avg":
-            (kh, kw), (sh, sw), (ph, pw) = self.kernel, self.stride, self.padding
-            if self.divisor is not None:
-                divisor = f"{self.divisor}.0f"
-            elif self.count_include_pad:
-                divisor = "(float)((h1p - h0) * (w1p - w0))"
-            else:
-                divisor = "(float)((h1 - h0c) * (w1 - w0c))"
-            bounds = (f"    const IDX h0 = oh * {sh}LL - {ph}LL, w0 = ow * {sw}LL - {pw}LL;\n"
-                      f"    const IDX h1p = h0 + {kh}LL < {ih + ph}LL ? h0 + {kh}LL : {ih + ph}LL;\n"
-                      f"    const IDX w1p = w0 + {kw}LL < {iw + pw}LL ? w0 + {kw}LL : {iw + pw}LL;\n"
-                      "    const IDX h0c = h0 > 0 ? h0 : 0, w0c = w0 > 0 ? w0 : 0;\n"
-                      f"    const IDX h1 = h1p < {ih}LL ? h1p : {ih}LL, w1 = w1p < {iw}LL ? w1p : {iw}LL;\n")
+            bounds, divisor = self._avg_window("LL")
             body = taps("IDX h = h0c; h < h1; ++h", "IDX w = w0c; w < w1; ++w", "acc[ch] += v;")
             return (head + bounds + fill("0.0f") + body
                     + store(f"h0c >= h1 || w0c >= w1 ? 0.0f : acc[ch] / {divisor}"))
-        bounds = (f"    const IDX h0 = (oh * {ih}LL) / {oh}LL, h1 = ((oh + 1) * {ih}LL + {oh - 1}LL) / {oh}LL;\n"
-                  f"    const IDX w0 = (ow * {iw}LL) / {ow}LL, w1 = ((ow + 1) * {iw}LL + {ow - 1}LL) / {ow}LL;\n")
         body = taps("IDX h = h0; h < h1; ++h", "IDX w = w0; w < w1; ++w", "acc[ch] += v;")
-        return head + bounds + fill("0.0f") + body + store("acc[ch] / (float)((h1 - h0) * (w1 - w0))")
+        return head + self._adaptive_bin("LL") + fill("0.0f") + body + store("acc[ch] / (float)((h1 - h0) * (w1 - w0))")
 
     def render(self, backend: str, knobs: Knobs, device: DeviceInfo) -> str:
         knobs = self.knob_space(backend, device).normalise(knobs)

@@ -50,6 +50,7 @@ def test_the_next_card_starts_when_the_one_before_has_sent_its_last_and_waits_fo
             b.finish.set()
             c.finish.set()
             await starting_c
+            assert await pipeline.drain() and not await pipeline.drain()  # c was still finishing, then none
         assert pipeline.running == frozenset()
         return log
 
